@@ -1,0 +1,102 @@
+# vramcache build. `make` builds the library and the command; `make test` runs every test that
+# needs no GPU; `make check` adds the layering check and a sanitizer build of the unit tests.
+# Builds are incremental (dependency files); the runtime core is compiled WITHOUT the CUDA include
+# path, so a CUDA header in runtime/ fails the build, not only the check.
+
+CUDA      ?= /usr/local/cuda
+CXX       ?= g++
+NVCC      ?= $(CUDA)/bin/nvcc
+BUILD     ?= build
+CUDA_INC  := -I$(CUDA)/include $(if $(wildcard $(CUDA)/extras/CUPTI/include),-I$(CUDA)/extras/CUPTI/include)
+WARN      := -Wall -Wextra -Werror
+CXXFLAGS  ?= -O2 -g
+BASEFLAGS := -std=c++17 -fPIC -fvisibility=hidden $(WARN) -I. -MMD -MP
+
+RUNTIME_SRC   := $(wildcard runtime/*.cc)
+INTERPOSE_SRC := $(wildcard interpose/*.cc)
+UNIT_SRC      := $(wildcard tests/unit/*.cc)
+RUNTIME_OBJ   := $(RUNTIME_SRC:%.cc=$(BUILD)/obj/%.o)
+INTERPOSE_OBJ := $(INTERPOSE_SRC:%.cc=$(BUILD)/obj/%.o)
+UNIT_OBJ      := $(UNIT_SRC:%.cc=$(BUILD)/obj/%.o)
+FAKE_LIBS     := $(addprefix $(BUILD)/fake/,libcuda.so.1 libcudart.so.13 libcublas.so.13 libcublasLt.so.13 libcupti.so.13)
+
+LIB := $(BUILD)/libvramcache.so
+CLI := $(BUILD)/vramcache
+
+.PHONY: all test check samples layering asan-test clean
+all: $(LIB) $(CLI)
+
+$(BUILD)/obj/runtime/%.o: runtime/%.cc
+	@mkdir -p $(@D)
+	$(CXX) $(BASEFLAGS) $(CXXFLAGS) -c $< -o $@
+
+$(BUILD)/obj/interpose/%.o: interpose/%.cc
+	@mkdir -p $(@D)
+	$(CXX) $(BASEFLAGS) $(CXXFLAGS) $(CUDA_INC) -c $< -o $@
+
+$(BUILD)/obj/profiler/%.o: profiler/%.cc
+	@mkdir -p $(@D)
+	$(CXX) $(BASEFLAGS) $(CXXFLAGS) -c $< -o $@
+
+$(BUILD)/obj/tests/%.o: tests/%.cc
+	@mkdir -p $(@D)
+	$(CXX) $(BASEFLAGS) $(CXXFLAGS) $(CUDA_INC) -c $< -o $@
+
+# The library carries its own C++ runtime (hidden by the version script), so it never clashes with
+# the application's libstdc++. CUPTI is opened at run time from the RUNPATH or the loader's path.
+$(LIB): $(RUNTIME_OBJ) $(INTERPOSE_OBJ) interpose/libvramcache.map
+	$(CXX) -shared -o $@ $(RUNTIME_OBJ) $(INTERPOSE_OBJ) -static-libstdc++ -static-libgcc \
+	  -Wl,--version-script=interpose/libvramcache.map -Wl,-z,defs \
+	  -Wl,-rpath,'$$ORIGIN:$(CUDA)/lib64:$(CUDA)/extras/CUPTI/lib64' -ldl -lpthread
+
+$(CLI): $(BUILD)/obj/profiler/main.o $(RUNTIME_OBJ)
+	$(CXX) -o $@ $^ -lpthread
+
+# ---- Tests without a GPU ----
+$(BUILD)/unit_tests: $(UNIT_OBJ) $(RUNTIME_OBJ)
+	$(CXX) $(LDSAN) -o $@ $^ -lpthread
+
+$(BUILD)/fake/libcuda.so.1: tests/fake/fake_cuda.cc
+$(BUILD)/fake/libcudart.so.13: tests/fake/fake_cudart.cc
+$(BUILD)/fake/libcublas.so.13: tests/fake/fake_cublas.cc
+$(BUILD)/fake/libcublasLt.so.13: tests/fake/fake_cublasLt.cc
+$(BUILD)/fake/libcupti.so.13: tests/fake/fake_cupti.cc
+$(FAKE_LIBS): tests/fake/fake.h
+	@mkdir -p $(@D)
+	$(CXX) -std=c++17 $(WARN) -fPIC -shared $(CUDA_INC) -Wl,-soname,$(@F) -o $@ $(filter %.cc,$^)
+
+$(BUILD)/interpose_test: $(BUILD)/obj/tests/interpose/interpose_test.o
+	$(CXX) -o $@ $^ -ldl
+
+test: $(LIB) $(CLI) $(BUILD)/unit_tests $(FAKE_LIBS) $(BUILD)/interpose_test
+	$(BUILD)/unit_tests
+	bash tests/interpose/run.sh $(BUILD)
+	bash tests/cli/run.sh $(BUILD)
+
+# ---- Checks: layering, README options in sync, sanitizers ----
+layering:
+	@bad=$$(grep -lE '#include *[<"](cuda|cupti|cublas|dlfcn|generated_cuda)' runtime/*.h runtime/*.cc); \
+	  if [ -n "$$bad" ]; then echo "layering: CUDA/CUPTI/dlfcn header in the runtime core: $$bad"; exit 1; fi
+	@echo "layering: runtime core includes no CUDA, CUPTI or dlfcn header"
+	@bash scripts/readme_options.sh --check $(CLI)
+
+asan-test:
+	$(MAKE) BUILD=$(BUILD)/asan LDSAN="-fsanitize=address,undefined" \
+	  CXXFLAGS="-O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all" \
+	  $(BUILD)/asan/unit_tests
+	$(BUILD)/asan/unit_tests
+
+check: test layering asan-test
+
+# ---- Samples (built here, run on the GPU machine) ----
+samples: $(BUILD)/samples/mlp
+$(BUILD)/samples/mlp: samples/mlp/mlp.cu
+	@mkdir -p $(@D)
+	$(NVCC) -O2 -std=c++17 -Xcompiler -Wall,-Wextra -Werror all-warnings \
+	  -gencode arch=compute_90,code=[sm_90,compute_90] -cudart shared \
+	  -Xlinker -rpath,$(CUDA)/lib64 $< -o $@ -lcublas -lcuda
+
+clean:
+	rm -rf $(BUILD)
+
+-include $(shell find $(BUILD)/obj -name '*.d' 2>/dev/null)

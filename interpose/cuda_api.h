@@ -1,0 +1,57 @@
+// The CUDA driver and CUPTI functions vramcache itself calls, each pinned to an ABI version
+// (PFN_* types of cudaTypedefs.h). Driver functions are resolved through the REAL cuGetProcAddress,
+// never by name from inside the library, so our calls never re-enter our own hooks. CUPTI is opened
+// with dlopen when the launch observer starts: without it vramcache degrades, it does not fail.
+#pragma once
+
+#include <cuda.h>
+#include <cudaTypedefs.h>
+#include <cupti.h>
+
+namespace vc::interpose {
+
+// X(name, version): PFN_<name>_v<version>.
+#define VC_DRIVER_API(X)              \
+  X(cuFuncGetParamInfo, 12040)        \
+  X(cuKernelGetParamInfo, 12040)      \
+  X(cuFuncGetName, 12030)             \
+  X(cuKernelGetName, 12030)           \
+  X(cuStreamIsCapturing, 10000)       \
+  X(cuGraphGetNodes, 10000)           \
+  X(cuGraphNodeGetType, 10000)        \
+  X(cuGraphKernelNodeGetParams, 12000) \
+  X(cuGraphChildGraphNodeGetGraph, 10000) \
+  X(cuMemGetInfo, 3020)
+
+struct DriverApi {
+#define VC_DRIVER_FIELD(name, version) PFN_##name##_v##version name = nullptr;
+  VC_DRIVER_API(VC_DRIVER_FIELD)
+#undef VC_DRIVER_FIELD
+};
+
+// Resolves the table once (thread-safe). Null if libcuda is missing; a function the driver lacks
+// stays null (logged once), so callers check the field they use.
+const DriverApi *driver_api();
+
+#define VC_CUPTI_API(X)                  \
+  X(cuptiSubscribe)                      \
+  X(cuptiEnableCallback)                 \
+  X(cuptiEnableDomain)                   \
+  X(cuptiGetCallbackName)                \
+  X(cuptiGetResultString)                \
+  X(cuptiActivityRegisterCallbacks)      \
+  X(cuptiActivityEnable)                 \
+  X(cuptiActivityGetNextRecord)          \
+  X(cuptiActivityFlushAll)               \
+  X(cuptiActivityGetNumDroppedRecords)
+
+struct CuptiApi {
+#define VC_CUPTI_FIELD(name) decltype(&::name) name = nullptr;
+  VC_CUPTI_API(VC_CUPTI_FIELD)
+#undef VC_CUPTI_FIELD
+};
+
+// Opens libcupti and resolves the table; null (and one log line) if that fails.
+const CuptiApi *cupti_api();
+
+}  // namespace vc::interpose

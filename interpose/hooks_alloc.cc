@@ -1,0 +1,278 @@
+// Allocation hooks: runtime and driver API. Each wrapper calls the real function and returns its
+// result unchanged; on success it tells the runtime what was allocated or freed. The one thing a
+// wrapper may change is a managed allocation past the device's free memory (DESIGN.md, "Safety").
+#include <cstdint>
+
+#include "interpose/cuda_api.h"
+#include "interpose/library.h"
+#include "interpose/symbols.h"
+#include "runtime/log.h"
+
+using vc::AllocKind;
+using vc::Runtime;
+using vc::interpose::HookGroup;
+using vc::interpose::HookScope;
+
+namespace {
+
+// A hooked symbol whose real function cannot be found (its library is not loaded): the call
+// cannot be forwarded, so it fails with the library's not-initialized code.
+#define VC_REAL_OR_FAIL(symbol, error)                                                    \
+  auto real = VC_REAL(symbol);                                                            \
+  if (!real) {                                                                            \
+    VC_WARN_CAPPED("%s called but its library is not loaded; returning an error", #symbol); \
+    return error;                                                                         \
+  }
+
+inline uint64_t addr(const void *p) { return reinterpret_cast<uintptr_t>(p); }
+
+// Starts the observer (first CUDA call) and returns the runtime to report to, if any.
+Runtime *enter(const HookScope &scope) {
+  Runtime *rt = scope.runtime();
+  if (rt) vc::interpose::ensure_observer();
+  return rt;
+}
+
+void report_alloc(Runtime *rt, bool ok, uint64_t ptr, uint64_t size, AllocKind kind) {
+  if (!rt) return;
+  if (ok) rt->on_alloc(ptr, size, kind);
+  else rt->on_alloc_failed();
+}
+
+// Managed guard: after a successful managed allocation, checks the total against the device's
+// free memory; past it, the caller frees the allocation and returns out-of-memory.
+bool managed_admitted(Runtime *rt, uint64_t size) {
+  uint64_t free_bytes = 0;
+  const vc::interpose::DriverApi *api = vc::interpose::driver_api();
+  size_t f = 0, t = 0;
+  if (api && api->cuMemGetInfo && api->cuMemGetInfo(&f, &t) == CUDA_SUCCESS) free_bytes = f;
+  // Unknown free memory admits nothing: refusing is safe, oversubscribing a shared GPU is not.
+  if (rt->admit_managed(size, free_bytes)) return true;
+  VC_ERROR("managed allocation of %llu bytes refused: total managed memory would exceed the "
+           "device's free memory at start (set VRAMCACHE_ALLOW_OVERSUBSCRIBE=1 to allow)",
+           (unsigned long long)size);
+  return false;
+}
+
+}  // namespace
+
+// ---- Runtime API ----
+
+VC_EXPORT cudaError_t cudaMalloc(void **ptr, size_t size) {
+  HookScope scope(HookGroup::kAlloc);
+  VC_REAL_OR_FAIL(cudaMalloc, cudaErrorInitializationError);
+  Runtime *rt = enter(scope);
+  cudaError_t r = real(ptr, size);
+  report_alloc(rt, r == cudaSuccess, r == cudaSuccess ? addr(*ptr) : 0, size, AllocKind::kDevice);
+  return r;
+}
+
+VC_EXPORT cudaError_t cudaFree(void *ptr) {
+  HookScope scope(HookGroup::kAlloc);
+  VC_REAL_OR_FAIL(cudaFree, cudaErrorInitializationError);
+  Runtime *rt = enter(scope);
+  cudaError_t r = real(ptr);
+  if (rt && r == cudaSuccess) rt->on_free(addr(ptr));
+  return r;
+}
+
+#define VC_CUDA_MALLOC_ASYNC(symbol)                                                             \
+  VC_EXPORT cudaError_t symbol(void **ptr, size_t size, cudaStream_t stream) {                   \
+    HookScope scope(HookGroup::kAlloc);                                                          \
+    VC_REAL_OR_FAIL(symbol, cudaErrorInitializationError);                                       \
+    Runtime *rt = enter(scope);                                                                  \
+    cudaError_t r = real(ptr, size, stream);                                                     \
+    report_alloc(rt, r == cudaSuccess, r == cudaSuccess ? addr(*ptr) : 0, size, AllocKind::kAsync); \
+    return r;                                                                                    \
+  }
+VC_CUDA_MALLOC_ASYNC(cudaMallocAsync)
+VC_CUDA_MALLOC_ASYNC(cudaMallocAsync_ptsz)
+
+#define VC_CUDA_MALLOC_FROM_POOL(symbol)                                                         \
+  VC_EXPORT cudaError_t symbol(void **ptr, size_t size, cudaMemPool_t pool, cudaStream_t stream) { \
+    HookScope scope(HookGroup::kAlloc);                                                          \
+    VC_REAL_OR_FAIL(symbol, cudaErrorInitializationError);                                       \
+    Runtime *rt = enter(scope);                                                                  \
+    cudaError_t r = real(ptr, size, pool, stream);                                               \
+    report_alloc(rt, r == cudaSuccess, r == cudaSuccess ? addr(*ptr) : 0, size, AllocKind::kAsync); \
+    return r;                                                                                    \
+  }
+VC_CUDA_MALLOC_FROM_POOL(cudaMallocFromPoolAsync)
+VC_CUDA_MALLOC_FROM_POOL(cudaMallocFromPoolAsync_ptsz)
+
+#define VC_CUDA_FREE_ASYNC(symbol)                                        \
+  VC_EXPORT cudaError_t symbol(void *ptr, cudaStream_t stream) {          \
+    HookScope scope(HookGroup::kAlloc);                                   \
+    VC_REAL_OR_FAIL(symbol, cudaErrorInitializationError);                \
+    Runtime *rt = enter(scope);                                           \
+    cudaError_t r = real(ptr, stream);                                    \
+    if (rt && r == cudaSuccess) rt->on_free(addr(ptr));                   \
+    return r;                                                             \
+  }
+VC_CUDA_FREE_ASYNC(cudaFreeAsync)
+VC_CUDA_FREE_ASYNC(cudaFreeAsync_ptsz)
+
+VC_EXPORT cudaError_t cudaMallocManaged(void **ptr, size_t size, unsigned int flags) {
+  HookScope scope(HookGroup::kAlloc);
+  VC_REAL_OR_FAIL(cudaMallocManaged, cudaErrorInitializationError);
+  Runtime *rt = enter(scope);
+  cudaError_t r = real(ptr, size, flags);
+  if (rt && r == cudaSuccess && !managed_admitted(rt, size)) {
+    if (auto free_fn = VC_REAL(cudaFree)) (void)free_fn(*ptr);
+    *ptr = nullptr;
+    return cudaErrorMemoryAllocation;
+  }
+  report_alloc(rt, r == cudaSuccess, r == cudaSuccess ? addr(*ptr) : 0, size, AllocKind::kManaged);
+  return r;
+}
+
+VC_EXPORT cudaError_t cudaMemGetInfo(size_t *free_bytes, size_t *total_bytes) {
+  // Passed through for now; the paging runtime will report its budget here.
+  HookScope scope(HookGroup::kAlloc);
+  VC_REAL_OR_FAIL(cudaMemGetInfo, cudaErrorInitializationError);
+  return real(free_bytes, total_bytes);
+}
+
+// ---- Driver API ----
+
+VC_EXPORT CUresult cuInit(unsigned int flags) {
+  HookScope scope(HookGroup::kAlloc);
+  VC_REAL_OR_FAIL(cuInit, CUDA_ERROR_NOT_INITIALIZED);
+  enter(scope);
+  return real(flags);
+}
+
+VC_EXPORT CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int version, cuuint64_t flags,
+                                       CUdriverProcAddressQueryResult *status) {
+  VC_REAL_OR_FAIL(cuGetProcAddress_v2, CUDA_ERROR_NOT_INITIALIZED);
+  CUresult r = real(symbol, pfn, version, flags, status);
+  if (r == CUDA_SUCCESS && pfn && vc::interpose::hooks_enabled()) {
+    vc::interpose::ensure_observer();
+    *pfn = vc::interpose::wrap_proc_address(symbol, *pfn);
+  }
+  return r;
+}
+
+VC_EXPORT CUresult cuGetProcAddress(const char *symbol, void **pfn, int version, cuuint64_t flags) {
+  VC_REAL_OR_FAIL(cuGetProcAddress, CUDA_ERROR_NOT_INITIALIZED);
+  CUresult r = real(symbol, pfn, version, flags);
+  if (r == CUDA_SUCCESS && pfn && vc::interpose::hooks_enabled()) {
+    vc::interpose::ensure_observer();
+    *pfn = vc::interpose::wrap_proc_address(symbol, *pfn);
+  }
+  return r;
+}
+
+VC_EXPORT CUresult cuMemAlloc_v2(CUdeviceptr *ptr, size_t size) {
+  HookScope scope(HookGroup::kAlloc);
+  VC_REAL_OR_FAIL(cuMemAlloc_v2, CUDA_ERROR_NOT_INITIALIZED);
+  Runtime *rt = enter(scope);
+  CUresult r = real(ptr, size);
+  report_alloc(rt, r == CUDA_SUCCESS, r == CUDA_SUCCESS ? *ptr : 0, size, AllocKind::kDevice);
+  return r;
+}
+
+VC_EXPORT CUresult cuMemAllocPitch_v2(CUdeviceptr *ptr, size_t *pitch, size_t width, size_t height,
+                                      unsigned int element_bytes) {
+  HookScope scope(HookGroup::kAlloc);
+  VC_REAL_OR_FAIL(cuMemAllocPitch_v2, CUDA_ERROR_NOT_INITIALIZED);
+  Runtime *rt = enter(scope);
+  CUresult r = real(ptr, pitch, width, height, element_bytes);
+  bool ok = r == CUDA_SUCCESS;
+  report_alloc(rt, ok, ok ? *ptr : 0, ok ? uint64_t(*pitch) * height : 0, AllocKind::kDevice);
+  return r;
+}
+
+VC_EXPORT CUresult cuMemFree_v2(CUdeviceptr ptr) {
+  HookScope scope(HookGroup::kAlloc);
+  VC_REAL_OR_FAIL(cuMemFree_v2, CUDA_ERROR_NOT_INITIALIZED);
+  Runtime *rt = enter(scope);
+  CUresult r = real(ptr);
+  if (rt && r == CUDA_SUCCESS) rt->on_free(ptr);
+  return r;
+}
+
+#define VC_CU_MEM_ALLOC_ASYNC(symbol)                                                           \
+  VC_EXPORT CUresult symbol(CUdeviceptr *ptr, size_t size, CUstream stream) {                   \
+    HookScope scope(HookGroup::kAlloc);                                                         \
+    VC_REAL_OR_FAIL(symbol, CUDA_ERROR_NOT_INITIALIZED);                                        \
+    Runtime *rt = enter(scope);                                                                 \
+    CUresult r = real(ptr, size, stream);                                                       \
+    report_alloc(rt, r == CUDA_SUCCESS, r == CUDA_SUCCESS ? *ptr : 0, size, AllocKind::kAsync); \
+    return r;                                                                                   \
+  }
+VC_CU_MEM_ALLOC_ASYNC(cuMemAllocAsync)
+VC_CU_MEM_ALLOC_ASYNC(cuMemAllocAsync_ptsz)
+
+#define VC_CU_MEM_ALLOC_FROM_POOL(symbol)                                                       \
+  VC_EXPORT CUresult symbol(CUdeviceptr *ptr, size_t size, CUmemoryPool pool, CUstream stream) { \
+    HookScope scope(HookGroup::kAlloc);                                                         \
+    VC_REAL_OR_FAIL(symbol, CUDA_ERROR_NOT_INITIALIZED);                                        \
+    Runtime *rt = enter(scope);                                                                 \
+    CUresult r = real(ptr, size, pool, stream);                                                 \
+    report_alloc(rt, r == CUDA_SUCCESS, r == CUDA_SUCCESS ? *ptr : 0, size, AllocKind::kAsync); \
+    return r;                                                                                   \
+  }
+VC_CU_MEM_ALLOC_FROM_POOL(cuMemAllocFromPoolAsync)
+VC_CU_MEM_ALLOC_FROM_POOL(cuMemAllocFromPoolAsync_ptsz)
+
+#define VC_CU_MEM_FREE_ASYNC(symbol)                                \
+  VC_EXPORT CUresult symbol(CUdeviceptr ptr, CUstream stream) {     \
+    HookScope scope(HookGroup::kAlloc);                             \
+    VC_REAL_OR_FAIL(symbol, CUDA_ERROR_NOT_INITIALIZED);            \
+    Runtime *rt = enter(scope);                                     \
+    CUresult r = real(ptr, stream);                                 \
+    if (rt && r == CUDA_SUCCESS) rt->on_free(ptr);                  \
+    return r;                                                       \
+  }
+VC_CU_MEM_FREE_ASYNC(cuMemFreeAsync)
+VC_CU_MEM_FREE_ASYNC(cuMemFreeAsync_ptsz)
+
+VC_EXPORT CUresult cuMemAllocManaged(CUdeviceptr *ptr, size_t size, unsigned int flags) {
+  HookScope scope(HookGroup::kAlloc);
+  VC_REAL_OR_FAIL(cuMemAllocManaged, CUDA_ERROR_NOT_INITIALIZED);
+  Runtime *rt = enter(scope);
+  CUresult r = real(ptr, size, flags);
+  if (rt && r == CUDA_SUCCESS && !managed_admitted(rt, size)) {
+    if (auto free_fn = VC_REAL(cuMemFree_v2)) (void)free_fn(*ptr);
+    *ptr = 0;
+    return CUDA_ERROR_OUT_OF_MEMORY;
+  }
+  report_alloc(rt, r == CUDA_SUCCESS, r == CUDA_SUCCESS ? *ptr : 0, size, AllocKind::kManaged);
+  return r;
+}
+
+VC_EXPORT CUresult cuMemGetInfo_v2(size_t *free_bytes, size_t *total_bytes) {
+  // Passed through for now; the paging runtime will report its budget here.
+  VC_REAL_OR_FAIL(cuMemGetInfo_v2, CUDA_ERROR_NOT_INITIALIZED);
+  return real(free_bytes, total_bytes);
+}
+
+VC_EXPORT CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size,
+                               const CUmemAllocationProp *prop, unsigned long long flags) {
+  HookScope scope(HookGroup::kAlloc);
+  VC_REAL_OR_FAIL(cuMemCreate, CUDA_ERROR_NOT_INITIALIZED);
+  Runtime *rt = enter(scope);
+  CUresult r = real(handle, size, prop, flags);
+  if (rt && r == CUDA_SUCCESS) rt->on_vmm_create();
+  return r;
+}
+
+VC_EXPORT CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset,
+                            CUmemGenericAllocationHandle handle, unsigned long long flags) {
+  HookScope scope(HookGroup::kAlloc);
+  VC_REAL_OR_FAIL(cuMemMap, CUDA_ERROR_NOT_INITIALIZED);
+  Runtime *rt = enter(scope);
+  CUresult r = real(ptr, size, offset, handle, flags);
+  report_alloc(rt, r == CUDA_SUCCESS, ptr, size, AllocKind::kVmmMap);
+  return r;
+}
+
+VC_EXPORT CUresult cuMemUnmap(CUdeviceptr ptr, size_t size) {
+  HookScope scope(HookGroup::kAlloc);
+  VC_REAL_OR_FAIL(cuMemUnmap, CUDA_ERROR_NOT_INITIALIZED);
+  Runtime *rt = enter(scope);
+  CUresult r = real(ptr, size);
+  if (rt && r == CUDA_SUCCESS) rt->on_free(ptr);
+  return r;
+}

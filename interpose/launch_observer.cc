@@ -1,0 +1,412 @@
+// CUPTI callback subscriber. Subscribes only to the driver callbacks classify_driver_api() names.
+// Callbacks must never throw into CUPTI and never call a hooked entry point: every driver call
+// here goes through driver_api() (real functions) and none of them is a subscribed callback id.
+//
+// Note [CUfunction or CUkernel]: since CUDA 12 the runtime passes a CUkernel where cuLaunchKernel
+// takes a CUfunction. cuFuncGetParamInfo rejects such a handle (invalid handle, measured with
+// PyTorch 2.11); cuKernelGetParamInfo accepts it. So a handle is tried as a function first, then
+// as a kernel, and a handle neither accepts is "not decoded", never guessed.
+#include "interpose/launch_observer.h"
+
+#include <cupti.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <mutex>
+#include <shared_mutex>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "interpose/cuda_api.h"
+#include "runtime/api_class.h"
+#include "runtime/log.h"
+
+namespace vc::interpose {
+namespace {
+
+struct KernelInfo {
+  bool decodable = false;
+  std::vector<ParamSlot> slots;
+  size_t buffer_size = 0;
+  std::string name;
+};
+
+// Parameter layout per function handle, queried once.
+class KernelCache {
+ public:
+  const KernelInfo *get(uint64_t handle) {
+    {
+      std::shared_lock lock(mu_);
+      auto it = map_.find(handle);
+      if (it != map_.end()) return it->second.get();
+    }
+    auto info = std::make_unique<KernelInfo>(query(handle));
+    std::unique_lock lock(mu_);
+    auto [it, inserted] = map_.emplace(handle, std::move(info));
+    (void)inserted;
+    return it->second.get();
+  }
+
+ private:
+  template <class Handle>
+  static bool read_layout(CUresult (*get_name)(const char **, Handle),
+                          CUresult (*get_param)(Handle, size_t, size_t *, size_t *), Handle h,
+                          KernelInfo *info) {
+    const char *name = nullptr;
+    if (!get_name || !get_param || get_name(&name, h) != CUDA_SUCCESS) return false;
+    info->slots.clear();
+    for (size_t i = 0;; ++i) {
+      size_t offset = 0, size = 0;
+      CUresult r = get_param(h, i, &offset, &size);
+      if (r == CUDA_ERROR_INVALID_VALUE) break;  // past the last parameter
+      if (r != CUDA_SUCCESS) return false;
+      info->slots.push_back(ParamSlot{uint32_t(offset), uint32_t(size)});
+    }
+    info->name = name ? name : "";
+    info->buffer_size = param_buffer_size(info->slots);
+    info->decodable = true;
+    return true;
+  }
+
+  static KernelInfo query(uint64_t handle) {
+    KernelInfo info;
+    const DriverApi *api = driver_api();
+    if (!api || !handle) return info;
+    if (!read_layout(api->cuFuncGetName, api->cuFuncGetParamInfo, reinterpret_cast<CUfunction>(handle), &info))
+      read_layout(api->cuKernelGetName, api->cuKernelGetParamInfo, reinterpret_cast<CUkernel>(handle), &info);
+    if (!info.decodable) VC_DEBUG("kernel handle 0x%llx: parameter layout unknown", (unsigned long long)handle);
+    return info;
+  }
+
+  std::shared_mutex mu_;
+  std::unordered_map<uint64_t, std::unique_ptr<KernelInfo>> map_;
+};
+
+// Copies a launch's parameters into one buffer laid out as the kernel sees it. Handles both
+// kernelParams (one pointer per parameter) and extra (CU_LAUNCH_PARAM_BUFFER_POINTER).
+bool assemble(const KernelInfo &k, void **kernel_params, void **extra, std::vector<uint8_t> *buf) {
+  if (kernel_params) {
+    buf->assign(k.buffer_size, 0);
+    for (size_t i = 0; i < k.slots.size(); ++i) {
+      if (!kernel_params[i]) return false;
+      memcpy(buf->data() + k.slots[i].offset, kernel_params[i], k.slots[i].size);
+    }
+    return true;
+  }
+  if (!extra) return k.slots.empty();
+  const void *pointer = nullptr;
+  size_t size = 0;
+  for (size_t i = 0; extra[i] != CU_LAUNCH_PARAM_END; i += 2) {
+    if (extra[i] == CU_LAUNCH_PARAM_BUFFER_POINTER) pointer = extra[i + 1];
+    else if (extra[i] == CU_LAUNCH_PARAM_BUFFER_SIZE) size = *static_cast<size_t *>(extra[i + 1]);
+  }
+  if (!pointer) return false;
+  const uint8_t *p = static_cast<const uint8_t *>(pointer);
+  buf->assign(p, p + size);
+  return true;
+}
+
+// A kernel node of an instantiated graph, decoded when the graph was instantiated.
+struct GraphKernel {
+  CUgraphNode node = nullptr;
+  uint64_t func = 0;
+  const KernelInfo *info = nullptr;
+  bool decoded = false;
+  std::vector<uint8_t> params;
+};
+
+struct State {
+  Runtime *rt = nullptr;
+  const CuptiApi *cupti = nullptr;
+  CUpti_SubscriberHandle subscriber = nullptr;
+  ApiClass classes[CUPTI_DRIVER_TRACE_CBID_SIZE] = {};
+  bool linear_copy[CUPTI_DRIVER_TRACE_CBID_SIZE] = {};
+  KernelCache kernels;
+  std::atomic<int> active_captures{0};
+  std::mutex graphs_mu;
+  std::unordered_map<CUgraphExec, std::vector<GraphKernel>> graphs;
+};
+State *g_state = nullptr;
+
+GraphKernel decode_node(CUgraphNode node, const CUDA_KERNEL_NODE_PARAMS_v2 &p) {
+  GraphKernel k;
+  k.node = node;
+  k.func = p.func ? reinterpret_cast<uint64_t>(p.func) : reinterpret_cast<uint64_t>(p.kern);
+  k.info = g_state->kernels.get(k.func);
+  k.decoded = k.info->decodable && assemble(*k.info, p.kernelParams, p.extra, &k.params);
+  return k;
+}
+
+// Appends the kernel nodes of `graph` (child graphs included) to `out`. The bodies of
+// conditional nodes run a data-dependent number of times and are not counted.
+void enumerate_graph(const DriverApi *api, CUgraph graph, std::vector<GraphKernel> *out, int depth) {
+  size_t n = 0;
+  if (depth > 8 || api->cuGraphGetNodes(graph, nullptr, &n) != CUDA_SUCCESS || n == 0) return;
+  std::vector<CUgraphNode> nodes(n);
+  if (api->cuGraphGetNodes(graph, nodes.data(), &n) != CUDA_SUCCESS) return;
+  for (CUgraphNode node : nodes) {
+    CUgraphNodeType type;
+    if (api->cuGraphNodeGetType(node, &type) != CUDA_SUCCESS) continue;
+    if (type == CU_GRAPH_NODE_TYPE_KERNEL) {
+      CUDA_KERNEL_NODE_PARAMS_v2 p = {};
+      if (api->cuGraphKernelNodeGetParams(node, &p) == CUDA_SUCCESS) out->push_back(decode_node(node, p));
+      else out->push_back(GraphKernel{node, 0, nullptr, false, {}});
+    } else if (type == CU_GRAPH_NODE_TYPE_GRAPH) {
+      CUgraph child;
+      if (api->cuGraphChildGraphNodeGetGraph(node, &child) == CUDA_SUCCESS)
+        enumerate_graph(api, child, out, depth + 1);
+    } else if (type == CU_GRAPH_NODE_TYPE_CONDITIONAL) {
+      VC_WARN_CAPPED("graph has a conditional node: kernels in its body are not reported");
+    }
+  }
+}
+
+void remember_graph(CUgraphExec exec, CUgraph graph) {
+  const DriverApi *api = driver_api();
+  if (!api || !api->cuGraphGetNodes || !api->cuGraphNodeGetType || !api->cuGraphKernelNodeGetParams)
+    return;
+  std::vector<GraphKernel> kernels;
+  enumerate_graph(api, graph, &kernels, 0);
+  std::lock_guard lock(g_state->graphs_mu);
+  g_state->graphs[exec] = std::move(kernels);
+}
+
+bool stream_capturing(CUstream stream, bool per_thread) {
+  if (g_state->active_captures.load(std::memory_order_relaxed) <= 0) return false;
+  const DriverApi *api = driver_api();
+  if (!api || !api->cuStreamIsCapturing) return false;
+  if (!stream && per_thread) stream = CU_STREAM_PER_THREAD;
+  CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
+  return api->cuStreamIsCapturing(stream, &status) == CUDA_SUCCESS && status != CU_STREAM_CAPTURE_STATUS_NONE;
+}
+
+void on_launch(CUpti_CallbackId cbid, const void *params) {
+  uint64_t handle = 0;
+  void **kernel_params = nullptr, **extra = nullptr;
+  CUstream stream = nullptr;
+  bool per_thread = false;
+  switch (cbid) {
+    case CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel_ptsz: per_thread = true; [[fallthrough]];
+    case CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel: {
+      auto *p = static_cast<const cuLaunchKernel_params *>(params);
+      handle = reinterpret_cast<uint64_t>(p->f), kernel_params = p->kernelParams, extra = p->extra, stream = p->hStream;
+      break;
+    }
+    case CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx_ptsz: per_thread = true; [[fallthrough]];
+    case CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx: {
+      auto *p = static_cast<const cuLaunchKernelEx_params *>(params);
+      handle = reinterpret_cast<uint64_t>(p->f), kernel_params = p->kernelParams, extra = p->extra;
+      stream = p->config ? p->config->hStream : nullptr;
+      break;
+    }
+    case CUPTI_DRIVER_TRACE_CBID_cuLaunchCooperativeKernel_ptsz: per_thread = true; [[fallthrough]];
+    case CUPTI_DRIVER_TRACE_CBID_cuLaunchCooperativeKernel: {
+      auto *p = static_cast<const cuLaunchCooperativeKernel_params *>(params);
+      handle = reinterpret_cast<uint64_t>(p->f), kernel_params = p->kernelParams, stream = p->hStream;
+      break;
+    }
+    default: break;  // legacy and multi-device launches: counted, not decoded
+  }
+  Launch launch;
+  launch.func = handle;
+  launch.stream = reinterpret_cast<uint64_t>(stream);
+  launch.captured = stream_capturing(stream, per_thread);
+  thread_local std::vector<uint8_t> buf;
+  const KernelInfo *info = handle ? g_state->kernels.get(handle) : nullptr;
+  if (info && info->decodable && assemble(*info, kernel_params, extra, &buf)) {
+    launch.decoded = true;
+    launch.params = buf.data();
+    launch.params_size = buf.size();
+    launch.slots = &info->slots;
+  }
+  g_state->rt->on_launch(launch);
+}
+
+void on_graph_launch(const void *params) {
+  // cuGraphLaunch and its _ptsz twin share one parameter layout.
+  CUgraphExec exec = static_cast<const cuGraphLaunch_params *>(params)->hGraph;
+  g_state->rt->on_api(ApiClass::kGraphLaunch, 0);
+  std::lock_guard lock(g_state->graphs_mu);
+  auto it = g_state->graphs.find(exec);
+  if (it == g_state->graphs.end()) return;
+  for (const GraphKernel &k : it->second) {
+    Launch launch;
+    launch.func = k.func;
+    launch.in_graph = true;
+    launch.decoded = k.decoded;
+    launch.params = k.params.data();
+    launch.params_size = k.params.size();
+    launch.slots = k.info ? &k.info->slots : nullptr;
+    g_state->rt->on_launch(launch);
+  }
+}
+
+void on_graph_update(const char *name, const void *params) {
+  if (strncmp(name, "cuGraphExecUpdate", 17) == 0) {
+    // v1 and v2 both start (hGraphExec, hGraph).
+    auto *p = static_cast<const cuGraphExecUpdate_v2_params *>(params);
+    remember_graph(p->hGraphExec, p->hGraph);
+    return;
+  }
+  // cuGraphExecKernelNodeSetParams[_v2]: (hGraphExec, hNode, nodeParams); the v1 node params
+  // are a prefix of v2 up to `extra`, which is all decode_node reads besides `kern`.
+  auto *p = static_cast<const cuGraphExecKernelNodeSetParams_v2_params *>(params);
+  if (!p->nodeParams) return;
+  CUDA_KERNEL_NODE_PARAMS_v2 node_params = {};
+  bool v2 = strstr(name, "_v2") != nullptr;
+  memcpy(&node_params, p->nodeParams, v2 ? sizeof(CUDA_KERNEL_NODE_PARAMS_v2) : sizeof(CUDA_KERNEL_NODE_PARAMS_v1));
+  GraphKernel updated = decode_node(p->hNode, node_params);
+  std::lock_guard lock(g_state->graphs_mu);
+  auto it = g_state->graphs.find(p->hGraphExec);
+  if (it == g_state->graphs.end()) return;
+  for (GraphKernel &k : it->second)
+    if (k.node == p->hNode) k = std::move(updated);
+}
+
+void on_driver_api(CUpti_CallbackId cbid, const CUpti_CallbackData *cb) {
+  ApiClass cls = g_state->classes[cbid];
+  if (cb->callbackSite == CUPTI_API_ENTER) {
+    switch (cls) {
+      case ApiClass::kLaunch: on_launch(cbid, cb->functionParams); break;
+      case ApiClass::kGraphLaunch: on_graph_launch(cb->functionParams); break;
+      case ApiClass::kCopy: {
+        uint64_t bytes = 0;
+        if (g_state->linear_copy[cbid]) {
+          struct Linear { uint64_t dst, src; size_t bytes; };  // see is_linear_copy()
+          bytes = static_cast<const Linear *>(cb->functionParams)->bytes;
+        }
+        g_state->rt->on_api(cls, bytes);
+        break;
+      }
+      case ApiClass::kSet:
+      case ApiClass::kSync: g_state->rt->on_api(cls, 0); break;
+      default: break;
+    }
+    return;
+  }
+  // API exit: act only on calls that succeeded.
+  if (!cb->functionReturnValue || *static_cast<const CUresult *>(cb->functionReturnValue) != CUDA_SUCCESS) return;
+  switch (cls) {
+    case ApiClass::kCaptureBegin:
+      g_state->active_captures++;
+      g_state->rt->on_api(cls, 0);
+      break;
+    case ApiClass::kCaptureEnd:
+      g_state->active_captures--;
+      g_state->rt->on_api(cls, 0);
+      break;
+    case ApiClass::kGraphUpdate: on_graph_update(cb->functionName, cb->functionParams); break;
+    default: break;
+  }
+}
+
+void on_resource(CUpti_CallbackId cbid, const CUpti_ResourceData *rd) {
+  auto *g = static_cast<const CUpti_GraphData *>(rd->resourceDescriptor);
+  if (!g) return;
+  if (cbid == CUPTI_CBID_RESOURCE_GRAPHEXEC_CREATED) {
+    remember_graph(g->graphExec, g->graph);
+  } else if (cbid == CUPTI_CBID_RESOURCE_GRAPHEXEC_DESTROY_STARTING) {
+    std::lock_guard lock(g_state->graphs_mu);
+    g_state->graphs.erase(g->graphExec);
+  }
+}
+
+void CUPTIAPI on_callback(void *, CUpti_CallbackDomain domain, CUpti_CallbackId cbid, const void *data) {
+  try {
+    if (domain == CUPTI_CB_DOMAIN_DRIVER_API && cbid < CUPTI_DRIVER_TRACE_CBID_SIZE)
+      on_driver_api(cbid, static_cast<const CUpti_CallbackData *>(data));
+    else if (domain == CUPTI_CB_DOMAIN_RESOURCE)
+      on_resource(cbid, static_cast<const CUpti_ResourceData *>(data));
+  } catch (...) {
+    VC_WARN_CAPPED("launch observer failed on callback %u (out of memory?): this call is not recorded", cbid);
+  }
+}
+
+// ---- Activity records (VRAMCACHE_ACTIVITY=1): an independent count to check ours against ----
+
+constexpr size_t kActivityBuffer = 8 << 20;
+
+void CUPTIAPI activity_buffer_requested(uint8_t **buffer, size_t *size, size_t *max_records) {
+  *buffer = static_cast<uint8_t *>(aligned_alloc(8, kActivityBuffer));
+  *size = *buffer ? kActivityBuffer : 0;
+  *max_records = 0;
+}
+
+void CUPTIAPI activity_buffer_completed(CUcontext ctx, uint32_t stream, uint8_t *buffer, size_t,
+                                        size_t valid) {
+  Counters &c = g_state->rt->counters();
+  CUpti_Activity *record = nullptr;
+  while (g_state->cupti->cuptiActivityGetNextRecord(buffer, valid, &record) == CUPTI_SUCCESS) {
+    if (record->kind == CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL || record->kind == CUPTI_ACTIVITY_KIND_KERNEL) {
+      c.activity_kernels++;
+    } else if (record->kind == CUPTI_ACTIVITY_KIND_MEMORY2) {
+      auto *m = reinterpret_cast<const CUpti_ActivityMemory4 *>(record);
+      if (m->memoryOperationType == CUPTI_ACTIVITY_MEMORY_OPERATION_TYPE_ALLOCATION &&
+          (m->memoryKind == CUPTI_ACTIVITY_MEMORY_KIND_DEVICE || m->memoryKind == CUPTI_ACTIVITY_MEMORY_KIND_MANAGED))
+        c.activity_allocs++;
+    }
+  }
+  size_t dropped = 0;
+  if (g_state->cupti->cuptiActivityGetNumDroppedRecords(ctx, stream, &dropped) == CUPTI_SUCCESS)
+    c.activity_dropped += dropped;
+  free(buffer);
+}
+
+const char *result_string(CUptiResult r) {
+  const char *s = nullptr;
+  if (g_state->cupti->cuptiGetResultString(r, &s) != CUPTI_SUCCESS || !s) s = "unknown CUPTI error";
+  return s;
+}
+
+}  // namespace
+
+void start_launch_observer(Runtime *rt) {
+  const CuptiApi *cupti = cupti_api();
+  if (!cupti) return;  // cupti_api() logged why
+  auto *state = new State();
+  state->rt = rt;
+  state->cupti = cupti;
+  g_state = state;
+  CUptiResult r = cupti->cuptiSubscribe(&state->subscriber, on_callback, nullptr);
+  if (r != CUPTI_SUCCESS) {
+    // Another tool (Nsight, a profiler started first) holds CUPTI: keep running without launches.
+    VC_WARN("cannot subscribe to CUPTI (%s): launches will not be observed; allocations still are",
+            result_string(r));
+    return;
+  }
+  int enabled = 0;
+  for (CUpti_CallbackId cbid = 1; cbid < CUPTI_DRIVER_TRACE_CBID_SIZE; ++cbid) {
+    const char *name = nullptr;
+    if (cupti->cuptiGetCallbackName(CUPTI_CB_DOMAIN_DRIVER_API, cbid, &name) != CUPTI_SUCCESS) continue;
+    ApiClass cls = classify_driver_api(name);
+    if (cls == ApiClass::kNone) continue;
+    if (cupti->cuptiEnableCallback(1, state->subscriber, CUPTI_CB_DOMAIN_DRIVER_API, cbid) != CUPTI_SUCCESS) {
+      VC_WARN("cannot enable the CUPTI callback for %s: those calls are not observed", name);
+      continue;
+    }
+    state->classes[cbid] = cls;
+    state->linear_copy[cbid] = is_linear_copy(name);
+    ++enabled;
+  }
+  for (CUpti_CallbackId cbid : {CUPTI_CBID_RESOURCE_GRAPHEXEC_CREATED, CUPTI_CBID_RESOURCE_GRAPHEXEC_DESTROY_STARTING})
+    if (cupti->cuptiEnableCallback(1, state->subscriber, CUPTI_CB_DOMAIN_RESOURCE, cbid) != CUPTI_SUCCESS)
+      VC_WARN("cannot enable CUPTI graph callbacks: kernels inside CUDA graphs are not reported");
+  rt->counters().launch_observer_on = true;
+  VC_INFO("launch observer on: %d driver callbacks", enabled);
+
+  if (rt->options().flag(kActivity)) {
+    bool ok = cupti->cuptiActivityRegisterCallbacks(activity_buffer_requested, activity_buffer_completed) == CUPTI_SUCCESS &&
+              cupti->cuptiActivityEnable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL) == CUPTI_SUCCESS &&
+              cupti->cuptiActivityEnable(CUPTI_ACTIVITY_KIND_MEMORY2) == CUPTI_SUCCESS;
+    if (ok) rt->counters().activity_on = true;
+    else VC_WARN("cannot enable CUPTI activity records: no coverage figures");
+  }
+}
+
+void stop_launch_observer(Runtime *rt) {
+  if (g_state && rt->counters().activity_on) g_state->cupti->cuptiActivityFlushAll(1);
+}
+
+}  // namespace vc::interpose

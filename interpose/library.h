@@ -1,0 +1,41 @@
+// Library start-up and the state every hook shares: the runtime instance, the re-entry guard and
+// the launch observer's start. Hooks stay thin: decode arguments, tell the runtime, call the real
+// function, return its result unchanged.
+#pragma once
+
+#include "runtime/runtime.h"
+
+namespace vc::interpose {
+
+// The runtime, or null when the library is off or not started yet (hooks then pass through).
+Runtime *runtime();
+// False in VRAMCACHE_MODE=off: lookups hand out real functions, not wrappers.
+bool hooks_enabled();
+void note_unmatched_lookup(const char *name);
+
+// Starts the CUPTI launch observer the first time CUDA is touched (a lookup of a hooked symbol,
+// cuInit, an allocation); cheap afterwards. Safe against re-entry from CUPTI's own start-up.
+void ensure_observer();
+
+// Re-entry guard, one per group of hooks. cudaMalloc reaches our cuMemAlloc_v2 through the
+// runtime's driver table, and cublasGemmEx reaches our cublasLtMatmul: the outer hook has already
+// reported the call, so only the outermost hook of a group on a thread acts. Groups are separate
+// because an allocation made inside a GEMM call (a workspace) is still an allocation.
+enum class HookGroup : int { kAlloc, kBlas, kCount };
+
+class HookScope {
+ public:
+  explicit HookScope(HookGroup group) : group_(int(group)), outermost_(depth_[group_]++ == 0) {}
+  ~HookScope() { --depth_[group_]; }
+  HookScope(const HookScope &) = delete;
+  HookScope &operator=(const HookScope &) = delete;
+  // The runtime to report to, or null if this hook must only pass through.
+  Runtime *runtime() const { return outermost_ ? interpose::runtime() : nullptr; }
+
+ private:
+  static thread_local int depth_[int(HookGroup::kCount)];
+  int group_;
+  bool outermost_;
+};
+
+}  // namespace vc::interpose

@@ -1,0 +1,127 @@
+// The resolver of real functions, the exported dlsym, and the lookup that both dlsym and
+// cuGetProcAddress use to hand out wrappers (Note [Lookup by identity] in hooks.def).
+#include "interpose/symbols.h"
+
+#include <dlfcn.h>
+#include <link.h>
+
+#include <cstring>
+
+#include "interpose/library.h"
+#include "runtime/log.h"
+
+namespace vc::interpose {
+
+const HookRow kHooks[kHookCount] = {
+#define VC_HOOK(lib, symbol, base, version, ptds, type) \
+  {Lib::lib, #symbol, base, version, ptds != 0, reinterpret_cast<void *>(static_cast<Type_##symbol>(&::symbol))},
+#include "interpose/hooks.def"
+#undef VC_HOOK
+};
+
+namespace {
+
+std::atomic<void *> g_real[kHookCount];
+
+using DlsymFn = void *(*)(void *, const char *);
+std::atomic<DlsymFn> g_real_dlsym{nullptr};
+
+}  // namespace
+
+const char *lib_soname(Lib lib) {
+  switch (lib) {
+    case Lib::kCudart: return "libcudart.so.13";
+    case Lib::kCuda: return "libcuda.so.1";
+    case Lib::kCublas: return "libcublas.so.13";
+    case Lib::kCublasLt: return "libcublasLt.so.13";
+  }
+  return "";
+}
+
+void *real_dlsym(void *handle, const char *name) {
+  DlsymFn fn = g_real_dlsym.load(std::memory_order_acquire);
+  if (!fn) {
+    // dlvsym is not interposed by us; the newest version first, then the x86-64 baseline.
+    fn = reinterpret_cast<DlsymFn>(dlvsym(RTLD_NEXT, "dlsym", "GLIBC_2.34"));
+    if (!fn) fn = reinterpret_cast<DlsymFn>(dlvsym(RTLD_NEXT, "dlsym", "GLIBC_2.2.5"));
+    if (!fn) return nullptr;
+    g_real_dlsym.store(fn, std::memory_order_release);
+  }
+  return fn(handle, name);
+}
+
+void *real_symbol(Lib lib, const char *name) {
+  void *p = real_dlsym(RTLD_NEXT, name);
+  if (!p) {
+    if (void *h = dlopen(lib_soname(lib), RTLD_LAZY | RTLD_NOLOAD)) {
+      p = real_dlsym(h, name);
+      dlclose(h);  // drops only the reference RTLD_NOLOAD added
+    }
+  }
+  return p;
+}
+
+void *real_function(HookId id) {
+  void *p = g_real[id].load(std::memory_order_acquire);
+  if (p) return p;
+  const HookRow &row = kHooks[id];
+  p = real_symbol(row.lib, row.symbol);
+  if (p == row.wrapper) p = nullptr;  // never our own export
+  if (p) g_real[id].store(p, std::memory_order_release);
+  return p;
+}
+
+void *wrap_dlsym_result(const char *name, void *found) {
+  if (!found || !name || name[0] != 'c' || name[1] != 'u') return found;
+  for (int i = 0; i < kHookCount; ++i) {
+    if (strcmp(kHooks[i].symbol, name) != 0) continue;
+    if (found == kHooks[i].wrapper) return found;
+    // A library that is not in the global scope (opened RTLD_LOCAL) is found through its
+    // handle only: adopt what the caller found if we had nothing yet.
+    void *expected = nullptr;
+    g_real[i].compare_exchange_strong(expected, found);
+    if (real_function(HookId(i)) == found) return kHooks[i].wrapper;
+    note_unmatched_lookup(name);
+    return found;
+  }
+  return found;
+}
+
+void *wrap_proc_address(const char *base, void *found) {
+  if (!found || !base) return found;
+  bool named = false;
+  for (int i = 0; i < kHookCount; ++i) {
+    if (kHooks[i].lib != Lib::kCuda || strcmp(kHooks[i].base, base) != 0) continue;
+    named = true;
+    if (found == kHooks[i].wrapper) return found;
+    if (real_function(HookId(i)) == found) return kHooks[i].wrapper;
+  }
+  if (named) note_unmatched_lookup(base);
+  return found;
+}
+
+namespace {
+
+// dlsym(RTLD_NEXT, name) means "after the object that called dlsym". Called through us, glibc
+// would search after vramcache instead, so find the caller's object and search the ones after it
+// in load order.
+void *next_after(const void *caller, const char *name) {
+  Dl_info info;
+  struct link_map *map = nullptr;
+  if (!dladdr1(caller, &info, reinterpret_cast<void **>(&map), RTLD_DL_LINKMAP) || !map)
+    return real_dlsym(RTLD_NEXT, name);
+  for (struct link_map *m = map->l_next; m; m = m->l_next)
+    if (void *p = real_dlsym(m, name)) return p;
+  return nullptr;
+}
+
+}  // namespace
+}  // namespace vc::interpose
+
+VC_EXPORT void *dlsym(void *handle, const char *name) {
+  using namespace vc::interpose;
+  void *found = handle == RTLD_NEXT ? next_after(__builtin_return_address(0), name)
+                                    : real_dlsym(handle, name);
+  if (!hooks_enabled()) return found;
+  return wrap_dlsym_result(name, found);
+}

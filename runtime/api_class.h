@@ -1,0 +1,29 @@
+// What a driver API function is to vramcache, decided from its name alone. The CUPTI layer asks
+// this for every driver callback id at start-up and subscribes only to the ones that matter, so
+// the set of observed calls is defined here, in one place, and tested without a GPU.
+#pragma once
+
+#include <cstdint>
+
+namespace vc {
+
+enum class ApiClass : uint8_t {
+  kNone,          // not observed
+  kLaunch,        // a kernel launch (cuLaunchKernel*, cooperative, legacy cuLaunch*)
+  kGraphLaunch,   // cuGraphLaunch*: its kernel nodes run
+  kGraphUpdate,   // cuGraphExecUpdate*, cuGraphExecKernelNodeSetParams*: node parameters change
+  kCopy,          // cuMemcpy*
+  kSet,           // cuMemset*
+  kSync,          // cuCtxSynchronize*, cuStreamSynchronize*, cuEventSynchronize
+  kCaptureBegin,  // cuStreamBeginCapture*
+  kCaptureEnd,    // cuStreamEndCapture*
+};
+
+ApiClass classify_driver_api(const char *name);
+
+// True for the 1D copies whose parameters start (dst, src, ByteCount): cuMemcpy, cuMemcpyAsync,
+// cuMemcpy{HtoD,DtoH,DtoD}[Async], with _v2 and _ptds/_ptsz suffixes.
+bool is_linear_copy(const char *name);
+const char *api_class_name(ApiClass cls);
+
+}  // namespace vc

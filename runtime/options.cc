@@ -1,0 +1,101 @@
+// Parsing of the options table. A bad value is a configuration error: it is reported in one line
+// and the caller refuses to start (the library before main, the CLI before exec).
+#include "runtime/options.h"
+
+#include <cstring>
+
+namespace vc {
+
+const OptionSpec kOptionSpecs[kOptionCount] = {
+#define VC_OPTION_SPEC(id, env, kind, def, choices, doc) {env, OptionKind::kind, def, choices, doc},
+    VC_OPTIONS(VC_OPTION_SPEC)
+#undef VC_OPTION_SPEC
+};
+
+namespace {
+
+// Index of `value` among the '|'-separated `choices`, or -1.
+int choice_index(const char *choices, const std::string &value) {
+  int index = 0;
+  for (const char *p = choices;; ++index) {
+    const char *end = strchr(p, '|');
+    size_t len = end ? size_t(end - p) : strlen(p);
+    if (value.size() == len && value.compare(0, len, p, len) == 0) return index;
+    if (!end) return -1;
+    p = end + 1;
+  }
+}
+
+bool parse_one(const OptionSpec &spec, const std::string &text, int64_t *num, std::string *error) {
+  switch (spec.kind) {
+    case OptionKind::kChoice: {
+      int i = choice_index(spec.choices, text);
+      if (i < 0) {
+        std::string list = spec.choices;
+        for (size_t p = 0; (p = list.find('|', p)) != std::string::npos;) list.replace(p, 1, ", ");
+        *error = std::string(spec.env) + "=" + text + " is not valid: expected one of " + list +
+                 " (for example " + spec.env + "=" + spec.def + ")";
+        return false;
+      }
+      *num = i;
+      return true;
+    }
+    case OptionKind::kBool:
+      if (text == "0" || text == "1") {
+        *num = text == "1";
+        return true;
+      }
+      *error = std::string(spec.env) + "=" + text + " is not valid: expected 0 or 1 (for example " +
+               spec.env + "=1)";
+      return false;
+    case OptionKind::kPath:
+      *num = 0;
+      return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+bool parse_options(const EnvLookup &lookup, const char *const *environ_list, Options *out,
+                   std::string *error) {
+  for (int i = 0; i < kOptionCount; ++i) {
+    const OptionSpec &spec = kOptionSpecs[i];
+    const char *value = lookup(spec.env);
+    std::string text = (value && *value) ? value : spec.def;
+    if (!parse_one(spec, text, &out->num[i], error)) return false;
+    out->str[i] = text;
+  }
+  // A misspelled variable would otherwise be ignored in silence (a budget that is not applied).
+  for (const char *const *e = environ_list; e && *e; ++e) {
+    if (strncmp(*e, "VRAMCACHE_", 10) != 0) continue;
+    const char *eq = strchr(*e, '=');
+    std::string name = eq ? std::string(*e, eq - *e) : std::string(*e);
+    bool known = false;
+    for (const OptionSpec &spec : kOptionSpecs) known = known || name == spec.env;
+    if (!known) {
+      *error = name + " is not a vramcache option (see `vramcache options`; for example " +
+               kOptionSpecs[kMode].env + "=count)";
+      return false;
+    }
+  }
+  return true;
+}
+
+std::string options_markdown() {
+  std::string md = "| variable | values | default | meaning |\n| --- | --- | --- | --- |\n";
+  for (const OptionSpec &spec : kOptionSpecs) {
+    std::string values;
+    switch (spec.kind) {
+      case OptionKind::kChoice: values = spec.choices; break;
+      case OptionKind::kBool: values = "0, 1"; break;
+      case OptionKind::kPath: values = "a path"; break;
+    }
+    for (size_t p = 0; (p = values.find('|', p)) != std::string::npos;) values.replace(p, 1, ", ");
+    std::string def = *spec.def ? std::string("`") + spec.def + "`" : "(unset)";
+    md += std::string("| `") + spec.env + "` | " + values + " | " + def + " | " + spec.doc + " |\n";
+  }
+  return md;
+}
+
+}  // namespace vc

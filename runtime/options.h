@@ -1,0 +1,72 @@
+// The one options table. Every VRAMCACHE_* variable is a row here; the library, the `vramcache`
+// command and the README's option list are all generated from it. Parsing is pure (the
+// environment comes in as a lookup function), so it is tested without touching the process.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+
+namespace vc {
+
+// X(id, ENV_NAME, kind, default, choices-or-example, description)
+// For kChoice rows the choices are '|'-separated and the value is stored as the choice's index.
+#define VC_OPTIONS(X)                                                                               \
+  X(kMode, "VRAMCACHE_MODE", kChoice, "count", "off|count",                                          \
+    "what the library does: `off` passes every call through untouched; `count` also counts "        \
+    "allocations, frees, launches (decoded or not), GEMMs, copies and synchronizations and "        \
+    "prints a summary at exit")                                                                     \
+  X(kLogLevel, "VRAMCACHE_LOG_LEVEL", kChoice, "warn", "error|warn|info|debug",                      \
+    "least severe log level written")                                                              \
+  X(kLogFile, "VRAMCACHE_LOG_FILE", kPath, "", "/tmp/vramcache.log",                                 \
+    "append log lines to this file instead of stderr")                                             \
+  X(kSummaryFile, "VRAMCACHE_SUMMARY_FILE", kPath, "", "/tmp/vramcache-summary.json",                \
+    "also write the exit summary as JSON to this file")                                            \
+  X(kActivity, "VRAMCACHE_ACTIVITY", kBool, "0", "1",                                                \
+    "also collect CUPTI kernel and memory activity records, so the summary can compare launches "   \
+    "and allocations seen against what CUPTI recorded (adds tracing overhead)")                    \
+  X(kAllowOversubscribe, "VRAMCACHE_ALLOW_OVERSUBSCRIBE", kBool, "0", "1",                           \
+    "let managed allocations exceed the device's free memory at start; without it such an "         \
+    "allocation fails with the out-of-memory code (never set this on a shared machine)")
+
+enum class OptionKind { kChoice, kBool, kPath };
+
+enum OptionId : int {
+#define VC_OPTION_ID(id, env, kind, def, choices, doc) id,
+  VC_OPTIONS(VC_OPTION_ID)
+#undef VC_OPTION_ID
+  kOptionCount
+};
+
+struct OptionSpec {
+  const char *env;
+  OptionKind kind;
+  const char *def;
+  const char *choices;  // kChoice: "a|b|c"; otherwise an example value
+  const char *doc;
+};
+extern const OptionSpec kOptionSpecs[kOptionCount];
+
+// Values of kMode, in the order of its choices.
+enum class Mode : int { kOff = 0, kCount = 1 };
+
+struct Options {
+  int64_t num[kOptionCount] = {};  // kChoice: index; kBool: 0/1
+  std::string str[kOptionCount];   // kPath: the path; every kind: the text as given
+
+  Mode mode() const { return static_cast<Mode>(num[kMode]); }
+  bool flag(OptionId id) const { return num[id] != 0; }
+};
+
+using EnvLookup = std::function<const char *(const char *name)>;
+
+// Fills `out` from `lookup` (defaults for unset or empty variables). On a bad value returns false
+// and sets `error` to one line naming the variable, the bad value and a valid example.
+// `all_names` lists every VRAMCACHE_* variable present, so misspelled ones are caught too.
+bool parse_options(const EnvLookup &lookup, const char *const *environ_list, Options *out,
+                   std::string *error);
+
+// Markdown table of every option (the README's list is generated from this).
+std::string options_markdown();
+
+}  // namespace vc

@@ -1,0 +1,203 @@
+// Runtime entry points and the exit summary.
+#include "runtime/runtime.h"
+
+#include <cstdio>
+
+#include "runtime/log.h"
+
+namespace vc {
+
+void Runtime::on_alloc(uint64_t ptr, uint64_t size, AllocKind kind) {
+  counters_.allocs[int(kind)]++;
+  counters_.alloc_bytes += size;
+  if (int replaced = allocs_.insert(ptr, size, kind))
+    VC_DEBUG("allocation at 0x%llx overlapped %d tracked range(s) whose free we did not see",
+             (unsigned long long)ptr, replaced);
+}
+
+void Runtime::on_free(uint64_t ptr) {
+  if (ptr == 0) return;  // cudaFree(nullptr) is a no-op the API allows
+  counters_.frees++;
+  auto gone = allocs_.erase(ptr);
+  if (!gone) {
+    counters_.frees_untracked++;
+    return;
+  }
+  if (gone->kind == AllocKind::kManaged) managed_bytes_ -= gone->size;
+}
+
+void Runtime::on_launch(const Launch &launch) {
+  Counters &c = counters_;
+  if (launch.in_graph) {
+    c.graph_kernels++;
+    if (launch.decoded) c.graph_kernels_decoded++;
+  } else {
+    c.launches++;
+    if (launch.decoded) c.launches_decoded++;
+    if (launch.captured) c.launches_captured++;
+  }
+  if (!launch.decoded) return;
+  // The decoded references are what the profiler will record; here they are only counted.
+  thread_local std::vector<ParamRef> refs;
+  refs.clear();
+  decode_params(launch.params, launch.params_size, *launch.slots, allocs_, &refs);
+  c.refs += refs.size();
+}
+
+void Runtime::on_gemm(GemmApi api, const GemmOperand *ops, int n) {
+  counters_.gemms[int(api)]++;
+  for (int i = 0; i < n; ++i) {
+    if (gemm_operand_bytes(ops[i]) == 0) continue;
+    counters_.gemm_operands_exact++;
+    if (allocs_.find(ops[i].ptr)) counters_.gemm_operands_tracked++;
+  }
+}
+
+void Runtime::on_api(ApiClass cls, uint64_t bytes) {
+  switch (cls) {
+    case ApiClass::kCopy:
+      counters_.copies++;
+      counters_.copy_bytes += bytes;
+      break;
+    case ApiClass::kSet: counters_.sets++; break;
+    case ApiClass::kSync: counters_.syncs++; break;
+    case ApiClass::kCaptureBegin: counters_.captures_begun++; break;
+    case ApiClass::kCaptureEnd: counters_.captures_ended++; break;
+    case ApiClass::kGraphLaunch: counters_.graph_launches++; break;
+    case ApiClass::kNone:
+    case ApiClass::kLaunch:
+    case ApiClass::kGraphUpdate: break;
+  }
+}
+
+bool Runtime::admit_managed(uint64_t size, uint64_t device_free_at_start) {
+  if (options_.flag(kAllowOversubscribe)) {
+    managed_bytes_ += size;
+    return true;
+  }
+  uint64_t limit = 0;
+  managed_limit_.compare_exchange_strong(limit, device_free_at_start);
+  limit = managed_limit_.load();
+  uint64_t now = managed_bytes_.fetch_add(size) + size;
+  if (now <= limit) return true;
+  managed_bytes_ -= size;
+  counters_.managed_refused++;
+  return false;
+}
+
+namespace {
+
+double percent(uint64_t part, uint64_t whole) { return whole ? 100.0 * double(part) / double(whole) : 0.0; }
+
+struct Figures {
+  uint64_t allocs, learned, direct;
+};
+
+Figures figures(const Counters &c) {
+  uint64_t allocs = 0;
+  for (const auto &a : c.allocs) allocs += a;
+  uint64_t direct = c.launches - c.launches_captured;
+  return {allocs, direct + c.graph_kernels, direct};
+}
+
+}  // namespace
+
+std::string Runtime::summary_text() const {
+  const Counters &c = counters_;
+  Figures f = figures(c);
+  char buf[4096];
+  int n = snprintf(
+      buf, sizeof buf,
+      "vramcache summary (mode %s)\n"
+      "  allocations   %llu (device %llu, async %llu, managed %llu, vmm maps %llu), %.2f GB; "
+      "failed %llu, refused %llu; vmm creates %llu\n"
+      "  frees         %llu (untracked %llu); still tracked %zu, %.2f GB\n"
+      "  launches      %llu: decoded %llu (%.1f%%), captured into graphs %llu\n"
+      "  graphs        %llu launches running %llu kernels, decoded %llu\n"
+      "  kernels seen  %llu; pointers into tracked allocations %llu\n"
+      "  gemms         cublas %llu, cublas pointer-array %llu, cublasLt %llu; operands with extent %llu "
+      "(in tracked allocations %llu)\n"
+      "  copies        %llu (%.2f GB decoded), sets %llu, syncs %llu, captures %llu/%llu\n",
+      options_.str[kMode].c_str(), (unsigned long long)f.allocs,
+      (unsigned long long)c.allocs[0].load(), (unsigned long long)c.allocs[1].load(),
+      (unsigned long long)c.allocs[2].load(), (unsigned long long)c.allocs[3].load(),
+      c.alloc_bytes / 1e9, (unsigned long long)c.alloc_failures.load(),
+      (unsigned long long)c.managed_refused.load(), (unsigned long long)c.vmm_creates.load(),
+      (unsigned long long)c.frees.load(), (unsigned long long)c.frees_untracked.load(),
+      allocs_.count(), allocs_.bytes() / 1e9, (unsigned long long)c.launches.load(),
+      (unsigned long long)c.launches_decoded.load(), percent(c.launches_decoded, c.launches),
+      (unsigned long long)c.launches_captured.load(), (unsigned long long)c.graph_launches.load(),
+      (unsigned long long)c.graph_kernels.load(), (unsigned long long)c.graph_kernels_decoded.load(),
+      (unsigned long long)f.learned, (unsigned long long)c.refs.load(),
+      (unsigned long long)c.gemms[0].load(), (unsigned long long)c.gemms[1].load(),
+      (unsigned long long)c.gemms[2].load(), (unsigned long long)c.gemm_operands_exact.load(),
+      (unsigned long long)c.gemm_operands_tracked.load(), (unsigned long long)c.copies.load(),
+      c.copy_bytes / 1e9, (unsigned long long)c.sets.load(), (unsigned long long)c.syncs.load(),
+      (unsigned long long)c.captures_begun.load(), (unsigned long long)c.captures_ended.load());
+  std::string out(buf, n < 0 ? 0 : std::min<size_t>(n, sizeof buf - 1));
+  if (!c.launch_observer_on)
+    out += "  launch observer OFF (CUPTI unavailable or taken): launches were not seen\n";
+  if (c.activity_on) {
+    snprintf(buf, sizeof buf,
+             "  CUPTI records kernels %llu (seen/recorded %.2f%%), device+managed allocations %llu "
+             "(seen/recorded %.2f%%), dropped %llu\n",
+             (unsigned long long)c.activity_kernels.load(), percent(f.learned, c.activity_kernels),
+             (unsigned long long)c.activity_allocs.load(),
+             percent(c.allocs[0] + c.allocs[1] + c.allocs[2], c.activity_allocs),
+             (unsigned long long)c.activity_dropped.load());
+    out += buf;
+  }
+  if (c.unmatched_lookups)
+    out += "  note: " + std::to_string(c.unmatched_lookups.load()) +
+           " symbol lookups returned functions vramcache did not know (not hooked)\n";
+  return out;
+}
+
+std::string Runtime::summary_json() const {
+  const Counters &c = counters_;
+  Figures f = figures(c);
+  std::string j = "{";
+  auto add = [&j](const char *key, uint64_t v) {
+    if (j.size() > 1) j += ",";
+    j += std::string("\"") + key + "\":" + std::to_string(v);
+  };
+  add("allocs", f.allocs);
+  add("allocs_device", c.allocs[0]);
+  add("allocs_async", c.allocs[1]);
+  add("allocs_managed", c.allocs[2]);
+  add("allocs_vmm_map", c.allocs[3]);
+  add("alloc_bytes", c.alloc_bytes);
+  add("alloc_failures", c.alloc_failures);
+  add("managed_refused", c.managed_refused);
+  add("frees", c.frees);
+  add("frees_untracked", c.frees_untracked);
+  add("vmm_creates", c.vmm_creates);
+  add("launches", c.launches);
+  add("launches_decoded", c.launches_decoded);
+  add("launches_captured", c.launches_captured);
+  add("graph_launches", c.graph_launches);
+  add("graph_kernels", c.graph_kernels);
+  add("graph_kernels_decoded", c.graph_kernels_decoded);
+  add("kernels_seen", f.learned);
+  add("refs", c.refs);
+  add("gemms_cublas", c.gemms[0]);
+  add("gemms_cublas_pointer_array", c.gemms[1]);
+  add("gemms_cublaslt", c.gemms[2]);
+  add("gemm_operands_exact", c.gemm_operands_exact);
+  add("gemm_operands_tracked", c.gemm_operands_tracked);
+  add("copies", c.copies);
+  add("copy_bytes", c.copy_bytes);
+  add("sets", c.sets);
+  add("syncs", c.syncs);
+  add("captures_begun", c.captures_begun);
+  add("captures_ended", c.captures_ended);
+  add("unmatched_lookups", c.unmatched_lookups);
+  add("launch_observer_on", c.launch_observer_on);
+  add("activity_on", c.activity_on);
+  add("activity_kernels", c.activity_kernels);
+  add("activity_allocs", c.activity_allocs);
+  add("activity_dropped", c.activity_dropped);
+  return j + "}";
+}
+
+}  // namespace vc

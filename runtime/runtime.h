@@ -1,0 +1,102 @@
+// The runtime core: what the hooks tell, and what vramcache knows. Hooks call these entry points
+// after decoding their arguments; nothing here includes a CUDA header (pointers are uint64_t,
+// streams and functions opaque handles), so every decision is unit-tested without a GPU.
+// In this version the runtime observes and counts; nothing is moved yet.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "runtime/alloc_map.h"
+#include "runtime/api_class.h"
+#include "runtime/gemm.h"
+#include "runtime/options.h"
+#include "runtime/param_decode.h"
+
+namespace vc {
+
+// A kernel launch as the hooks see it, before it is enqueued.
+struct Launch {
+  uint64_t func = 0;    // CUfunction or CUkernel handle
+  uint64_t stream = 0;  // CUstream handle
+  bool decoded = false;  // parameter layout known and buffer assembled
+  bool captured = false;  // recorded into a stream capture, not run now
+  bool in_graph = false;  // a kernel node of a launched graph
+  const uint8_t *params = nullptr;  // parameter buffer (when decoded)
+  size_t params_size = 0;
+  const std::vector<ParamSlot> *slots = nullptr;
+};
+
+// Which BLAS entry point reported a GEMM (the summary counts them apart).
+enum class GemmApi : uint8_t { kCublas, kCublasBatchedPointers, kCublasLt, kCount };
+
+struct Counters {
+  std::atomic<uint64_t> allocs[4] = {};  // by AllocKind
+  std::atomic<uint64_t> alloc_bytes{0};
+  std::atomic<uint64_t> alloc_failures{0};  // the real call returned an error
+  std::atomic<uint64_t> managed_refused{0};
+  std::atomic<uint64_t> frees{0};
+  std::atomic<uint64_t> frees_untracked{0};  // free of an address we never saw allocated
+  std::atomic<uint64_t> vmm_creates{0};
+  std::atomic<uint64_t> launches{0};
+  std::atomic<uint64_t> launches_decoded{0};
+  std::atomic<uint64_t> launches_captured{0};
+  std::atomic<uint64_t> graph_launches{0};
+  std::atomic<uint64_t> graph_kernels{0};  // kernel nodes run by graph launches
+  std::atomic<uint64_t> graph_kernels_decoded{0};
+  std::atomic<uint64_t> refs{0};  // pointers into tracked allocations found in parameters
+  std::atomic<uint64_t> gemms[int(GemmApi::kCount)] = {};
+  std::atomic<uint64_t> gemm_operands_exact{0};  // operands with a known extent
+  std::atomic<uint64_t> gemm_operands_tracked{0};  // ... that fall inside a tracked allocation
+  std::atomic<uint64_t> copies{0};
+  std::atomic<uint64_t> copy_bytes{0};  // of the copies whose size is decoded
+  std::atomic<uint64_t> sets{0};
+  std::atomic<uint64_t> syncs{0};
+  std::atomic<uint64_t> captures_begun{0};
+  std::atomic<uint64_t> captures_ended{0};
+  std::atomic<uint64_t> unmatched_lookups{0};  // a lookup returned a function we did not know
+  // From CUPTI activity records (VRAMCACHE_ACTIVITY=1), independent of the hooks above.
+  std::atomic<uint64_t> activity_kernels{0};
+  std::atomic<uint64_t> activity_allocs{0};  // device and managed allocations
+  std::atomic<uint64_t> activity_dropped{0};
+  std::atomic<bool> activity_on{false};
+  std::atomic<bool> launch_observer_on{false};  // CUPTI callbacks subscribed
+};
+
+class Runtime {
+ public:
+  explicit Runtime(const Options &options) : options_(options) {}
+
+  const Options &options() const { return options_; }
+  bool observing() const { return options_.mode() != Mode::kOff; }
+  Counters &counters() { return counters_; }
+  const AllocMap &allocs() const { return allocs_; }
+
+  void on_alloc(uint64_t ptr, uint64_t size, AllocKind kind);
+  void on_alloc_failed() { counters_.alloc_failures++; }
+  void on_free(uint64_t ptr);
+  void on_vmm_create() { counters_.vmm_creates++; }
+  void on_launch(const Launch &launch);
+  void on_gemm(GemmApi api, const GemmOperand *ops, int n);
+  void on_api(ApiClass cls, uint64_t bytes);
+
+  // Managed-memory guard (DESIGN.md, "Safety"): returns false when `size` more managed bytes
+  // would exceed `device_free_at_start` (the free memory read at the first managed allocation).
+  bool admit_managed(uint64_t size, uint64_t device_free_at_start);
+  void release_managed(uint64_t size) { managed_bytes_ -= size; }
+
+  // The exit summary: one screen of text, and the same figures as JSON.
+  std::string summary_text() const;
+  std::string summary_json() const;
+
+ private:
+  Options options_;
+  Counters counters_;
+  AllocMap allocs_;
+  std::atomic<uint64_t> managed_bytes_{0};
+  std::atomic<uint64_t> managed_limit_{0};
+};
+
+}  // namespace vc

@@ -1,0 +1,180 @@
+"""GPT decoder trainer (PyTorch only): the benchmark workload of vramcache and a GPU test.
+
+fp32 master weights, bf16 autocast, AdamW, synthetic tokens from a fixed seed (same data every
+run). Prints one line per step and a `summary <json>` line; exits 77 where there is no GPU.
+--deterministic makes two runs bitwise identical (see DESIGN.md, "Determinism").
+"""
+
+import argparse
+import contextlib
+import functools
+import json
+import math
+import os
+import statistics
+import sys
+import time
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+from torch.nn.attention import SDPBackend, sdpa_kernel
+
+SIZES = {  # n_layer, d_model, n_head
+    "tiny": (4, 256, 4),
+    "1.3b": (24, 2048, 16),
+    "2.7b": (32, 2560, 20),
+}
+VOCAB = 50304
+DATA_SEED = 1234
+
+
+def parse_args():
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--size", choices=sorted(SIZES), default="tiny")
+    p.add_argument("--seq", type=int, default=2048)
+    p.add_argument("--batch", type=int, default=1)
+    p.add_argument("--steps", type=int, default=20)
+    p.add_argument("--warmup", type=int, default=3, help="first steps left out of the timing stats")
+    p.add_argument("--deterministic", action="store_true")
+    p.add_argument("--json", metavar="PATH", help="also write the summary, losses and times here")
+    args = p.parse_args()
+    if args.seq < 1 or args.batch < 1 or args.warmup < 0 or args.steps <= args.warmup:
+        p.error("need --seq >= 1, --batch >= 1 and --steps > --warmup >= 0")
+    return args
+
+
+def make_deterministic():
+    """Must run before the first CUDA call: cuBLAS reads CUBLAS_WORKSPACE_CONFIG at handle creation."""
+    os.environ["CUBLAS_WORKSPACE_CONFIG"] = ":4096:8"
+    torch.use_deterministic_algorithms(True)
+    torch.backends.cudnn.deterministic = True
+    torch.backends.cudnn.benchmark = False
+    # No TF32 (the PyTorch >= 2.9 spelling of allow_tf32 = False).
+    torch.backends.cuda.matmul.fp32_precision = "ieee"
+    torch.backends.cudnn.conv.fp32_precision = "ieee"
+
+
+class Block(nn.Module):
+    """Pre-LayerNorm decoder block: causal self-attention, then a 4x GELU MLP."""
+
+    def __init__(self, d_model, n_head):
+        super().__init__()
+        self.n_head = n_head
+        self.ln_attn = nn.LayerNorm(d_model)
+        self.qkv = nn.Linear(d_model, 3 * d_model)
+        self.proj = nn.Linear(d_model, d_model)
+        self.ln_mlp = nn.LayerNorm(d_model)
+        self.fc = nn.Linear(d_model, 4 * d_model)
+        self.fc_out = nn.Linear(4 * d_model, d_model)
+
+    def forward(self, x):
+        b, t, d = x.shape
+        q, k, v = self.qkv(self.ln_attn(x)).split(d, dim=2)
+        q, k, v = (z.view(b, t, self.n_head, d // self.n_head).transpose(1, 2) for z in (q, k, v))
+        y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        x = x + self.proj(y.transpose(1, 2).reshape(b, t, d))
+        return x + self.fc_out(F.gelu(self.fc(self.ln_mlp(x))))
+
+
+class GPT(nn.Module):
+    """Token + learned position embeddings, blocks, final LayerNorm, head tied to the embedding."""
+
+    def __init__(self, n_layer, d_model, n_head, vocab, seq):
+        super().__init__()
+        self.tok = nn.Embedding(vocab, d_model)
+        self.pos = nn.Embedding(seq, d_model)
+        self.blocks = nn.ModuleList(Block(d_model, n_head) for _ in range(n_layer))
+        self.ln_f = nn.LayerNorm(d_model)
+        self.head = nn.Linear(d_model, vocab, bias=False)
+        self.head.weight = self.tok.weight
+        self.apply(init_weights)
+
+    def forward(self, idx):
+        x = self.tok(idx) + self.pos(torch.arange(idx.shape[1], device=idx.device))
+        for block in self.blocks:
+            x = block(x)
+        return self.head(self.ln_f(x))
+
+
+def init_weights(module):
+    """GPT-2 initialization: N(0, 0.02) weights, zero biases."""
+    if isinstance(module, (nn.Linear, nn.Embedding)):
+        nn.init.normal_(module.weight, mean=0.0, std=0.02)
+    if isinstance(module, nn.Linear) and module.bias is not None:
+        nn.init.zeros_(module.bias)
+
+
+def train_step(model, opt, x, y, attention_backend):
+    with torch.autocast(device_type="cuda", dtype=torch.bfloat16), attention_backend():
+        logits = model(x)
+        # 2-D logits: the 3-D form dispatches to nll_loss2d, which uses atomics.
+        loss = F.cross_entropy(logits.view(-1, logits.shape[-1]), y.reshape(-1))
+    loss.backward()
+    opt.step()
+    opt.zero_grad(set_to_none=True)
+    return loss
+
+
+def main():
+    args = parse_args()
+    if args.deterministic:
+        make_deterministic()
+    if not torch.cuda.is_available():
+        print("train_gpt: no CUDA device, skipping")
+        sys.exit(77)
+    n_layer, d_model, n_head = SIZES[args.size]
+    torch.manual_seed(0)
+
+    with torch.device("cuda"):
+        model = GPT(n_layer, d_model, n_head, VOCAB, args.seq)
+    params = sum(p.numel() for p in model.parameters())  # the tied weight counts once
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=False)
+    # The math backend is deterministic in backward; flash and memory-efficient may not be.
+    if args.deterministic:
+        attention_backend = functools.partial(sdpa_kernel, SDPBackend.MATH)
+    else:
+        attention_backend = contextlib.nullcontext
+
+    gen = torch.Generator().manual_seed(DATA_SEED)
+    tokens = torch.randint(0, VOCAB, (args.steps, args.batch, args.seq + 1), generator=gen).cuda()
+
+    losses, times = [], []
+    for i in range(args.steps):
+        x, y = tokens[i, :, :-1], tokens[i, :, 1:]
+        torch.cuda.synchronize()
+        start = time.perf_counter()
+        loss = train_step(model, opt, x, y, attention_backend)
+        torch.cuda.synchronize()
+        times.append(time.perf_counter() - start)
+        losses.append(loss.item())
+        if not math.isfinite(losses[-1]):
+            print(f"train_gpt: step {i} loss is not finite", file=sys.stderr)
+            sys.exit(1)
+        print(f"step {i} loss {losses[-1].hex()} time {times[-1]:.6f}", flush=True)
+
+    stats = torch.cuda.memory_stats()
+    median = statistics.median(times[args.warmup:])
+    summary = {
+        "size": args.size,
+        "params": params,
+        "seq": args.seq,
+        "batch": args.batch,
+        "steps": args.steps,
+        "warmup": args.warmup,
+        "median_step_s": median,
+        "tokens_per_s": args.batch * args.seq / median,
+        "peak_allocated_bytes": torch.cuda.max_memory_allocated(),
+        "peak_reserved_bytes": torch.cuda.max_memory_reserved(),
+        "segments_allocated": stats["segment.all.allocated"],
+        "segments_freed": stats["segment.all.freed"],
+        "deterministic": args.deterministic,
+    }
+    print("summary " + json.dumps(summary), flush=True)
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(dict(summary, losses=[l.hex() for l in losses], times=times), f, indent=1)
+
+
+if __name__ == "__main__":
+    main()
