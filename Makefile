@@ -63,10 +63,11 @@ $(BUILD)/fake/libcublasLt.so.13: tests/fake/fake_cublasLt.cc
 $(BUILD)/fake/libcupti.so.13: tests/fake/fake_cupti.cc
 $(FAKE_LIBS): tests/fake/fake.h
 	@mkdir -p $(@D)
-	$(CXX) -std=c++17 $(WARN) -fPIC -shared $(CUDA_INC) -Wl,-soname,$(@F) -o $@ $(filter %.cc,$^)
+	$(CXX) -std=c++17 $(WARN) -fPIC -fvisibility=hidden -shared -I. $(CUDA_INC) -Wl,-Bsymbolic -Wl,-soname,$(@F) -o $@ $(filter %.cc,$^) -ldl
 
-$(BUILD)/interpose_test: $(BUILD)/obj/tests/interpose/interpose_test.o
-	$(CXX) -o $@ $^ -ldl
+# Linked like PyTorch: directly against the runtime and cuBLAS (the fakes), never libcuda.
+$(BUILD)/interpose_test: $(BUILD)/obj/tests/interpose/interpose_test.o $(FAKE_LIBS)
+	$(CXX) -o $@ $< -L$(BUILD)/fake -l:libcudart.so.13 -l:libcublas.so.13 -l:libcublasLt.so.13 -ldl
 
 test: $(LIB) $(CLI) $(BUILD)/unit_tests $(FAKE_LIBS) $(BUILD)/interpose_test
 	$(BUILD)/unit_tests

@@ -64,7 +64,8 @@ __attribute__((constructor)) void library_start() {
 
 __attribute__((destructor)) void library_stop() {
   Runtime *rt = runtime();
-  if (!rt) return;
+  // A process that never touched CUDA (a shell, a helper the program spawned) prints nothing.
+  if (!rt || g_observer_state.load() == 0) return;
   stop_launch_observer(rt);
   std::string text = rt->summary_text();
   fputs(text.c_str(), stderr);

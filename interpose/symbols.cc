@@ -104,14 +104,21 @@ namespace {
 
 // dlsym(RTLD_NEXT, name) means "after the object that called dlsym". Called through us, glibc
 // would search after vramcache instead, so find the caller's object and search the ones after it
-// in load order.
+// in load order. A link_map is not a valid handle for every object (the vDSO, ld.so), so each is
+// reopened by name with RTLD_NOLOAD, which only takes a reference.
 void *next_after(const void *caller, const char *name) {
   Dl_info info;
   struct link_map *map = nullptr;
   if (!dladdr1(caller, &info, reinterpret_cast<void **>(&map), RTLD_DL_LINKMAP) || !map)
     return real_dlsym(RTLD_NEXT, name);
-  for (struct link_map *m = map->l_next; m; m = m->l_next)
-    if (void *p = real_dlsym(m, name)) return p;
+  for (struct link_map *m = map->l_next; m; m = m->l_next) {
+    if (!m->l_name || !*m->l_name) continue;
+    void *h = dlopen(m->l_name, RTLD_LAZY | RTLD_NOLOAD);
+    if (!h) continue;
+    void *p = real_dlsym(h, name);
+    dlclose(h);
+    if (p) return p;
+  }
   return nullptr;
 }
 

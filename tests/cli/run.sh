@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# The `vramcache` command: it validates before it runs anything, preloads the library next to it,
+# and reports usage errors with exit code 2.
+set -u
+build=${1:-build}
+cli=$build/vramcache
+fail=0
+bad() { echo "cli: FAIL: $*"; fail=1; }
+
+check() {  # check WANT_RC WANT_SUBSTRING -- ARGS...
+  local want_rc=$1 want=$2; shift 3
+  local out rc
+  out=$("$cli" "$@" 2>&1); rc=$?
+  [ "$rc" = "$want_rc" ] || bad "vramcache $*: exit $rc, expected $want_rc ($out)"
+  [[ $out == *"$want"* ]] || bad "vramcache $*: output lacks '$want': $out"
+}
+
+check 0 libvramcache.so -- run --mode off -- sh -c 'echo $LD_PRELOAD'
+check 0 "count" -- run --mode count --log-level info -- sh -c 'echo $VRAMCACHE_MODE'
+check 2 "VRAMCACHE_MODE=bogus is not valid" -- run --mode bogus -- true
+check 2 "VRAMCACHE_ACTIVITY=yes is not valid: expected 0 or 1" -- run --activity yes -- true
+check 2 "--budgett is not an option" -- run --budgett 4G -- true
+check 2 "no command given" -- run --mode count
+check 2 "needs a value" -- run --mode -- true
+check 127 "cannot run" -- run -- /nonexistent/program
+check 2 "unknown command" -- frobnicate
+check 0 "| \`VRAMCACHE_MODE\` |" -- options --markdown
+check 0 "VRAMCACHE_LOG_FILE" -- options
+[ "$(LD_PRELOAD= VRAMCACHE_MODE=count "$cli" run --mode off -- sh -c 'echo $VRAMCACHE_MODE')" = off ] || bad "a flag must override the environment"
+
+[ $fail = 0 ] && echo "cli: all checks passed"
+exit $fail

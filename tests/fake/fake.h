@@ -1,0 +1,55 @@
+// Shared by the fake CUDA libraries (tier-2 tests, no GPU): call counting, a settable result code,
+// and the handles the fake driver knows. Each fake is its own .so with its own state; the test
+// program reaches a fake's controls through dlsym (fake_calls_<lib>, fake_set_result_<lib>).
+// Fakes are linked -Bsymbolic so their own internal references never reach vramcache's exports,
+// just as the real libraries' internal calls do not.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <string>
+
+#define FAKE_EXPORT extern "C" __attribute__((visibility("default")))
+
+#define FAKE_STATE(lib)                                                                 \
+  namespace {                                                                           \
+  std::mutex g_fake_mu;                                                                 \
+  std::map<std::string, int> g_fake_calls;                                              \
+  int g_fake_result = 0;                                                                \
+  void fake_record(const char *name) {                                                  \
+    std::lock_guard<std::mutex> lock(g_fake_mu);                                        \
+    g_fake_calls[name]++;                                                               \
+  }                                                                                     \
+  }                                                                                     \
+  FAKE_EXPORT int fake_calls_##lib(const char *name) {                                  \
+    std::lock_guard<std::mutex> lock(g_fake_mu);                                        \
+    auto it = g_fake_calls.find(name);                                                  \
+    return it == g_fake_calls.end() ? 0 : it->second;                                   \
+  }                                                                                     \
+  FAKE_EXPORT void fake_set_result_##lib(int r) { g_fake_result = r; }
+
+// Kernel handles of the fake driver. kFakeFunction is a CUfunction with parameters
+// (pointer, pointer, int); kFakeKernel is a CUkernel (the function API rejects it, as the real
+// driver rejects runtime-launched handles) with parameters (int, pointer).
+constexpr uint64_t kFakeFunction = 0x1000;
+constexpr uint64_t kFakeKernel = 0x2000;
+constexpr uint64_t kFakeUnknownKernel = 0x3000;
+// Fake graph: two kernel nodes and a child graph holding one more.
+constexpr uint64_t kFakeGraph = 0x4000;
+constexpr uint64_t kFakeChildGraph = 0x4100;
+constexpr uint64_t kFakeGraphExec = 0x5000;
+
+// cuBLASLt descriptors in the fakes are plain structs; the test builds them directly.
+struct FakeLtLayout {
+  uint32_t type;
+  int32_t order;
+  uint64_t rows, cols;
+  int64_t ld;
+  int32_t batch;
+  int64_t stride;
+};
+struct FakeLtDesc {
+  int32_t pointer_mode;
+  int32_t scale_type;
+};

@@ -1,0 +1,92 @@
+// Fake libcupti.so.13: one subscriber, callbacks enabled per id, names for the callback ids the
+// fake driver raises, and fake_cupti_emit() through which the fake driver calls the subscriber.
+// FAKE_CUPTI_BUSY=1 makes cuptiSubscribe fail as it does when another tool holds CUPTI.
+// Activity records are not supported (the call fails, as on a machine without them).
+#include <cupti.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <set>
+#include <utility>
+
+#include "tests/fake/fake.h"
+
+FAKE_STATE(cupti)
+
+namespace {
+CUpti_CallbackFunc g_callback = nullptr;
+void *g_userdata = nullptr;
+std::set<std::pair<int, unsigned>> g_enabled;
+
+const std::pair<CUpti_CallbackId, const char *> kDriverNames[] = {
+    {CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel, "cuLaunchKernel"},
+    {CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel_ptsz, "cuLaunchKernel_ptsz"},
+    {CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx, "cuLaunchKernelEx"},
+    {CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch, "cuGraphLaunch"},
+    {CUPTI_DRIVER_TRACE_CBID_cuMemcpyHtoD_v2, "cuMemcpyHtoD_v2"},
+    {CUPTI_DRIVER_TRACE_CBID_cuMemsetD8_v2, "cuMemsetD8_v2"},
+    {CUPTI_DRIVER_TRACE_CBID_cuCtxSynchronize, "cuCtxSynchronize"},
+    {CUPTI_DRIVER_TRACE_CBID_cuStreamBeginCapture_v2, "cuStreamBeginCapture_v2"},
+    {CUPTI_DRIVER_TRACE_CBID_cuStreamEndCapture, "cuStreamEndCapture"},
+    {CUPTI_DRIVER_TRACE_CBID_cuMemAlloc_v2, "cuMemAlloc_v2"},  // not observed: must stay off
+};
+}  // namespace
+
+FAKE_EXPORT CUptiResult cuptiSubscribe(CUpti_SubscriberHandle *s, CUpti_CallbackFunc cb, void *userdata) {
+  fake_record("cuptiSubscribe");
+  const char *busy = getenv("FAKE_CUPTI_BUSY");
+  if ((busy && *busy == '1') || g_callback) return CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED;
+  g_callback = cb, g_userdata = userdata;
+  *s = reinterpret_cast<CUpti_SubscriberHandle>(0x1);
+  return CUPTI_SUCCESS;
+}
+FAKE_EXPORT CUptiResult cuptiEnableCallback(uint32_t enable, CUpti_SubscriberHandle, CUpti_CallbackDomain d, CUpti_CallbackId id) {
+  fake_record("cuptiEnableCallback");
+  if (enable) g_enabled.insert({d, id});
+  else g_enabled.erase({d, id});
+  return CUPTI_SUCCESS;
+}
+FAKE_EXPORT CUptiResult cuptiEnableDomain(uint32_t, CUpti_SubscriberHandle, CUpti_CallbackDomain) {
+  return CUPTI_ERROR_NOT_SUPPORTED;
+}
+FAKE_EXPORT CUptiResult cuptiGetCallbackName(CUpti_CallbackDomain d, uint32_t id, const char **name) {
+  if (d != CUPTI_CB_DOMAIN_DRIVER_API) return CUPTI_ERROR_INVALID_PARAMETER;
+  for (const auto &[cbid, n] : kDriverNames)
+    if (cbid == id) {
+      *name = n;
+      return CUPTI_SUCCESS;
+    }
+  return CUPTI_ERROR_INVALID_PARAMETER;
+}
+FAKE_EXPORT CUptiResult cuptiGetResultString(CUptiResult r, const char **s) {
+  *s = r == CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED ? "CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED" : "fake error";
+  return CUPTI_SUCCESS;
+}
+FAKE_EXPORT CUptiResult cuptiActivityRegisterCallbacks(CUpti_BuffersCallbackRequestFunc, CUpti_BuffersCallbackCompleteFunc) {
+  return CUPTI_ERROR_NOT_SUPPORTED;
+}
+FAKE_EXPORT CUptiResult cuptiActivityEnable(CUpti_ActivityKind) { return CUPTI_ERROR_NOT_SUPPORTED; }
+FAKE_EXPORT CUptiResult cuptiActivityGetNextRecord(uint8_t *, size_t, CUpti_Activity **) { return CUPTI_ERROR_MAX_LIMIT_REACHED; }
+FAKE_EXPORT CUptiResult cuptiActivityFlushAll(uint32_t) { return CUPTI_SUCCESS; }
+FAKE_EXPORT CUptiResult cuptiActivityGetNumDroppedRecords(CUcontext, uint32_t, size_t *n) {
+  *n = 0;
+  return CUPTI_SUCCESS;
+}
+
+// Called by the fake driver around each traced call. `site` is CUPTI_API_ENTER or _EXIT; `ret`
+// the call's CUresult at exit. Resource callbacks pass a CUpti_ResourceData as `params`.
+FAKE_EXPORT void fake_cupti_emit(CUpti_CallbackDomain d, CUpti_CallbackId id, const char *name, const void *params,
+                                 int site, const void *ret) {
+  if (!g_callback || !g_enabled.count({d, id})) return;
+  fake_record(name);
+  if (d == CUPTI_CB_DOMAIN_RESOURCE) {
+    g_callback(g_userdata, d, id, params);
+    return;
+  }
+  CUpti_CallbackData data = {};
+  data.callbackSite = CUpti_ApiCallbackSite(site);
+  data.functionName = name;
+  data.functionParams = params;
+  data.functionReturnValue = const_cast<void *>(ret);
+  g_callback(g_userdata, d, id, &data);
+}

@@ -1,0 +1,284 @@
+// Tier-2 test: runs under LD_PRELOAD=libvramcache.so against the fake CUDA libraries of
+// tests/fake (no GPU). It proves that every row of the hook table resolves to our wrapper through
+// dlsym and through cuGetProcAddress for the version and flag the row claims, that other names
+// fall through, that return codes come back unchanged, and then plays a fixed scenario whose
+// counts tests/interpose/run.sh checks in the exit summary. Linked like PyTorch: directly against
+// libcudart, libcublas and libcublasLt; libcuda is opened at run time, RTLD_LOCAL, as cudart does.
+#define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
+#include <cublasLt.h>
+#include <cublas_v2.h>
+#include <cuda.h>
+#include <cudaTypedefs.h>
+#include <cuda_runtime_api.h>
+#include <dlfcn.h>
+#include <doctest/doctest.h>
+
+#include <cstring>
+#include <string>
+
+#include "tests/fake/fake.h"
+
+#undef cuGetProcAddress
+
+namespace {
+
+struct Row {
+  const char *lib, *symbol, *base;
+  int version;
+  bool ptds;
+};
+const char *soname(const char *lib) {
+  std::string l = lib;
+  return l == "kCudart" ? "libcudart.so.13" : l == "kCuda" ? "libcuda.so.1" : l == "kCublas" ? "libcublas.so.13" : "libcublasLt.so.13";
+}
+const Row kRows[] = {
+#define VC_HOOK(lib, symbol, base, version, ptds, type) {#lib, #symbol, base, version, ptds != 0},
+#include "interpose/hooks.def"
+#undef VC_HOOK
+};
+
+bool mode_off() {
+  const char *m = getenv("VRAMCACHE_MODE");
+  return m && !strcmp(m, "off");
+}
+
+// Which object a function pointer lives in.
+std::string object_of(void *p) {
+  Dl_info info;
+  if (!p || !dladdr(p, &info) || !info.dli_fname) return "";
+  return info.dli_fname;
+}
+bool in_vramcache(void *p) { return object_of(p).find("libvramcache.so") != std::string::npos; }
+bool in_fake(void *p, const char *lib) { return object_of(p).find(std::string("fake/") + lib) != std::string::npos; }
+
+void *libcuda() {
+  static void *h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+  return h;
+}
+
+template <class Fn>
+Fn driver(const char *base, int version = 13000, cuuint64_t flags = CU_GET_PROC_ADDRESS_LEGACY_STREAM) {
+  auto gpa = reinterpret_cast<PFN_cuGetProcAddress_v12000>(dlsym(libcuda(), "cuGetProcAddress_v2"));
+  void *p = nullptr;
+  CUdriverProcAddressQueryResult status;
+  if (!gpa || gpa(base, &p, version, flags, &status) != CUDA_SUCCESS) return nullptr;
+  return reinterpret_cast<Fn>(p);
+}
+
+template <class Fn>
+Fn control(const char *lib, const char *name) {
+  void *h = dlopen(lib, RTLD_NOW | RTLD_NOLOAD);
+  return h ? reinterpret_cast<Fn>(dlsym(h, name)) : nullptr;
+}
+void set_result(const char *lib, const char *suffix, int r) {
+  auto fn = control<void (*)(int)>(lib, (std::string("fake_set_result_") + suffix).c_str());
+  REQUIRE((fn != nullptr));
+  fn(r);
+}
+int calls(const char *lib, const char *suffix, const char *name) {
+  auto fn = control<int (*)(const char *)>(lib, (std::string("fake_calls_") + suffix).c_str());
+  REQUIRE((fn != nullptr));
+  return fn(name);
+}
+
+}  // namespace
+
+TEST_CASE("every table row resolves to vramcache's wrapper through dlsym") {
+  REQUIRE(libcuda());
+  for (const Row &row : kRows) {
+    std::string symbol = row.symbol;
+    CAPTURE(symbol);
+    void *h = dlopen(soname(row.lib), RTLD_NOW | RTLD_LOCAL);
+    REQUIRE((h != nullptr));
+    void *p = dlsym(h, row.symbol);
+    REQUIRE((p != nullptr));
+    if (mode_off()) {
+      CHECK(in_fake(p, soname(row.lib)));  // off: lookups hand out the real functions
+    } else {
+      CHECK(in_vramcache(p));
+      CHECK(p == dlsym(RTLD_DEFAULT, row.symbol));
+    }
+  }
+}
+
+// The row cuGetProcAddress(base, version, flags) must hand out: same base and stream flavour,
+// highest version not above the one asked for (a newer ABI of the same name wins).
+const Row *expected_row(const char *base, int version, bool ptds) {
+  const Row *best = nullptr;
+  for (const Row &r : kRows)
+    if (!strcmp(r.base, base) && r.ptds == ptds && r.version <= version && (!best || r.version > best->version)) best = &r;
+  return best;
+}
+
+TEST_CASE("cuGetProcAddress hands out the wrapper for each version and flag the table claims") {
+  auto gpa2 = reinterpret_cast<PFN_cuGetProcAddress_v12000>(dlsym(libcuda(), "cuGetProcAddress_v2"));
+  auto gpa1 = reinterpret_cast<PFN_cuGetProcAddress_v11030>(dlsym(libcuda(), "cuGetProcAddress"));
+  REQUIRE((gpa2 != nullptr));
+  REQUIRE((gpa1 != nullptr));
+  for (const Row &row : kRows) {
+    if (std::string(row.lib) != "kCuda") continue;
+    std::string symbol = row.symbol;
+    CAPTURE(symbol);
+    cuuint64_t flags = row.ptds ? CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM : CU_GET_PROC_ADDRESS_LEGACY_STREAM;
+    for (int version : {row.version, 13000}) {
+      CAPTURE(version);
+      void *p2 = nullptr, *p1 = nullptr;
+      CUdriverProcAddressQueryResult status;
+      REQUIRE(gpa2(row.base, &p2, version, flags, &status) == CUDA_SUCCESS);
+      REQUIRE(gpa1(row.base, &p1, version, flags) == CUDA_SUCCESS);
+      if (mode_off()) {
+        CHECK(in_fake(p2, "libcuda.so.1"));
+      } else {
+        const Row *want = expected_row(row.base, version, row.ptds);
+        REQUIRE(want);
+        CHECK(p2 == dlsym(RTLD_DEFAULT, want->symbol));
+        CHECK(in_vramcache(p2));
+        CHECK(p1 == p2);
+      }
+    }
+  }
+  if (mode_off()) return;
+  // A _ptsz row's base without the flag is the legacy-stream function, a different wrapper.
+  CHECK(driver<void *>("cuMemAllocAsync") == dlsym(RTLD_DEFAULT, "cuMemAllocAsync"));
+  CHECK(driver<void *>("cuMemAllocAsync", 13000, CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM) ==
+        dlsym(RTLD_DEFAULT, "cuMemAllocAsync_ptsz"));
+  // Below a row's version the driver returns the legacy ABI, which is not hooked: it passes
+  // through (and is counted as an unmatched lookup). Three of them: checked in the summary.
+  CHECK(in_fake(driver<void *>("cuMemAlloc", 2000), "libcuda.so.1"));
+  CHECK(in_fake(driver<void *>("cuMemFree", 2000), "libcuda.so.1"));
+  CHECK(in_fake(driver<void *>("cuMemGetInfo", 2000), "libcuda.so.1"));
+}
+
+TEST_CASE("names vramcache does not hook fall through") {
+  CHECK(in_fake(dlsym(libcuda(), "cuCtxGetCurrent"), "libcuda.so.1"));
+  CHECK(in_fake(dlsym(libcuda(), "cuMemAlloc"), "libcuda.so.1"));  // legacy ABI name
+  CHECK(in_fake(driver<void *>("cuCtxGetCurrent"), "libcuda.so.1"));
+  CHECK(dlsym(libcuda(), "cuNoSuchFunction") == nullptr);
+  CHECK(object_of(dlsym(RTLD_DEFAULT, "strlen")).find("libc.so") != std::string::npos);
+  // RTLD_NEXT is relative to the caller (this program), not to vramcache.
+  CHECK(object_of(dlsym(RTLD_NEXT, "strlen")).find("libc.so") != std::string::npos);
+}
+
+TEST_CASE("return codes pass through unchanged") {
+  void *p = nullptr;
+  set_result("libcudart.so.13", "cudart", 217);
+  CHECK(cudaMalloc(&p, 1 << 20) == cudaError_t(217));  // counted as a failed allocation
+  CHECK(cudaFree(reinterpret_cast<void *>(0x1234)) == cudaError_t(217));
+  CHECK(cudaMemGetInfo(nullptr, nullptr) == cudaError_t(217));
+  set_result("libcudart.so.13", "cudart", 0);
+  set_result("libcuda.so.1", "cuda", 999);
+  CUdeviceptr d = 0;
+  auto mem_alloc = driver<PFN_cuMemAlloc_v3020>("cuMemAlloc");
+  REQUIRE((mem_alloc != nullptr));
+  CHECK(mem_alloc(&d, 1 << 20) == CUresult(999));  // counted as a failed allocation
+  set_result("libcuda.so.1", "cuda", 0);
+  set_result("libcublas.so.13", "cublas", 13);
+  float one = 1, zero = 0;
+  CHECK(cublasSgemm_v2(nullptr, CUBLAS_OP_N, CUBLAS_OP_N, 0, 0, 0, &one, nullptr, 1, nullptr, 1, &zero, nullptr, 1) ==
+        cublasStatus_t(13));  // counted as a GEMM (reported before the call), no operand extent
+  set_result("libcublas.so.13", "cublas", 0);
+}
+
+// The scenario whose counts run.sh checks in the summary (numbers in comments are the expected
+// running totals of this test case alone).
+TEST_CASE("scenario: allocations, GEMMs, launches, graphs, copies, frees") {
+  auto mem_alloc = driver<PFN_cuMemAlloc_v3020>("cuMemAlloc");
+  auto mem_free = driver<PFN_cuMemFree_v3020>("cuMemFree");
+  auto alloc_pitch = reinterpret_cast<PFN_cuMemAllocPitch_v3020>(dlsym(libcuda(), "cuMemAllocPitch_v2"));
+  auto alloc_async_ptsz = driver<PFN_cuMemAllocAsync_v11020_ptsz>("cuMemAllocAsync", 13000, CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM);
+  auto mem_create = driver<PFN_cuMemCreate_v10020>("cuMemCreate");
+  auto mem_map = driver<PFN_cuMemMap_v10020>("cuMemMap");
+  auto mem_unmap = driver<PFN_cuMemUnmap_v10020>("cuMemUnmap");
+  REQUIRE((mem_alloc && mem_free && alloc_pitch && alloc_async_ptsz && mem_create && mem_map && mem_unmap));
+
+  void *a1 = nullptr, *a2 = nullptr, *as1 = nullptr, *m1 = nullptr, *m2 = nullptr;
+  CUdeviceptr d1 = 0, p1 = 0, as2 = 0;
+  size_t pitch = 0;
+  REQUIRE(cudaMalloc(&a1, 1 << 20) == cudaSuccess);                     // device 1 (its driver call is not counted again)
+  REQUIRE(cudaMalloc(&a2, 2 << 20) == cudaSuccess);                     // device 2
+  REQUIRE(mem_alloc(&d1, 4 << 20) == CUDA_SUCCESS);                     // device 3
+  REQUIRE(alloc_pitch(&p1, &pitch, 1000, 10, 4) == CUDA_SUCCESS);       // device 4
+  REQUIRE(cudaMallocAsync(&as1, 1 << 20, nullptr) == cudaSuccess);      // async 1
+  REQUIRE(alloc_async_ptsz(&as2, 1 << 20, nullptr) == CUDA_SUCCESS);    // async 2
+  REQUIRE(cudaMallocManaged(&m1, 1 << 20, cudaMemAttachGlobal) == cudaSuccess);  // managed 1
+  int frees_before = calls("libcudart.so.13", "cudart", "cudaFree");
+  cudaError_t big = cudaMallocManaged(&m2, size_t(2) << 30, cudaMemAttachGlobal);  // past 1 GiB free
+  if (mode_off()) {
+    CHECK(big == cudaSuccess);
+  } else {
+    CHECK(big == cudaErrorMemoryAllocation);  // refused, and the real allocation released
+    CHECK(m2 == nullptr);
+    CHECK(calls("libcudart.so.13", "cudart", "cudaFree") == frees_before + 1);
+  }
+  CUmemGenericAllocationHandle handle = 0;
+  CUmemAllocationProp prop = {};
+  REQUIRE(mem_create(&handle, 8 << 20, &prop, 0) == CUDA_SUCCESS);      // vmm create 1
+  const CUdeviceptr mapped = 0x600000000000ull;
+  REQUIRE(mem_map(mapped, 8 << 20, 0, handle, 0) == CUDA_SUCCESS);      // vmm map 1
+
+  // GEMMs: every operand lies in a tracked allocation.
+  float one = 1, zero = 0;
+  REQUIRE(cublasSgemm_v2(nullptr, CUBLAS_OP_N, CUBLAS_OP_T, 16, 16, 16, &one, (float *)a1, 16, (float *)a2, 16,
+                         &zero, reinterpret_cast<float *>(d1), 16) == CUBLAS_STATUS_SUCCESS);  // 3 operands
+  REQUIRE(cublasGemmEx(nullptr, CUBLAS_OP_N, CUBLAS_OP_N, 16, 16, 16, &one, a1, CUDA_R_16BF, 16, a2, CUDA_R_16BF,
+                       16, &one, reinterpret_cast<void *>(d1), CUDA_R_16BF, 16, CUBLAS_COMPUTE_32F,
+                       CUBLAS_GEMM_DEFAULT) == CUBLAS_STATUS_SUCCESS);  // 3 operands, once (not again as Lt)
+  FakeLtLayout layout = {CUDA_R_16BF, CUBLASLT_ORDER_COL, 16, 16, 16, 1, 0};
+  FakeLtDesc desc = {CUBLASLT_POINTER_MODE_HOST, CUDA_R_32F};
+  auto *l = reinterpret_cast<cublasLtMatrixLayout_t>(&layout);
+  REQUIRE(cublasLtMatmul(nullptr, reinterpret_cast<cublasLtMatmulDesc_t>(&desc), &one, a1, l, a2, l, &one, a1, l, a1,
+                         l, nullptr, nullptr, 0, nullptr) == CUBLAS_STATUS_SUCCESS);  // 4 operands (beta != 0)
+  REQUIRE(cublasGemmBatchedEx(nullptr, CUBLAS_OP_N, CUBLAS_OP_N, 16, 16, 16, &one, nullptr, CUDA_R_32F, 16, nullptr,
+                              CUDA_R_32F, 16, &zero, nullptr, CUDA_R_32F, 16, 4, CUBLAS_COMPUTE_32F,
+                              CUBLAS_GEMM_DEFAULT) == CUBLAS_STATUS_SUCCESS);  // pointer arrays: no operands
+
+  // Launches through the driver; the fake raises CUPTI callbacks.
+  using Launch = CUresult (*)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
+                              CUstream, void **, void **);
+  auto launch = driver<Launch>("cuLaunchKernel");
+  auto launch_ptsz = driver<Launch>("cuLaunchKernel", 13000, CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM);
+  REQUIRE((launch && launch_ptsz));
+  uint64_t x = uint64_t(a1) + 128, y = d1;
+  int n = 5;
+  void *args[] = {&x, &y, &n};
+  REQUIRE(launch(reinterpret_cast<CUfunction>(kFakeFunction), 1, 1, 1, 1, 1, 1, 0, nullptr, args, nullptr) == CUDA_SUCCESS);  // 2 refs
+  struct { int n; int pad; uint64_t p; } packed = {3, 0, uint64_t(a2)};
+  size_t packed_size = sizeof packed;
+  void *extra[] = {CU_LAUNCH_PARAM_BUFFER_POINTER, &packed, CU_LAUNCH_PARAM_BUFFER_SIZE, &packed_size, CU_LAUNCH_PARAM_END};
+  REQUIRE(launch_ptsz(reinterpret_cast<CUfunction>(kFakeKernel), 1, 1, 1, 1, 1, 1, 0, nullptr, nullptr, extra) == CUDA_SUCCESS);  // CUkernel, 1 ref
+  REQUIRE(launch(reinterpret_cast<CUfunction>(kFakeUnknownKernel), 1, 1, 1, 1, 1, 1, 0, nullptr, args, nullptr) == CUDA_SUCCESS);  // not decoded
+
+  auto begin = driver<PFN_cuStreamBeginCapture_v10010>("cuStreamBeginCapture");
+  auto end = driver<PFN_cuStreamEndCapture_v10000>("cuStreamEndCapture");
+  auto instantiate = driver<PFN_cuGraphInstantiateWithFlags_v11040>("cuGraphInstantiate");
+  auto graph_launch = driver<PFN_cuGraphLaunch_v10000>("cuGraphLaunch");
+  REQUIRE((begin && end && instantiate && graph_launch));
+  CUstream s = reinterpret_cast<CUstream>(0x77);
+  REQUIRE(begin(s, CU_STREAM_CAPTURE_MODE_GLOBAL) == CUDA_SUCCESS);
+  x = uint64_t(a1), y = uint64_t(a1);
+  REQUIRE(launch(reinterpret_cast<CUfunction>(kFakeFunction), 1, 1, 1, 1, 1, 1, 0, s, args, nullptr) == CUDA_SUCCESS);  // captured, 2 refs
+  CUgraph graph = nullptr;
+  REQUIRE(end(s, &graph) == CUDA_SUCCESS);
+  auto set_graph_pointer = control<void (*)(uint64_t)>("libcuda.so.1", "fake_set_graph_pointer");
+  REQUIRE((set_graph_pointer != nullptr));
+  set_graph_pointer(uint64_t(a1));
+  CUgraphExec exec = nullptr;
+  REQUIRE(instantiate(&exec, graph, 0) == CUDA_SUCCESS);  // 3 kernel nodes (one in a child graph)
+  REQUIRE(graph_launch(exec, s) == CUDA_SUCCESS);         // 3 kernels, 5 refs
+  REQUIRE(graph_launch(exec, s) == CUDA_SUCCESS);         // 3 kernels, 5 refs
+
+  auto copy = driver<PFN_cuMemcpyHtoD_v3020>("cuMemcpyHtoD");
+  auto set = driver<PFN_cuMemsetD8_v3020>("cuMemsetD8");
+  auto sync = driver<PFN_cuCtxSynchronize_v2000>("cuCtxSynchronize");
+  REQUIRE((copy && set && sync));
+  static char host[4096];
+  REQUIRE(copy(uint64_t(a1), host, sizeof host) == CUDA_SUCCESS);  // 4096 bytes
+  REQUIRE(set(uint64_t(a1), 0, 4096) == CUDA_SUCCESS);
+  REQUIRE(sync() == CUDA_SUCCESS);
+
+  REQUIRE(cudaFree(a2) == cudaSuccess);                                  // free 1
+  REQUIRE(mem_free(d1) == CUDA_SUCCESS);                                 // free 2
+  REQUIRE(cudaFreeAsync(as1, nullptr) == cudaSuccess);                   // free 3
+  REQUIRE(cudaFree(reinterpret_cast<void *>(0xdead0000)) == cudaSuccess);  // free 4, untracked
+  REQUIRE(mem_unmap(mapped, 8 << 20) == CUDA_SUCCESS);                   // free 5
+}

@@ -1,0 +1,69 @@
+#!/usr/bin/env bash
+# Tier-2 runner: the interposition test program under LD_PRELOAD against the fake CUDA libraries,
+# in count mode (the exit summary must hold the scenario's exact counts), with CUPTI taken by
+# another tool (vramcache degrades, the program still passes), and in off mode (pure
+# pass-through). Also: a bad VRAMCACHE_* value stops the program before it starts.
+set -u
+build=${1:-build}
+lib=$PWD/$build/libvramcache.so
+fail=0
+note() { echo "interpose: $*"; }
+bad() { echo "interpose: FAIL: $*"; fail=1; }
+out=$(mktemp -d)
+trap 'rm -rf "$out"' EXIT
+
+run() {  # run NAME [VAR=VALUE...]: the test program with the library and the fakes
+  local name=$1; shift
+  env LD_PRELOAD="$lib" LD_LIBRARY_PATH="$PWD/$build/fake" VRAMCACHE_SUMMARY_FILE="$out/$name.json" "$@" \
+    "$build/interpose_test" --minimal >"$out/$name.log" 2>&1
+}
+
+expect_json() {  # expect_json FILE key=value...
+  local file=$1; shift
+  for kv in "$@"; do
+    grep -q "\"${kv%%=*}\":${kv#*=}[,}]" "$file" || bad "$(basename "$file"): expected ${kv%%=*}=${kv#*=}, got $(grep -o "\"${kv%%=*}\":[0-9]*" "$file")"
+  done
+}
+
+# 1. count mode: every figure of the scenario in interpose_test.cc.
+if run count VRAMCACHE_MODE=count; then
+  expect_json "$out/count.json" allocs=8 allocs_device=4 allocs_async=2 allocs_managed=1 allocs_vmm_map=1 \
+    alloc_failures=2 managed_refused=1 frees=5 frees_untracked=1 vmm_creates=1 \
+    launches=4 launches_decoded=3 launches_captured=1 graph_launches=2 graph_kernels=6 graph_kernels_decoded=6 \
+    kernels_seen=9 refs=15 gemms_cublas=3 gemms_cublas_pointer_array=1 gemms_cublaslt=1 \
+    gemm_operands_exact=10 gemm_operands_tracked=10 copies=1 copy_bytes=4096 sets=1 syncs=1 \
+    captures_begun=1 captures_ended=1 unmatched_lookups=3 launch_observer_on=1
+  grep -q "vramcache summary (mode count)" "$out/count.log" || bad "count mode printed no summary"
+else
+  bad "count mode: test program failed"; cat "$out/count.log"
+fi
+
+# 2. CUPTI taken by another tool: one warning, launches unseen, allocations still counted.
+if run busy VRAMCACHE_MODE=count FAKE_CUPTI_BUSY=1; then
+  expect_json "$out/busy.json" launch_observer_on=0 launches=0 allocs=8 gemms_cublas=3
+  [ "$(grep -c 'cannot subscribe to CUPTI' "$out/busy.log")" = 1 ] || bad "busy CUPTI: expected exactly one warning"
+else
+  bad "CUPTI taken: test program failed"; cat "$out/busy.log"
+fi
+
+# 3. off: pure pass-through, no summary.
+if run off VRAMCACHE_MODE=off; then
+  [ ! -e "$out/off.json" ] || bad "off mode wrote a summary"
+  ! grep -q "vramcache" "$out/off.log" || bad "off mode printed something: $(grep vramcache "$out/off.log")"
+else
+  bad "off mode: test program failed"; cat "$out/off.log"
+fi
+
+# 4. configuration errors stop the program before main, with one line naming the variable.
+msg=$(env LD_PRELOAD="$lib" VRAMCACHE_MODE=fast true 2>&1); rc=$?
+[ $rc = 2 ] && [ "$msg" = "vramcache: VRAMCACHE_MODE=fast is not valid: expected one of off, count (for example VRAMCACHE_MODE=count)" ] ||
+  bad "bad VRAMCACHE_MODE: rc=$rc msg=$msg"
+msg=$(env LD_PRELOAD="$lib" VRAMCACHE_BUGDET=1 true 2>&1); rc=$?
+[ $rc = 2 ] && [[ $msg == *"VRAMCACHE_BUGDET is not a vramcache option"* ]] || bad "misspelled variable: rc=$rc msg=$msg"
+
+# 5. a process that never touches CUDA prints nothing.
+msg=$(env LD_PRELOAD="$lib" true 2>&1)
+[ -z "$msg" ] || bad "a process without CUDA printed: $msg"
+
+[ $fail = 0 ] && note "all checks passed (count, CUPTI taken, off, configuration errors, no CUDA)"
+exit $fail

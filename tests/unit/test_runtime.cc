@@ -1,0 +1,480 @@
+// Tests of the runtime core's entry points (what the hooks report) and of the exit summary. Each
+// test builds its own Runtime from options parsed over a map, never the process environment.
+#include <doctest/doctest.h>
+
+#include <cctype>
+#include <cstring>
+#include <map>
+#include <memory>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "runtime/options.h"
+#include "runtime/runtime.h"
+
+using vc::AllocKind;
+using vc::ApiClass;
+using vc::Runtime;
+
+namespace {
+
+vc::Options options_from(const std::map<std::string, std::string> &vars) {
+  vc::Options o;
+  std::string error;
+  auto lookup = [&vars](const char *name) -> const char * {
+    auto it = vars.find(name);
+    return it == vars.end() ? nullptr : it->second.c_str();
+  };
+  bool ok = vc::parse_options(lookup, nullptr, &o, &error);
+  REQUIRE_MESSAGE(ok, error);
+  return o;
+}
+
+std::unique_ptr<Runtime> make_runtime(const std::map<std::string, std::string> &vars = {}) {
+  return std::make_unique<Runtime>(options_from(vars));
+}
+
+// A strict reader of the summary's flat JSON object: {"key":digits,...}. Fails the test on any
+// other shape; returns the keys in order with their values.
+std::vector<std::pair<std::string, uint64_t>> parse_flat_json(const std::string &j) {
+  std::vector<std::pair<std::string, uint64_t>> out;
+  size_t i = 0;
+  auto fail = [&](const char *what) {
+    FAIL_CHECK("summary_json malformed (" << what << ") at " << i << ": " << j);
+    return std::vector<std::pair<std::string, uint64_t>>{};
+  };
+  if (j.empty() || j[i++] != '{') return fail("no '{'");
+  if (i < j.size() && j[i] == '}') return ++i == j.size() ? out : fail("trailing text");
+  for (;;) {
+    if (i >= j.size() || j[i++] != '"') return fail("no key quote");
+    size_t end = j.find('"', i);
+    if (end == std::string::npos) return fail("unterminated key");
+    std::string key = j.substr(i, end - i);
+    for (char ch : key)
+      if (!(std::islower(static_cast<unsigned char>(ch)) || std::isdigit(static_cast<unsigned char>(ch)) || ch == '_'))
+        return fail("odd key character");
+    if (key.empty()) return fail("empty key");
+    i = end + 1;
+    if (i >= j.size() || j[i++] != ':') return fail("no ':'");
+    size_t digits = i;
+    uint64_t v = 0;
+    while (i < j.size() && std::isdigit(static_cast<unsigned char>(j[i]))) v = v * 10 + uint64_t(j[i++] - '0');
+    if (i == digits) return fail("no value");
+    out.emplace_back(key, v);
+    if (i >= j.size()) return fail("unterminated object");
+    char sep = j[i++];
+    if (sep == '}') break;
+    if (sep != ',') return fail("no ',' or '}'");
+  }
+  if (i != j.size()) return fail("trailing text");
+  return out;
+}
+
+std::map<std::string, uint64_t> json_values(const Runtime &rt) {
+  std::map<std::string, uint64_t> values;
+  for (auto &kv : parse_flat_json(rt.summary_json())) {
+    CAPTURE(kv.first);
+    CHECK(values.count(kv.first) == 0);  // every key appears once
+    values[kv.first] = kv.second;
+  }
+  return values;
+}
+
+size_t occurrences(const std::string &haystack, const std::string &needle) {
+  size_t n = 0;
+  for (size_t at = 0; (at = haystack.find(needle, at)) != std::string::npos; at += needle.size()) ++n;
+  return n;
+}
+
+void put64(std::vector<uint8_t> &buf, size_t at, uint64_t v) { memcpy(buf.data() + at, &v, 8); }
+
+}  // namespace
+
+TEST_CASE("runtime: on_alloc and on_free counters and tracking") {
+  auto rt = make_runtime();
+  CHECK(rt->observing());
+  rt->on_alloc(0x1000, 0x100, AllocKind::kDevice);
+  rt->on_alloc(0x2000, 0x200, AllocKind::kAsync);
+  rt->on_alloc(0x3000, 0x300, AllocKind::kManaged);
+  rt->on_alloc(0x4000, 0x400, AllocKind::kVmmMap);
+  rt->on_alloc(0x5000, 0x500, AllocKind::kDevice);
+  rt->on_alloc_failed();
+  rt->on_vmm_create();
+  vc::Counters &c = rt->counters();
+  CHECK(c.allocs[int(AllocKind::kDevice)] == 2);
+  CHECK(c.allocs[int(AllocKind::kAsync)] == 1);
+  CHECK(c.allocs[int(AllocKind::kManaged)] == 1);
+  CHECK(c.allocs[int(AllocKind::kVmmMap)] == 1);
+  CHECK(c.alloc_bytes == 0xf00);
+  CHECK(c.alloc_failures == 1);
+  CHECK(c.vmm_creates == 1);
+  CHECK(rt->allocs().count() == 5);
+  CHECK(rt->allocs().bytes() == 0xf00);
+  auto hit = rt->allocs().find(0x3010);
+  REQUIRE(hit);
+  CHECK(hit->alloc.kind == AllocKind::kManaged);
+  CHECK(hit->offset == 0x10);
+
+  rt->on_free(0x2000);
+  CHECK(c.frees == 1);
+  CHECK(c.frees_untracked == 0);
+  CHECK(rt->allocs().count() == 4);
+  CHECK_FALSE(rt->allocs().find(0x2000));
+
+  // Unknown address, and an interior address (not a base): both untracked frees.
+  rt->on_free(0x9000);
+  rt->on_free(0x1010);
+  CHECK(c.frees == 3);
+  CHECK(c.frees_untracked == 2);
+  CHECK(rt->allocs().count() == 4);
+  CHECK(rt->allocs().find(0x1010));
+
+  // free(0) is ignored entirely.
+  rt->on_free(0);
+  CHECK(c.frees == 3);
+  CHECK(c.frees_untracked == 2);
+
+  // A second free of the same address is untracked.
+  rt->on_free(0x2000);
+  CHECK(c.frees == 4);
+  CHECK(c.frees_untracked == 3);
+
+  // The cumulative alloc counters do not go down on free.
+  CHECK(c.alloc_bytes == 0xf00);
+  CHECK(rt->allocs().bytes() == 0xf00 - 0x200);
+
+  auto v = json_values(*rt);
+  CHECK(v["allocs"] == 5);
+  CHECK(v["allocs_device"] == 2);
+  CHECK(v["allocs_async"] == 1);
+  CHECK(v["allocs_managed"] == 1);
+  CHECK(v["allocs_vmm_map"] == 1);
+  CHECK(v["alloc_bytes"] == 0xf00);
+  CHECK(v["alloc_failures"] == 1);
+  CHECK(v["frees"] == 4);
+  CHECK(v["frees_untracked"] == 3);
+  CHECK(v["vmm_creates"] == 1);
+}
+
+TEST_CASE("runtime: the options are kept") {
+  auto off = make_runtime({{"VRAMCACHE_MODE", "off"}});
+  CHECK_FALSE(off->observing());
+  CHECK(off->options().mode() == vc::Mode::kOff);
+  auto on = make_runtime();
+  CHECK(on->observing());
+}
+
+TEST_CASE("runtime: on_launch counts launches and references into tracked allocations") {
+  auto rt = make_runtime();
+  rt->on_alloc(0x10000, 0x1000, AllocKind::kDevice);
+  rt->on_alloc(0x20000, 0x1000, AllocKind::kManaged);
+
+  // (float *a, int n, struct { float *x; float *y; }, float *untracked)
+  std::vector<vc::ParamSlot> slots = {{0, 8}, {8, 4}, {16, 16}, {32, 8}};
+  std::vector<uint8_t> buf(vc::param_buffer_size(slots), 0);
+  put64(buf, 0, 0x10000);
+  put64(buf, 16, 0x10800);
+  put64(buf, 24, 0x20fff);
+  put64(buf, 32, 0x30000);
+
+  vc::Launch decoded;
+  decoded.func = 1;
+  decoded.decoded = true;
+  decoded.params = buf.data();
+  decoded.params_size = buf.size();
+  decoded.slots = &slots;
+
+  vc::Launch opaque;  // layout unknown: counted, never read
+  opaque.func = 2;
+
+  vc::Launch captured = decoded;
+  captured.captured = true;
+
+  vc::Launch in_graph = decoded;
+  in_graph.in_graph = true;
+  vc::Launch in_graph_opaque = opaque;
+  in_graph_opaque.in_graph = true;
+
+  rt->on_launch(decoded);          // 3 refs
+  rt->on_launch(decoded);          // 3 refs
+  rt->on_launch(opaque);           // 0
+  rt->on_launch(captured);         // 3 refs
+  rt->on_launch(in_graph);         // 3 refs
+  rt->on_launch(in_graph);         // 3 refs
+  rt->on_launch(in_graph_opaque);  // 0
+  rt->on_api(ApiClass::kGraphLaunch, 0);
+
+  vc::Counters &c = rt->counters();
+  CHECK(c.launches == 4);
+  CHECK(c.launches_decoded == 3);
+  CHECK(c.launches_captured == 1);
+  CHECK(c.graph_kernels == 3);
+  CHECK(c.graph_kernels_decoded == 2);
+  CHECK(c.graph_launches == 1);
+  CHECK(c.refs == 15);
+
+  auto v = json_values(*rt);
+  CHECK(v["launches"] == 4);
+  CHECK(v["launches_decoded"] == 3);
+  CHECK(v["launches_captured"] == 1);
+  CHECK(v["graph_kernels"] == 3);
+  CHECK(v["graph_kernels_decoded"] == 2);
+  CHECK(v["graph_launches"] == 1);
+  // Kernels seen running: direct launches not captured, plus graph kernel nodes.
+  CHECK(v["kernels_seen"] == 4 - 1 + 3);
+  CHECK(v["refs"] == 15);
+  std::string j = rt->summary_json();
+  CHECK(occurrences(j, "\"launches\":4") == 1);
+  CHECK(occurrences(j, "\"kernels_seen\":6") == 1);
+
+  // After a free, the same launch finds fewer references.
+  rt->on_free(0x20000);
+  rt->on_launch(decoded);
+  CHECK(c.refs == 15 + 2);
+}
+
+TEST_CASE("runtime: on_launch with an empty decoded parameter list") {
+  auto rt = make_runtime();
+  rt->on_alloc(0x10000, 0x1000, AllocKind::kDevice);
+  std::vector<vc::ParamSlot> slots;
+  vc::Launch l;
+  l.decoded = true;
+  l.slots = &slots;
+  rt->on_launch(l);
+  CHECK(rt->counters().launches == 1);
+  CHECK(rt->counters().launches_decoded == 1);
+  CHECK(rt->counters().refs == 0);
+}
+
+TEST_CASE("runtime: on_gemm counts operands with extents and those in tracked allocations") {
+  auto rt = make_runtime();
+  rt->on_alloc(0xa000, 0x1000, AllocKind::kDevice);
+  rt->on_alloc(0xc000, 0x1000, AllocKind::kDevice);
+
+  vc::BlasGemm g;
+  g.m = g.n = g.k = 16;
+  g.lda = g.ldb = g.ldc = 16;
+  g.a = 0xa000;
+  g.b = 0xb000;  // not tracked
+  g.c = 0xc000;
+  g.type_a = g.type_b = g.type_c = 0;  // CUDA_R_32F
+  vc::GemmOperand ops[3];
+  vc::blas_gemm_operands(g, ops);
+  rt->on_gemm(vc::GemmApi::kCublas, ops, 3);
+  vc::Counters &c = rt->counters();
+  CHECK(c.gemms[int(vc::GemmApi::kCublas)] == 1);
+  CHECK(c.gemm_operands_exact == 3);
+  CHECK(c.gemm_operands_tracked == 2);
+
+  // An operand of unknown type has no extent, tracked or not; so has one with a zero dimension.
+  ops[0].type = 99;
+  ops[2].rows = 0;
+  rt->on_gemm(vc::GemmApi::kCublasLt, ops, 3);
+  CHECK(c.gemms[int(vc::GemmApi::kCublasLt)] == 1);
+  CHECK(c.gemm_operands_exact == 4);
+  CHECK(c.gemm_operands_tracked == 2);
+
+  // Only the first n operands are looked at.
+  vc::blas_gemm_operands(g, ops);
+  rt->on_gemm(vc::GemmApi::kCublasBatchedPointers, ops, 1);
+  CHECK(c.gemms[int(vc::GemmApi::kCublasBatchedPointers)] == 1);
+  CHECK(c.gemm_operands_exact == 5);
+  CHECK(c.gemm_operands_tracked == 3);
+
+  auto v = json_values(*rt);
+  CHECK(v["gemms_cublas"] == 1);
+  CHECK(v["gemms_cublas_pointer_array"] == 1);
+  CHECK(v["gemms_cublaslt"] == 1);
+  CHECK(v["gemm_operands_exact"] == 5);
+  CHECK(v["gemm_operands_tracked"] == 3);
+}
+
+TEST_CASE("runtime: on_api counters") {
+  auto rt = make_runtime();
+  rt->on_api(ApiClass::kCopy, 1000);
+  rt->on_api(ApiClass::kCopy, 24);
+  rt->on_api(ApiClass::kCopy, 0);  // a copy whose size is not decoded
+  rt->on_api(ApiClass::kSet, 0);
+  rt->on_api(ApiClass::kSync, 0);
+  rt->on_api(ApiClass::kSync, 0);
+  rt->on_api(ApiClass::kCaptureBegin, 0);
+  rt->on_api(ApiClass::kCaptureEnd, 0);
+  rt->on_api(ApiClass::kGraphLaunch, 0);
+  // Counted elsewhere or not at all.
+  rt->on_api(ApiClass::kNone, 5);
+  rt->on_api(ApiClass::kLaunch, 5);
+  rt->on_api(ApiClass::kGraphUpdate, 5);
+  vc::Counters &c = rt->counters();
+  CHECK(c.copies == 3);
+  CHECK(c.copy_bytes == 1024);
+  CHECK(c.sets == 1);
+  CHECK(c.syncs == 2);
+  CHECK(c.captures_begun == 1);
+  CHECK(c.captures_ended == 1);
+  CHECK(c.graph_launches == 1);
+  CHECK(c.launches == 0);
+  auto v = json_values(*rt);
+  CHECK(v["copies"] == 3);
+  CHECK(v["copy_bytes"] == 1024);
+  CHECK(v["sets"] == 1);
+  CHECK(v["syncs"] == 2);
+  CHECK(v["captures_begun"] == 1);
+  CHECK(v["captures_ended"] == 1);
+  CHECK(v["graph_launches"] == 1);
+  CHECK(v["launches"] == 0);
+}
+
+TEST_CASE("runtime: admit_managed without VRAMCACHE_ALLOW_OVERSUBSCRIBE") {
+  auto rt = make_runtime();
+  vc::Counters &c = rt->counters();
+  // The limit is the free memory given at the first call; later values are ignored.
+  CHECK(rt->admit_managed(600, 1000));
+  rt->on_alloc(0x100000, 600, AllocKind::kManaged);
+  CHECK(rt->admit_managed(400, 1ull << 40));  // exactly up to the limit
+  rt->on_alloc(0x200000, 400, AllocKind::kManaged);
+  CHECK_FALSE(rt->admit_managed(1, 1ull << 40));
+  CHECK(c.managed_refused == 1);
+  // A refusal takes no room.
+  CHECK_FALSE(rt->admit_managed(1, 1ull << 40));
+  CHECK(c.managed_refused == 2);
+
+  // Freeing a managed allocation gives its room back.
+  rt->on_free(0x100000);
+  CHECK_FALSE(rt->admit_managed(601, 0));
+  CHECK(rt->admit_managed(600, 0));
+  rt->on_alloc(0x300000, 600, AllocKind::kManaged);
+  CHECK_FALSE(rt->admit_managed(1, 0));
+  CHECK(c.managed_refused == 4);
+
+  // Freeing a non-managed allocation gives no managed room.
+  rt->on_alloc(0x400000, 500, AllocKind::kDevice);
+  rt->on_free(0x400000);
+  CHECK_FALSE(rt->admit_managed(1, 0));
+  CHECK(c.managed_refused == 5);
+
+  // A caller that frees after admission (the real call failed) releases what it was admitted.
+  rt->on_free(0x200000);
+  CHECK(rt->admit_managed(400, 0));
+  rt->release_managed(400);
+  CHECK(rt->admit_managed(400, 0));
+  CHECK(c.managed_refused == 5);
+
+  auto v = json_values(*rt);
+  CHECK(v["managed_refused"] == 5);
+  CHECK(occurrences(rt->summary_json(), "\"managed_refused\":5") == 1);
+}
+
+TEST_CASE("runtime: admit_managed refuses a single allocation larger than the free memory") {
+  auto rt = make_runtime();
+  CHECK_FALSE(rt->admit_managed(1001, 1000));
+  CHECK(rt->counters().managed_refused == 1);
+  // The limit was still set by that first call.
+  CHECK(rt->admit_managed(1000, 5));
+  CHECK_FALSE(rt->admit_managed(1, 5));
+}
+
+TEST_CASE("runtime: admit_managed with VRAMCACHE_ALLOW_OVERSUBSCRIBE=1 admits everything") {
+  auto rt = make_runtime({{"VRAMCACHE_ALLOW_OVERSUBSCRIBE", "1"}});
+  CHECK(rt->options().flag(vc::kAllowOversubscribe));
+  CHECK(rt->admit_managed(600, 1000));
+  CHECK(rt->admit_managed(1ull << 40, 1000));
+  CHECK(rt->admit_managed(1ull << 40, 0));
+  CHECK(rt->admit_managed(1, 0));
+  CHECK(rt->counters().managed_refused == 0);
+}
+
+TEST_CASE("runtime: the room of a managed allocation replaced by an overlapping one comes back") {
+  // The driver handed the address out again, so the managed allocation was freed through a path
+  // we did not see (DESIGN: overlapping inserts replace older ranges). Its managed bytes must be
+  // given back, as on_free would have done.
+  auto rt = make_runtime();
+  REQUIRE(rt->admit_managed(600, 1000));
+  rt->on_alloc(0x100000, 600, AllocKind::kManaged);
+  rt->on_alloc(0x100000, 600, AllocKind::kDevice);  // same address, now a device allocation
+  CHECK(rt->allocs().count() == 1);
+  CHECK(rt->admit_managed(1000, 0));
+  CHECK(rt->counters().managed_refused == 0);
+}
+
+TEST_CASE("runtime: a zero-byte managed allocation freed leaves the managed total unchanged") {
+  // on_free gives back the tracked range's size; for a zero-byte allocation the map records one
+  // byte (it owns its address), but zero bytes were admitted.
+  auto rt = make_runtime();
+  REQUIRE(rt->admit_managed(0, 1000));
+  rt->on_alloc(0x100000, 0, AllocKind::kManaged);
+  rt->on_free(0x100000);
+  CHECK(rt->admit_managed(1000, 0));
+  CHECK(rt->counters().managed_refused == 0);
+}
+
+TEST_CASE("runtime: summary_text") {
+  auto rt = make_runtime();
+  rt->on_alloc(0x1000, 0x100, AllocKind::kDevice);
+  std::string t = rt->summary_text();
+  CHECK(t.rfind("vramcache summary (mode count)\n", 0) == 0);
+  CHECK(t.find("launch observer OFF") != std::string::npos);
+  CHECK(t.find("allocations   1 (device 1, async 0, managed 0, vmm maps 0)") != std::string::npos);
+  CHECK(t.back() == '\n');
+  // No activity section unless activity is on; no lookup note unless there were some.
+  CHECK(t.find("CUPTI records") == std::string::npos);
+  CHECK(t.find("note:") == std::string::npos);
+
+  rt->counters().launch_observer_on = true;
+  rt->counters().activity_on = true;
+  rt->counters().activity_kernels = 10;
+  rt->counters().unmatched_lookups = 2;
+  t = rt->summary_text();
+  CHECK(t.find("launch observer OFF") == std::string::npos);
+  CHECK(t.find("CUPTI records kernels 10") != std::string::npos);
+  CHECK(t.find("note: 2 symbol lookups") != std::string::npos);
+
+  auto off = make_runtime({{"VRAMCACHE_MODE", "off"}});
+  CHECK(off->summary_text().rfind("vramcache summary (mode off)\n", 0) == 0);
+}
+
+TEST_CASE("runtime: summary_json is one flat object, every key once") {
+  auto rt = make_runtime();
+  rt->on_alloc(0x1000, 0x100, AllocKind::kDevice);
+  rt->on_alloc(0x2000, 0x100, AllocKind::kManaged);
+  rt->on_api(ApiClass::kCopy, 77);
+  rt->counters().launch_observer_on = true;
+  rt->counters().activity_dropped = 3;
+  std::string j = rt->summary_json();
+  auto pairs = parse_flat_json(j);
+  REQUIRE(pairs.size() >= 30);
+  std::set<std::string> keys;
+  for (auto &kv : pairs) {
+    CAPTURE(kv.first);
+    CHECK(keys.insert(kv.first).second);
+    // Substring check: the key, quoted, appears exactly once in the text.
+    CHECK(occurrences(j, "\"" + kv.first + "\":") == 1);
+  }
+  for (const char *key :
+       {"allocs", "allocs_device", "allocs_async", "allocs_managed", "allocs_vmm_map",
+        "alloc_bytes", "alloc_failures", "managed_refused", "frees", "frees_untracked",
+        "vmm_creates", "launches", "launches_decoded", "launches_captured", "graph_launches",
+        "graph_kernels", "graph_kernels_decoded", "kernels_seen", "refs", "gemms_cublas",
+        "gemms_cublas_pointer_array", "gemms_cublaslt", "gemm_operands_exact",
+        "gemm_operands_tracked", "copies", "copy_bytes", "sets", "syncs", "captures_begun",
+        "captures_ended", "unmatched_lookups", "launch_observer_on", "activity_on",
+        "activity_kernels", "activity_allocs", "activity_dropped"}) {
+    CAPTURE(key);
+    CHECK(keys.count(key) == 1);
+  }
+  CHECK(occurrences(j, "\"allocs\":2") == 1);
+  CHECK(occurrences(j, "\"allocs_managed\":1") == 1);
+  CHECK(occurrences(j, "\"alloc_bytes\":512") == 1);
+  CHECK(occurrences(j, "\"copy_bytes\":77") == 1);
+  CHECK(occurrences(j, "\"launch_observer_on\":1") == 1);
+  CHECK(occurrences(j, "\"activity_on\":0") == 1);
+  CHECK(occurrences(j, "\"activity_dropped\":3") == 1);
+  CHECK(occurrences(j, "\"launches\":0") == 1);
+
+  // A fresh runtime: every value 0 (and still well-formed).
+  auto fresh = make_runtime();
+  for (auto &kv : parse_flat_json(fresh->summary_json())) {
+    CAPTURE(kv.first);
+    CHECK(kv.second == 0);
+  }
+}
