@@ -1,0 +1,228 @@
+#!/usr/bin/env python3
+"""GPU test suite of vramcache (tier 3): runs on the GPU machine, never in CI.
+
+Every check runs the samples (and small checks in scripts/gpu_checks/) with and without the
+library, asserts, and records its figures. Results go to RESULTS_DIR/results.json and
+RESULTS_DIR/results.md, logs to RESULTS_DIR/logs/. A check whose program exits 77 is a skip.
+Usage: python3 scripts/gpu_suite.py [--quick] [--results DIR] [--only NAME,...]
+"""
+
+import argparse
+import json
+import os
+import re
+import statistics
+import subprocess
+import sys
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+LIB = os.path.join(ROOT, "build", "libvramcache.so")
+SKIP = 77
+
+
+class Suite:
+    def __init__(self, results_dir):
+        self.dir = results_dir
+        self.logs = os.path.join(results_dir, "logs")
+        os.makedirs(self.logs, exist_ok=True)
+        self.checks = []  # {"name", "status", "detail", "figures"}
+        self.runs = 0
+
+    def run(self, name, cmd, env_extra=None, library=None, timeout=600):
+        """Runs cmd; library: None (plain), or a VRAMCACHE_MODE value. Returns (rc, stdout, summary)."""
+        self.runs += 1
+        tag = f"{self.runs:02d}-{name}"
+        env = dict(os.environ)
+        env.pop("LD_PRELOAD", None)
+        env.update(env_extra or {})
+        summary_path = os.path.join(self.logs, tag + ".summary.json")
+        if library is not None:
+            env["LD_PRELOAD"] = LIB
+            env["VRAMCACHE_MODE"] = library
+            env["VRAMCACHE_SUMMARY_FILE"] = summary_path
+        start = time.time()
+        try:
+            p = subprocess.run(cmd, env=env, cwd=ROOT, capture_output=True, text=True, timeout=timeout)
+            rc, out, err = p.returncode, p.stdout, p.stderr
+        except subprocess.TimeoutExpired as e:
+            rc, out, err = 124, e.stdout or "", (e.stderr or "") + f"\nTIMEOUT after {timeout}s"
+            out = out.decode() if isinstance(out, bytes) else out
+            err = err.decode() if isinstance(err, bytes) else err
+        wall = time.time() - start
+        with open(os.path.join(self.logs, tag + ".log"), "w") as f:
+            f.write(f"$ {' '.join(cmd)}\n# env: {json.dumps(env_extra or {})} library={library} rc={rc} wall={wall:.1f}s\n")
+            f.write(out + "\n--- stderr ---\n" + err)
+        summary = None
+        if os.path.exists(summary_path):
+            with open(summary_path) as f:
+                summary = json.load(f)
+        print(f"  ran {tag}: rc={rc} {wall:.1f}s", flush=True)
+        if rc not in (0, SKIP):
+            print("    " + "\n    ".join((err or out).strip().splitlines()[-8:]), flush=True)
+        return rc, out, summary
+
+    def record(self, name, ok, detail, figures=None, status=None):
+        status = status or ("PASS" if ok else "FAIL")
+        self.checks.append({"name": name, "status": status, "detail": detail, "figures": figures or {}})
+        print(f"{status} {name}: {detail}", flush=True)
+
+    def write(self, meta):
+        with open(os.path.join(self.dir, "results.json"), "w") as f:
+            json.dump({"meta": meta, "checks": self.checks}, f, indent=1)
+        with open(os.path.join(self.dir, "results.md"), "w") as f:
+            f.write(f"# GPU suite results\n\n{meta.get('date')}, {meta.get('gpu')}, torch {meta.get('torch')}, jax {meta.get('jax')}\n\n")
+            f.write("| check | status | detail |\n| --- | --- | --- |\n")
+            for c in self.checks:
+                f.write(f"| {c['name']} | {c['status']} | {c['detail']} |\n")
+
+
+def losses(out):
+    return re.findall(r"^step \d+ loss (\S+) time", out, re.M)
+
+
+def step_times(out):
+    return [float(t) for t in re.findall(r"^step \d+ loss \S+ time (\S+)", out, re.M)]
+
+
+def coverage(summary):
+    """Kernels the runtime learned of / kernels in CUPTI's activity records, in percent."""
+    if not summary or not summary.get("activity_kernels"):
+        return None
+    return 100.0 * summary["kernels_seen"] / summary["activity_kernels"]
+
+
+def check_sample(s, name, cmd, env=None, made=None):
+    """Determinism and pass-through: two plain runs agree bitwise, then runs under the library
+    (count mode with CUPTI activity, and off) agree bitwise with them; coverage figures."""
+    rc1, out1, _ = s.run(name + "-plain1", cmd, env)
+    if rc1 == SKIP:
+        s.record(name, True, "skipped: no GPU", status="SKIP")
+        return
+    rc2, out2, _ = s.run(name + "-plain2", cmd, env)
+    base = losses(out1)
+    ok = rc1 == 0 and rc2 == 0 and base and base == losses(out2)
+    s.record(f"{name}: two plain runs bitwise identical", ok, f"{len(base)} losses, rc {rc1}/{rc2}, last {base[-1] if base else None}")
+    if not ok:
+        return
+    rc3, out3, summ = s.run(name + "-count", cmd, dict(env or {}, VRAMCACHE_ACTIVITY="1"), library="count")
+    s.record(f"{name}: losses bitwise identical under VRAMCACHE_MODE=count", rc3 == 0 and losses(out3) == base,
+             f"rc {rc3}, {len(losses(out3))} losses")
+    rc4, out4, _ = s.run(name + "-off", cmd, env, library="off")
+    s.record(f"{name}: losses bitwise identical under VRAMCACHE_MODE=off", rc4 == 0 and losses(out4) == base,
+             f"rc {rc4}, {len(losses(out4))} losses")
+    if not summ:
+        s.record(f"{name}: count-mode summary written", False, "no summary file")
+        return
+    cov = coverage(summ)
+    figures = {k: summ.get(k) for k in ("kernels_seen", "activity_kernels", "launches", "launches_decoded",
+                                         "launches_captured", "graph_launches", "graph_kernels", "graph_kernels_decoded",
+                                         "allocs", "allocs_device", "allocs_async", "allocs_managed", "allocs_vmm_map",
+                                         "activity_allocs", "frees", "refs", "gemms_cublas", "gemms_cublaslt",
+                                         "gemm_operands_exact", "gemm_operands_tracked", "copies", "sets", "syncs",
+                                         "unmatched_lookups", "activity_dropped")}
+    decoded = summ["launches_decoded"] + summ["graph_kernels_decoded"]
+    figures["decoded_pct"] = 100.0 * decoded / max(1, summ["launches"] + summ["graph_kernels"])
+    s.record(f"{name}: launch coverage >= 99%", cov is not None and cov >= 99.0,
+             f"kernels seen {summ['kernels_seen']} / CUPTI kernel records {summ['activity_kernels']} = "
+             f"{cov if cov is None else round(cov, 2)}%; decoded {figures['decoded_pct']:.1f}%; graph kernels {summ['graph_kernels']}",
+             figures)
+    seen = summ["allocs_device"] + summ["allocs_async"] + summ["allocs_managed"]
+    detail = f"seen {seen} (device {summ['allocs_device']}, async {summ['allocs_async']}, managed {summ['allocs_managed']}), " \
+             f"CUPTI allocation records {summ['activity_allocs']}"
+    ok = seen == summ["activity_allocs"]
+    if made is not None:
+        m = made(out3)
+        detail += f", counted by the program {m}"
+    s.record(f"{name}: allocations seen = allocations made", ok, detail, figures)
+
+
+def mlp_made(out):
+    m = re.search(r"^allocs made (\d+)", out, re.M)
+    return int(m.group(1)) if m else None
+
+
+def gpt_made(out):
+    m = re.search(r"^summary (\{.*\})", out, re.M)
+    return json.loads(m.group(1)).get("segments_allocated") if m else None
+
+
+def overhead(s, size, steps, pairs):
+    """count mode vs plain, alternated in one call; ratio of median step times."""
+    cmd = [sys.executable, "samples/gpt/train_gpt.py", "--size", size, "--steps", str(steps), "--warmup", "3"]
+    plain, counted = [], []
+    for i in range(pairs):
+        rc, out, _ = s.run(f"gpt-{size}-timing-plain{i}", cmd)
+        if rc == SKIP:
+            return
+        plain.append(statistics.median(step_times(out)[3:]) if rc == 0 else None)
+        rc, out, _ = s.run(f"gpt-{size}-timing-count{i}", cmd, library="count")
+        counted.append(statistics.median(step_times(out)[3:]) if rc == 0 else None)
+    if None in plain or None in counted:
+        s.record(f"gpt {size}: count-mode overhead", False, "a run failed")
+        return
+    ratio = statistics.median(counted) / statistics.median(plain)
+    s.record(f"gpt {size}: count-mode overhead <= 3%", ratio <= 1.03,
+             f"median s/step plain {[round(x, 5) for x in plain]}, count {[round(x, 5) for x in counted]}; "
+             f"ratio {ratio:.4f} ({steps - 3} timed steps each)",
+             {"plain": plain, "count": counted, "ratio": ratio})
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--results", default=os.path.join(ROOT, "results", "gpu"))
+    ap.add_argument("--quick", action="store_true", help="tiny sizes only (smoke test)")
+    ap.add_argument("--only", default="", help="comma-separated: mlp,gpt,jax,timing,extra")
+    args = ap.parse_args()
+    only = set(filter(None, args.only.split(",")))
+    want = lambda k: not only or k in only
+    s = Suite(args.results)
+    meta = {"date": time.strftime("%Y-%m-%d %H:%M:%S"), "quick": args.quick}
+    try:
+        meta["gpu"] = subprocess.run(["nvidia-smi", "--query-gpu=name,memory.total,driver_version", "--format=csv,noheader"],
+                                     capture_output=True, text=True).stdout.strip()
+        import torch  # noqa: only versions
+        meta["torch"] = torch.__version__
+        import jax  # noqa
+        meta["jax"] = jax.__version__
+    except Exception as e:  # versions are informative only
+        meta["error"] = str(e)
+    py = sys.executable
+    size = "tiny" if args.quick else "1.3b"
+    if want("mlp"):
+        check_sample(s, "mlp", [os.path.join(ROOT, "build", "samples", "mlp"), "--steps", "20"], made=mlp_made)
+    if want("gpt"):
+        check_sample(s, f"gpt-{size}", [py, "samples/gpt/train_gpt.py", "--size", size, "--steps", "20", "--deterministic"],
+                     made=gpt_made)
+    if want("jax"):
+        check_sample(s, "jax", [py, "samples/jax/train_jax.py", "--steps", "20", "--deterministic"])
+    if want("timing"):
+        overhead(s, size, 13 if args.quick else 23, 1 if args.quick else 2)
+    if want("extra"):
+        for script in sorted(os.listdir(os.path.join(ROOT, "scripts", "gpu_checks"))):
+            if not script.endswith(".py"):
+                continue
+            text = open(os.path.join(ROOT, "scripts", "gpu_checks", script)).read()
+            env = dict(kv.split("=", 1) for kv in " ".join(re.findall(r"^# vramcache-env: (.*)$", text, re.M)).split())
+            expects = " ".join(re.findall(r"^# vramcache-expect: (.*)$", text, re.M)).split()
+            rc, out, summ = s.run(script[:-3], [py, os.path.join("scripts", "gpu_checks", script)], env, library="count")
+            m = re.search(r"^check (ok|fail): (.*)$", out, re.M)
+            ok = rc == 0 and bool(m) and m.group(1) == "ok"
+            detail = m.group(2) if m else "no verdict line"
+            for e in expects:  # key>value on the summary
+                key, value = e.split(">")
+                got = (summ or {}).get(key)
+                ok = ok and got is not None and got > int(value)
+                detail += f"; {key}={got} (want >{value})"
+            cov = coverage(summ)
+            if cov is not None:
+                detail += f"; coverage {cov:.2f}%"
+            s.record(script[:-3], ok, detail, summ or {}, status="SKIP" if rc == SKIP else None)
+    s.write(meta)
+    failed = [c["name"] for c in s.checks if c["status"] == "FAIL"]
+    print(f"suite: {len(s.checks)} checks, {len(failed)} failed" + (": " + "; ".join(failed) if failed else ""))
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
