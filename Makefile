@@ -75,7 +75,7 @@ test: $(LIB) $(CLI) $(BUILD)/unit_tests $(FAKE_LIBS) $(BUILD)/interpose_test
 	bash tests/cli/run.sh $(BUILD)
 
 # ---- Checks: layering, README options in sync, sanitizers ----
-layering:
+layering: $(CLI)
 	@bad=$$(grep -lE '#include *[<"](cuda|cupti|cublas|dlfcn|generated_cuda)' runtime/*.h runtime/*.cc); \
 	  if [ -n "$$bad" ]; then echo "layering: CUDA/CUPTI/dlfcn header in the runtime core: $$bad"; exit 1; fi
 	@echo "layering: runtime core includes no CUDA, CUPTI or dlfcn header"

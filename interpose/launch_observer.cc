@@ -2,6 +2,14 @@
 // Callbacks must never throw into CUPTI and never call a hooked entry point: every driver call
 // here goes through driver_api() (real functions) and none of them is a subscribed callback id.
 //
+// Note [Sharing the CUPTI subscription]: CUPTI allows one callback subscriber per process, and
+// vramcache subscribes first, so a program's own CUPTI client (torch.profiler's Kineto, a tool
+// loaded later) would be refused and lose its GPU trace. Instead the hooked cuptiSubscribe*
+// hands such a client a handle of ours, and vramcache's callback forwards to it exactly the
+// callbacks it enabled. Its enables and disables act on the one real subscription, and never turn
+// off a callback vramcache needs. Activity records have no subscriber and are not shared: with
+// VRAMCACHE_ACTIVITY=1 a client that registers its own activity buffers takes them over.
+//
 // Note [CUfunction or CUkernel]: since CUDA 12 the runtime passes a CUkernel where cuLaunchKernel
 // takes a CUfunction. cuFuncGetParamInfo rejects such a handle (invalid handle, measured with
 // PyTorch 2.11); cuKernelGetParamInfo accepts it. So a handle is tried as a function first, then
@@ -13,6 +21,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <memory>
+#include <set>
 #include <mutex>
 #include <shared_mutex>
 #include <string>
@@ -33,10 +42,23 @@ struct KernelInfo {
   std::string name;
 };
 
-// Parameter layout per function handle, queried once.
+// Parameter layout per function handle, queried once. Entries are never freed, so a thread
+// keeps a small direct-mapped cache of them and takes no lock on a hit (the launch path).
 class KernelCache {
  public:
   const KernelInfo *get(uint64_t handle) {
+    struct Slot {
+      uint64_t handle;
+      const KernelInfo *info;
+    };
+    thread_local Slot recent[256] = {};
+    Slot &slot = recent[(handle >> 4) & 255];
+    if (slot.handle != handle || !slot.info) slot = Slot{handle, lookup(handle)};
+    return slot.info;
+  }
+
+ private:
+  const KernelInfo *lookup(uint64_t handle) {
     {
       std::shared_lock lock(mu_);
       auto it = map_.find(handle);
@@ -49,7 +71,6 @@ class KernelCache {
     return it->second.get();
   }
 
- private:
   template <class Handle>
   static bool read_layout(CUresult (*get_name)(const char **, Handle),
                           CUresult (*get_param)(Handle, size_t, size_t *, size_t *), Handle h,
@@ -117,6 +138,17 @@ struct GraphKernel {
   std::vector<uint8_t> params;
 };
 
+// The program's own CUPTI client, if it subscribed while vramcache holds the subscription.
+struct Client {
+  CUpti_CallbackFunc callback = nullptr;
+  void *userdata = nullptr;
+  bool domain_all[CUPTI_CB_DOMAIN_SIZE] = {};
+  std::set<std::pair<int, CUpti_CallbackId>> ids;
+  bool wants(CUpti_CallbackDomain d, CUpti_CallbackId id) const {
+    return (d > 0 && d < CUPTI_CB_DOMAIN_SIZE && domain_all[d]) || ids.count({d, id});
+  }
+};
+
 struct State {
   Runtime *rt = nullptr;
   const CuptiApi *cupti = nullptr;
@@ -127,6 +159,10 @@ struct State {
   std::atomic<int> active_captures{0};
   std::mutex graphs_mu;
   std::unordered_map<CUgraphExec, std::vector<GraphKernel>> graphs;
+  bool subscribed = false;
+  std::atomic<bool> client_on{false};
+  std::shared_mutex client_mu;
+  Client client;
 };
 State *g_state = nullptr;
 
@@ -313,14 +349,35 @@ void on_resource(CUpti_CallbackId cbid, const CUpti_ResourceData *rd) {
   }
 }
 
+bool is_graph_exec_event(CUpti_CallbackId cbid) {
+  return cbid == CUPTI_CBID_RESOURCE_GRAPHEXEC_CREATED || cbid == CUPTI_CBID_RESOURCE_GRAPHEXEC_DESTROY_STARTING;
+}
+
+// True for the callbacks vramcache itself needs.
+bool ours(CUpti_CallbackDomain domain, CUpti_CallbackId cbid) {
+  if (domain == CUPTI_CB_DOMAIN_DRIVER_API) return cbid < CUPTI_DRIVER_TRACE_CBID_SIZE && g_state->classes[cbid] != ApiClass::kNone;
+  return domain == CUPTI_CB_DOMAIN_RESOURCE && is_graph_exec_event(cbid);
+}
+
 void CUPTIAPI on_callback(void *, CUpti_CallbackDomain domain, CUpti_CallbackId cbid, const void *data) {
   try {
-    if (domain == CUPTI_CB_DOMAIN_DRIVER_API && cbid < CUPTI_DRIVER_TRACE_CBID_SIZE)
-      on_driver_api(cbid, static_cast<const CUpti_CallbackData *>(data));
-    else if (domain == CUPTI_CB_DOMAIN_RESOURCE)
+    if (domain == CUPTI_CB_DOMAIN_DRIVER_API && cbid < CUPTI_DRIVER_TRACE_CBID_SIZE) {
+      if (g_state->classes[cbid] != ApiClass::kNone) on_driver_api(cbid, static_cast<const CUpti_CallbackData *>(data));
+    } else if (domain == CUPTI_CB_DOMAIN_RESOURCE && is_graph_exec_event(cbid)) {
       on_resource(cbid, static_cast<const CUpti_ResourceData *>(data));
+    }
   } catch (...) {
     VC_WARN_CAPPED("launch observer failed on callback %u (out of memory?): this call is not recorded", cbid);
+  }
+  if (g_state->client_on.load(std::memory_order_acquire)) {
+    // Called without the lock held: the client may enable callbacks from inside its callback.
+    CUpti_CallbackFunc callback = nullptr;
+    void *userdata = nullptr;
+    {
+      std::shared_lock lock(g_state->client_mu);
+      if (g_state->client.wants(domain, cbid)) callback = g_state->client.callback, userdata = g_state->client.userdata;
+    }
+    if (callback) callback(userdata, domain, cbid, data);
   }
 }
 
@@ -376,6 +433,7 @@ void start_launch_observer(Runtime *rt) {
             result_string(r));
     return;
   }
+  state->subscribed = true;
   int enabled = 0;
   for (CUpti_CallbackId cbid = 1; cbid < CUPTI_DRIVER_TRACE_CBID_SIZE; ++cbid) {
     const char *name = nullptr;
@@ -403,6 +461,99 @@ void start_launch_observer(Runtime *rt) {
     if (ok) rt->counters().activity_on = true;
     else VC_WARN("cannot enable CUPTI activity records: no coverage figures");
   }
+}
+
+// ---- The program's own CUPTI client (Note [Sharing the CUPTI subscription]) ----
+
+namespace {
+
+CUpti_SubscriberHandle client_handle() { return reinterpret_cast<CUpti_SubscriberHandle>(&g_state->client); }
+
+// Sets (domain, cbid) on the real subscription to what vramcache or the client needs.
+void sync_callback(CUpti_CallbackDomain d, CUpti_CallbackId id) {
+  bool on = ours(d, id) || g_state->client.wants(d, id);
+  g_state->cupti->cuptiEnableCallback(on, g_state->subscriber, d, id);
+}
+
+// After a domain-wide disable, turns vramcache's own callbacks of that domain back on.
+void restore_ours(CUpti_CallbackDomain d) {
+  if (d == CUPTI_CB_DOMAIN_DRIVER_API) {
+    for (CUpti_CallbackId id = 1; id < CUPTI_DRIVER_TRACE_CBID_SIZE; ++id)
+      if (g_state->classes[id] != ApiClass::kNone) g_state->cupti->cuptiEnableCallback(1, g_state->subscriber, d, id);
+  } else if (d == CUPTI_CB_DOMAIN_RESOURCE) {
+    for (CUpti_CallbackId id : {CUPTI_CBID_RESOURCE_GRAPHEXEC_CREATED, CUPTI_CBID_RESOURCE_GRAPHEXEC_DESTROY_STARTING})
+      g_state->cupti->cuptiEnableCallback(1, g_state->subscriber, d, id);
+  }
+}
+
+CUptiResult client_enable_domain(uint32_t enable, CUpti_CallbackDomain d) {
+  if (d <= 0 || d >= CUPTI_CB_DOMAIN_SIZE) return CUPTI_ERROR_INVALID_PARAMETER;
+  Client &c = g_state->client;
+  c.domain_all[d] = enable != 0;
+  for (auto it = c.ids.begin(); it != c.ids.end();) it = it->first == d ? c.ids.erase(it) : std::next(it);
+  CUptiResult r = g_state->cupti->cuptiEnableDomain(enable, g_state->subscriber, d);
+  if (!enable) restore_ours(d);
+  return r;
+}
+
+}  // namespace
+
+bool client_owned(CUpti_SubscriberHandle handle) {
+  return g_state && g_state->subscribed && handle == client_handle();
+}
+
+bool client_subscribe(CUpti_SubscriberHandle *handle, CUpti_CallbackFunc callback, void *userdata, CUptiResult *result) {
+  if (!g_state || !g_state->subscribed) return false;  // vramcache holds nothing: pass through
+  std::unique_lock lock(g_state->client_mu);
+  if (g_state->client.callback) {
+    *result = CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED;  // what CUPTI answers a second client
+    return true;
+  }
+  g_state->client = Client{};
+  g_state->client.callback = callback;
+  g_state->client.userdata = userdata;
+  *handle = client_handle();
+  g_state->client_on.store(true, std::memory_order_release);
+  VC_INFO("a CUPTI client of the program subscribed: its callbacks are forwarded");
+  *result = CUPTI_SUCCESS;
+  return true;
+}
+
+CUptiResult client_unsubscribe() {
+  std::unique_lock lock(g_state->client_mu);
+  for (int d = 1; d < CUPTI_CB_DOMAIN_SIZE; ++d)
+    if (g_state->client.domain_all[d]) client_enable_domain(0, CUpti_CallbackDomain(d));
+  auto ids = g_state->client.ids;
+  g_state->client = Client{};
+  for (auto [d, id] : ids) sync_callback(CUpti_CallbackDomain(d), id);
+  g_state->client_on.store(false, std::memory_order_release);
+  return CUPTI_SUCCESS;
+}
+
+CUptiResult client_enable_callback(uint32_t enable, CUpti_CallbackDomain d, CUpti_CallbackId id) {
+  std::unique_lock lock(g_state->client_mu);
+  if (enable) g_state->client.ids.insert({d, id});
+  else g_state->client.ids.erase({d, id});
+  bool on = ours(d, id) || g_state->client.wants(d, id);
+  return g_state->cupti->cuptiEnableCallback(on, g_state->subscriber, d, id);
+}
+
+CUptiResult client_enable_domain(uint32_t enable, CUpti_CallbackDomain d, bool all_domains) {
+  std::unique_lock lock(g_state->client_mu);
+  if (!all_domains) return client_enable_domain(enable, d);
+  CUptiResult r = CUPTI_SUCCESS;
+  for (int dom = 1; dom < CUPTI_CB_DOMAIN_SIZE; ++dom) {
+    CUptiResult one = client_enable_domain(enable, CUpti_CallbackDomain(dom));
+    if (r == CUPTI_SUCCESS) r = one;
+  }
+  return r;
+}
+
+CUptiResult client_callback_state(uint32_t *enable, CUpti_CallbackDomain d, CUpti_CallbackId id) {
+  std::shared_lock lock(g_state->client_mu);
+  if (!enable) return CUPTI_ERROR_INVALID_PARAMETER;
+  *enable = g_state->client.wants(d, id);
+  return CUPTI_SUCCESS;
 }
 
 void stop_launch_observer(Runtime *rt) {

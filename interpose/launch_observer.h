@@ -4,6 +4,8 @@
 // synchronizations and stream capture. Without CUPTI it logs once and vramcache keeps working.
 #pragma once
 
+#include <cupti.h>
+
 #include "runtime/runtime.h"
 
 namespace vc::interpose {
@@ -11,5 +13,15 @@ namespace vc::interpose {
 void start_launch_observer(Runtime *rt);
 // Flushes activity records (VRAMCACHE_ACTIVITY=1) before the exit summary.
 void stop_launch_observer(Runtime *rt);
+
+// The program's own CUPTI client (Note [Sharing the CUPTI subscription]). client_subscribe
+// returns false when vramcache holds no subscription (the call then goes to CUPTI unchanged);
+// the others apply to the handle client_subscribe gave out (client_owned).
+bool client_subscribe(CUpti_SubscriberHandle *handle, CUpti_CallbackFunc callback, void *userdata, CUptiResult *result);
+bool client_owned(CUpti_SubscriberHandle handle);
+CUptiResult client_unsubscribe();
+CUptiResult client_enable_callback(uint32_t enable, CUpti_CallbackDomain domain, CUpti_CallbackId cbid);
+CUptiResult client_enable_domain(uint32_t enable, CUpti_CallbackDomain domain, bool all_domains);
+CUptiResult client_callback_state(uint32_t *enable, CUpti_CallbackDomain domain, CUpti_CallbackId cbid);
 
 }  // namespace vc::interpose

@@ -34,6 +34,7 @@ const char *lib_soname(Lib lib) {
     case Lib::kCuda: return "libcuda.so.1";
     case Lib::kCublas: return "libcublas.so.13";
     case Lib::kCublasLt: return "libcublasLt.so.13";
+    case Lib::kCupti: return "libcupti.so.13";
   }
   return "";
 }

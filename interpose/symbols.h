@@ -15,6 +15,7 @@
 #include <cuda_runtime_api.h>
 #include <cublasLt.h>
 #include <cublas_v2.h>
+#include <cupti.h>
 
 #include <atomic>
 #include <type_traits>
@@ -45,7 +46,7 @@ using GemmBatchedEx = cublasStatus_t (*)(cublasHandle_t, cublasOperation_t, cubl
                                          cublasGemmAlgo_t);
 }  // namespace abi
 
-enum class Lib : int { kCudart, kCuda, kCublas, kCublasLt };
+enum class Lib : int { kCudart, kCuda, kCublas, kCublasLt, kCupti };
 const char *lib_soname(Lib lib);
 
 enum HookId : int {

@@ -1,8 +1,6 @@
 // Interval map of tracked allocations. Invariant: ranges in by_base_ never overlap.
 #include "runtime/alloc_map.h"
 
-#include <mutex>
-
 namespace vc {
 
 const char *alloc_kind_name(AllocKind kind) {
@@ -15,22 +13,29 @@ const char *alloc_kind_name(AllocKind kind) {
   return "?";
 }
 
-int AllocMap::insert(uint64_t base, uint64_t size, AllocKind kind) {
-  if (size == 0) size = 1;  // a zero-byte allocation still owns its address
+namespace {
+// Bytes of address space an allocation owns: a zero-byte one still owns its base.
+uint64_t extent(uint64_t size) { return size ? size : 1; }
+}  // namespace
+
+std::vector<Allocation> AllocMap::insert(uint64_t base, uint64_t size, AllocKind kind) {
+  std::vector<Allocation> replaced;
+  const uint64_t end = base + extent(size);
   std::unique_lock lock(mu_);
-  int replaced = 0;
   auto it = by_base_.lower_bound(base);
   if (it != by_base_.begin()) {
     auto prev = std::prev(it);
-    if (prev->second.base + prev->second.size > base) it = prev;
+    if (prev->second.base + extent(prev->second.size) > base) it = prev;
   }
-  while (it != by_base_.end() && it->second.base < base + size) {
+  while (it != by_base_.end() && it->second.base < end) {
     bytes_ -= it->second.size;
+    replaced.push_back(it->second);
     it = by_base_.erase(it);
-    ++replaced;
   }
   by_base_.emplace(base, Allocation{base, size, kind, next_id_++});
   bytes_ += size;
+  if (base < lo_.load()) lo_.store(base);
+  if (end > hi_.load()) hi_.store(end);
   return replaced;
 }
 
@@ -46,11 +51,15 @@ std::optional<Allocation> AllocMap::erase(uint64_t base) {
 
 std::optional<AddressHit> AllocMap::find(uint64_t address) const {
   std::shared_lock lock(mu_);
+  return find_locked(address);
+}
+
+std::optional<AddressHit> AllocMap::find_locked(uint64_t address) const {
   auto it = by_base_.upper_bound(address);
   if (it == by_base_.begin()) return std::nullopt;
   --it;
   const Allocation &a = it->second;
-  if (address - a.base >= a.size) return std::nullopt;
+  if (address - a.base >= extent(a.size)) return std::nullopt;
   return AddressHit{a, address - a.base};
 }
 

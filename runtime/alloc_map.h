@@ -4,10 +4,13 @@
 // Device pointers are plain uint64_t here; this file knows nothing of CUDA.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <map>
 #include <optional>
+#include <mutex>
 #include <shared_mutex>
+#include <vector>
 
 namespace vc {
 
@@ -28,17 +31,40 @@ struct AddressHit {
 
 class AllocMap {
  public:
-  // Records [base, base+size). An existing range that overlaps is replaced (the driver reused the
-  // address after a free we did not see), and the number replaced is returned.
-  int insert(uint64_t base, uint64_t size, AllocKind kind);
+  // Records [base, base+size); a zero-byte allocation still owns its base address. Existing
+  // ranges that overlap are removed (the driver reused the address after a free we did not see)
+  // and returned, so the caller can undo what it counted for them.
+  std::vector<Allocation> insert(uint64_t base, uint64_t size, AllocKind kind);
   // Removes the allocation starting exactly at `base`; returns it if there was one.
   std::optional<Allocation> erase(uint64_t base);
   std::optional<AddressHit> find(uint64_t address) const;
   size_t count() const;
+
+  // Many lookups under one shared lock, taken only when a value passes the lock-free bounds
+  // check (most 8-byte words of a parameter buffer are sizes and strides, far below any device
+  // address). A reader must not outlive the map or be used across an insert on the same thread.
+  class Reader {
+   public:
+    explicit Reader(const AllocMap &map) : map_(map), lock_(map.mu_, std::defer_lock) {}
+    std::optional<AddressHit> find(uint64_t address) {
+      if (address < map_.lo_.load(std::memory_order_relaxed) || address >= map_.hi_.load(std::memory_order_relaxed))
+        return std::nullopt;
+      if (!lock_.owns_lock()) lock_.lock();
+      return map_.find_locked(address);
+    }
+
+   private:
+    const AllocMap &map_;
+    std::shared_lock<std::shared_mutex> lock_;
+  };
   uint64_t bytes() const;
 
  private:
+  std::optional<AddressHit> find_locked(uint64_t address) const;
+
   mutable std::shared_mutex mu_;
+  // Bounds of every range ever inserted (never shrunk): a value outside cannot be a hit.
+  std::atomic<uint64_t> lo_{~uint64_t(0)}, hi_{0};
   std::map<uint64_t, Allocation> by_base_;  // key: base
   uint64_t next_id_ = 1;
   uint64_t bytes_ = 0;

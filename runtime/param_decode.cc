@@ -13,6 +13,7 @@ size_t param_buffer_size(const std::vector<ParamSlot> &slots) {
 
 void decode_params(const uint8_t *buffer, size_t size, const std::vector<ParamSlot> &slots,
                    const AllocMap &allocs, std::vector<ParamRef> *out) {
+  AllocMap::Reader reader(allocs);
   for (uint32_t i = 0; i < slots.size(); ++i) {
     const ParamSlot &s = slots[i];
     if (size_t(s.offset) + s.size > size) continue;
@@ -20,7 +21,7 @@ void decode_params(const uint8_t *buffer, size_t size, const std::vector<ParamSl
       uint64_t value;
       memcpy(&value, buffer + at, 8);
       if (value == 0) continue;
-      if (auto hit = allocs.find(value))
+      if (auto hit = reader.find(value))
         out->push_back(ParamRef{i, at, hit->alloc.id, hit->alloc.base, hit->offset});
     }
   }

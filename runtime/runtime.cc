@@ -10,9 +10,11 @@ namespace vc {
 void Runtime::on_alloc(uint64_t ptr, uint64_t size, AllocKind kind) {
   counters_.allocs[int(kind)]++;
   counters_.alloc_bytes += size;
-  if (int replaced = allocs_.insert(ptr, size, kind))
-    VC_DEBUG("allocation at 0x%llx overlapped %d tracked range(s) whose free we did not see",
-             (unsigned long long)ptr, replaced);
+  for (const Allocation &gone : allocs_.insert(ptr, size, kind)) {
+    VC_DEBUG("allocation at 0x%llx overlaps a tracked one whose free we did not see",
+             (unsigned long long)ptr);
+    if (gone.kind == AllocKind::kManaged) managed_bytes_ -= gone.size;
+  }
 }
 
 void Runtime::on_free(uint64_t ptr) {
@@ -139,11 +141,11 @@ std::string Runtime::summary_text() const {
     out += "  launch observer OFF (CUPTI unavailable or taken): launches were not seen\n";
   if (c.activity_on) {
     snprintf(buf, sizeof buf,
-             "  CUPTI records kernels %llu (seen/recorded %.2f%%), device+managed allocations %llu "
+             "  CUPTI records kernels %llu (seen/recorded %.2f%%), allocations %llu "
              "(seen/recorded %.2f%%), dropped %llu\n",
              (unsigned long long)c.activity_kernels.load(), percent(f.learned, c.activity_kernels),
              (unsigned long long)c.activity_allocs.load(),
-             percent(c.allocs[0] + c.allocs[1] + c.allocs[2], c.activity_allocs),
+             percent(f.allocs, c.activity_allocs),
              (unsigned long long)c.activity_dropped.load());
     out += buf;
   }

@@ -59,7 +59,7 @@ struct Counters {
   std::atomic<uint64_t> unmatched_lookups{0};  // a lookup returned a function we did not know
   // From CUPTI activity records (VRAMCACHE_ACTIVITY=1), independent of the hooks above.
   std::atomic<uint64_t> activity_kernels{0};
-  std::atomic<uint64_t> activity_allocs{0};  // device and managed allocations
+  std::atomic<uint64_t> activity_allocs{0};  // allocation records of device and managed memory (VMM maps included)
   std::atomic<uint64_t> activity_dropped{0};
   std::atomic<bool> activity_on{false};
   std::atomic<bool> launch_observer_on{false};  // CUPTI callbacks subscribed

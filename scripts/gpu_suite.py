@@ -127,8 +127,9 @@ def check_sample(s, name, cmd, env=None, made=None):
              f"kernels seen {summ['kernels_seen']} / CUPTI kernel records {summ['activity_kernels']} = "
              f"{cov if cov is None else round(cov, 2)}%; decoded {figures['decoded_pct']:.1f}%; graph kernels {summ['graph_kernels']}",
              figures)
-    seen = summ["allocs_device"] + summ["allocs_async"] + summ["allocs_managed"]
-    detail = f"seen {seen} (device {summ['allocs_device']}, async {summ['allocs_async']}, managed {summ['allocs_managed']}), " \
+    seen = summ["allocs"]
+    detail = f"seen {seen} (device {summ['allocs_device']}, async {summ['allocs_async']}, managed {summ['allocs_managed']}, " \
+             f"vmm maps {summ['allocs_vmm_map']}), " \
              f"CUPTI allocation records {summ['activity_allocs']}"
     ok = seen == summ["activity_allocs"]
     if made is not None:

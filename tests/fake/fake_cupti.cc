@@ -1,7 +1,7 @@
 // Fake libcupti.so.13: one subscriber, callbacks enabled per id, names for the callback ids the
 // fake driver raises, and fake_cupti_emit() through which the fake driver calls the subscriber.
 // FAKE_CUPTI_BUSY=1 makes cuptiSubscribe fail as it does when another tool holds CUPTI.
-// Activity records are not supported (the call fails, as on a machine without them).
+// Callbacks can be enabled one by one or by domain. Activity records are not supported (the call fails, as on a machine without them).
 #include <cupti.h>
 
 #include <cstdlib>
@@ -17,6 +17,7 @@ namespace {
 CUpti_CallbackFunc g_callback = nullptr;
 void *g_userdata = nullptr;
 std::set<std::pair<int, unsigned>> g_enabled;
+std::set<int> g_domain_all;
 
 const std::pair<CUpti_CallbackId, const char *> kDriverNames[] = {
     {CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel, "cuLaunchKernel"},
@@ -46,8 +47,32 @@ FAKE_EXPORT CUptiResult cuptiEnableCallback(uint32_t enable, CUpti_SubscriberHan
   else g_enabled.erase({d, id});
   return CUPTI_SUCCESS;
 }
-FAKE_EXPORT CUptiResult cuptiEnableDomain(uint32_t, CUpti_SubscriberHandle, CUpti_CallbackDomain) {
-  return CUPTI_ERROR_NOT_SUPPORTED;
+FAKE_EXPORT CUptiResult cuptiSubscribe_v2(CUpti_SubscriberHandle *s, CUpti_CallbackFunc cb, void *userdata,
+                                          CUpti_SubscriberParams *) {
+  return cuptiSubscribe(s, cb, userdata);
+}
+FAKE_EXPORT CUptiResult cuptiUnsubscribe(CUpti_SubscriberHandle) {
+  fake_record("cuptiUnsubscribe");
+  g_callback = nullptr;
+  g_enabled.clear();
+  g_domain_all.clear();
+  return CUPTI_SUCCESS;
+}
+FAKE_EXPORT CUptiResult cuptiEnableDomain(uint32_t enable, CUpti_SubscriberHandle, CUpti_CallbackDomain d) {
+  fake_record("cuptiEnableDomain");
+  for (auto it = g_enabled.begin(); it != g_enabled.end();) it = it->first == d ? g_enabled.erase(it) : std::next(it);
+  if (enable) g_domain_all.insert(d);
+  else g_domain_all.erase(d);
+  return CUPTI_SUCCESS;
+}
+FAKE_EXPORT CUptiResult cuptiEnableAllDomains(uint32_t enable, CUpti_SubscriberHandle s) {
+  for (int d = 1; d < CUPTI_CB_DOMAIN_SIZE; ++d) cuptiEnableDomain(enable, s, CUpti_CallbackDomain(d));
+  return CUPTI_SUCCESS;
+}
+FAKE_EXPORT CUptiResult cuptiGetCallbackState(uint32_t *enable, CUpti_SubscriberHandle, CUpti_CallbackDomain d,
+                                              CUpti_CallbackId id) {
+  *enable = g_domain_all.count(d) || g_enabled.count({d, id});
+  return CUPTI_SUCCESS;
 }
 FAKE_EXPORT CUptiResult cuptiGetCallbackName(CUpti_CallbackDomain d, uint32_t id, const char **name) {
   if (d != CUPTI_CB_DOMAIN_DRIVER_API) return CUPTI_ERROR_INVALID_PARAMETER;
@@ -77,7 +102,7 @@ FAKE_EXPORT CUptiResult cuptiActivityGetNumDroppedRecords(CUcontext, uint32_t, s
 // the call's CUresult at exit. Resource callbacks pass a CUpti_ResourceData as `params`.
 FAKE_EXPORT void fake_cupti_emit(CUpti_CallbackDomain d, CUpti_CallbackId id, const char *name, const void *params,
                                  int site, const void *ret) {
-  if (!g_callback || !g_enabled.count({d, id})) return;
+  if (!g_callback || !(g_enabled.count({d, id}) || g_domain_all.count(d))) return;
   fake_record(name);
   if (d == CUPTI_CB_DOMAIN_RESOURCE) {
     g_callback(g_userdata, d, id, params);

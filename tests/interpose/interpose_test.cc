@@ -10,6 +10,7 @@
 #include <cuda.h>
 #include <cudaTypedefs.h>
 #include <cuda_runtime_api.h>
+#include <cupti.h>
 #include <dlfcn.h>
 #include <doctest/doctest.h>
 
@@ -29,7 +30,11 @@ struct Row {
 };
 const char *soname(const char *lib) {
   std::string l = lib;
-  return l == "kCudart" ? "libcudart.so.13" : l == "kCuda" ? "libcuda.so.1" : l == "kCublas" ? "libcublas.so.13" : "libcublasLt.so.13";
+  return l == "kCudart"   ? "libcudart.so.13"
+         : l == "kCuda"   ? "libcuda.so.1"
+         : l == "kCublas" ? "libcublas.so.13"
+         : l == "kCupti"  ? "libcupti.so.13"
+                          : "libcublasLt.so.13";
 }
 const Row kRows[] = {
 #define VC_HOOK(lib, symbol, base, version, ptds, type) {#lib, #symbol, base, version, ptds != 0},
@@ -281,4 +286,59 @@ TEST_CASE("scenario: allocations, GEMMs, launches, graphs, copies, frees") {
   REQUIRE(cudaFreeAsync(as1, nullptr) == cudaSuccess);                   // free 3
   REQUIRE(cudaFree(reinterpret_cast<void *>(0xdead0000)) == cudaSuccess);  // free 4, untracked
   REQUIRE(mem_unmap(mapped, 8 << 20) == CUDA_SUCCESS);                   // free 5
+}
+
+namespace {
+int g_client_enter = 0, g_client_exit = 0;
+void CUPTIAPI client_callback(void *userdata, CUpti_CallbackDomain d, CUpti_CallbackId id, const void *data) {
+  CHECK(userdata == &g_client_enter);
+  if (d != CUPTI_CB_DOMAIN_DRIVER_API || id != CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel) return;
+  auto *cb = static_cast<const CUpti_CallbackData *>(data);
+  (cb->callbackSite == CUPTI_API_ENTER ? g_client_enter : g_client_exit)++;
+}
+}  // namespace
+
+// The program's own CUPTI client (as torch.profiler's Kineto is) shares vramcache's subscription:
+// it gets exactly the callbacks it enabled, and vramcache keeps its own. Adds 2 launches, both
+// decoded, no pointers, to the scenario's counts.
+TEST_CASE("the program's own CUPTI client keeps working") {
+  void *cupti = dlopen("libcupti.so.13", RTLD_NOW);
+  REQUIRE((cupti != nullptr));
+  auto subscribe = reinterpret_cast<decltype(&cuptiSubscribe)>(dlsym(cupti, "cuptiSubscribe"));
+  auto unsubscribe = reinterpret_cast<decltype(&cuptiUnsubscribe)>(dlsym(cupti, "cuptiUnsubscribe"));
+  auto enable = reinterpret_cast<decltype(&cuptiEnableCallback)>(dlsym(cupti, "cuptiEnableCallback"));
+  auto state = reinterpret_cast<decltype(&cuptiGetCallbackState)>(dlsym(cupti, "cuptiGetCallbackState"));
+  REQUIRE((subscribe && unsubscribe && enable && state));
+  CUpti_SubscriberHandle handle = nullptr;
+  CUptiResult r = subscribe(&handle, client_callback, &g_client_enter);
+  const char *busy = getenv("FAKE_CUPTI_BUSY");
+  if (busy && *busy == '1') {  // another tool holds CUPTI: the client is refused as CUPTI would
+    CHECK(r == CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED);
+    return;
+  }
+  REQUIRE(r == CUPTI_SUCCESS);
+  CUpti_SubscriberHandle second = nullptr;
+  CHECK(subscribe(&second, client_callback, nullptr) == CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED);
+  REQUIRE(enable(1, handle, CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel) == CUPTI_SUCCESS);
+  uint32_t on = 0;
+  CHECK(state(&on, handle, CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel) == CUPTI_SUCCESS);
+  CHECK(on == 1);
+  CHECK(state(&on, handle, CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuMemcpyHtoD_v2) == CUPTI_SUCCESS);
+  CHECK(on == 0);
+
+  using Launch = CUresult (*)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
+                              CUstream, void **, void **);
+  auto launch = driver<Launch>("cuLaunchKernel");
+  REQUIRE((launch != nullptr));
+  uint64_t none = 0;
+  int n = 1;
+  void *args[] = {&none, &none, &n};
+  REQUIRE(launch(reinterpret_cast<CUfunction>(kFakeFunction), 1, 1, 1, 1, 1, 1, 0, nullptr, args, nullptr) == CUDA_SUCCESS);
+  CHECK(g_client_enter == 1);
+  CHECK(g_client_exit == 1);
+  // The client turns its callback off; vramcache still sees the launch (checked in the summary).
+  REQUIRE(enable(0, handle, CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel) == CUPTI_SUCCESS);
+  REQUIRE(launch(reinterpret_cast<CUfunction>(kFakeFunction), 1, 1, 1, 1, 1, 1, 0, nullptr, args, nullptr) == CUDA_SUCCESS);
+  CHECK(g_client_enter == 1);
+  CHECK(unsubscribe(handle) == CUPTI_SUCCESS);
 }

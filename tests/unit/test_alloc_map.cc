@@ -19,8 +19,8 @@ TEST_CASE("alloc_map: insert, find, erase") {
   CHECK(m.bytes() == 0);
   CHECK_FALSE(m.find(0x1000));
 
-  CHECK(m.insert(0x1000, 0x100, AllocKind::kDevice) == 0);
-  CHECK(m.insert(0x2000, 0x80, AllocKind::kManaged) == 0);
+  CHECK(m.insert(0x1000, 0x100, AllocKind::kDevice).size() == 0);
+  CHECK(m.insert(0x2000, 0x80, AllocKind::kManaged).size() == 0);
   CHECK(m.count() == 2);
   CHECK(m.bytes() == 0x180);
 
@@ -68,11 +68,11 @@ TEST_CASE("alloc_map: boundaries") {
   CHECK_FALSE(m.find(0x10000 + 0x1000));
 
   // An adjacent range starting exactly at the end is separate, and does not replace the first.
-  CHECK(m.insert(0x11000, 0x10, AllocKind::kDevice) == 0);
+  CHECK(m.insert(0x11000, 0x10, AllocKind::kDevice).size() == 0);
   CHECK(m.find(0x10fff)->alloc.base == 0x10000);
   CHECK(m.find(0x11000)->alloc.base == 0x11000);
   // And one ending exactly at the base of the first.
-  CHECK(m.insert(0xf000, 0x1000, AllocKind::kDevice) == 0);
+  CHECK(m.insert(0xf000, 0x1000, AllocKind::kDevice).size() == 0);
   CHECK(m.count() == 3);
   CHECK(m.find(0xffff)->alloc.base == 0xf000);
   CHECK(m.find(0x10000)->alloc.base == 0x10000);
@@ -87,20 +87,31 @@ TEST_CASE("alloc_map: boundaries") {
 
 TEST_CASE("alloc_map: a zero-size allocation owns its address only") {
   AllocMap m;
-  CHECK(m.insert(0x5000, 0, AllocKind::kDevice) == 0);
+  CHECK(m.insert(0x5000, 0, AllocKind::kDevice).size() == 0);
   CHECK(m.count() == 1);
+  CHECK(m.bytes() == 0);  // it owns an address, not a byte of memory
   auto hit = m.find(0x5000);
   REQUIRE(hit);
   CHECK(hit->alloc.base == 0x5000);
+  CHECK(hit->alloc.size == 0);
   CHECK(hit->offset == 0);
   CHECK_FALSE(m.find(0x4fff));
   CHECK_FALSE(m.find(0x5001));
   // Its neighbours are not disturbed by it.
-  CHECK(m.insert(0x5001, 0x10, AllocKind::kDevice) == 0);
-  CHECK(m.insert(0x4ff0, 0x10, AllocKind::kDevice) == 0);
+  CHECK(m.insert(0x5001, 0x10, AllocKind::kDevice).size() == 0);
+  CHECK(m.insert(0x4ff0, 0x10, AllocKind::kDevice).size() == 0);
   CHECK(m.count() == 3);
   CHECK(m.find(0x5000)->alloc.base == 0x5000);
-  REQUIRE(m.erase(0x5000));
+  // A new range over its address replaces it (and is told so).
+  auto replaced = m.insert(0x5000, 0, AllocKind::kManaged);
+  REQUIRE(replaced.size() == 1);
+  CHECK(replaced[0].base == 0x5000);
+  CHECK(replaced[0].size == 0);
+  CHECK(replaced[0].kind == AllocKind::kDevice);
+  auto gone = m.erase(0x5000);
+  REQUIRE(gone);
+  CHECK(gone->size == 0);
+  CHECK(gone->kind == AllocKind::kManaged);
   CHECK_FALSE(m.find(0x5000));
   CHECK(m.count() == 2);
   CHECK(m.bytes() == 0x20);
@@ -115,7 +126,16 @@ TEST_CASE("alloc_map: an overlapping insert replaces older ranges and says how m
   REQUIRE(m.count() == 4);
 
   SUBCASE("starting inside the first, ending inside the third") {
-    CHECK(m.insert(0x10ff, 0x302, AllocKind::kManaged) == 3);  // [0x10ff, 0x1401)
+    auto replaced = m.insert(0x10ff, 0x302, AllocKind::kManaged);  // [0x10ff, 0x1401)
+    REQUIRE(replaced.size() == 3);
+    CHECK(replaced[0].base == 0x1000);
+    CHECK(replaced[1].base == 0x1200);
+    CHECK(replaced[2].base == 0x1400);
+    for (const vc::Allocation &r : replaced) {
+      CHECK(r.size == 0x100);
+      CHECK(r.kind == AllocKind::kDevice);
+      CHECK(r.id > 0);
+    }
     CHECK(m.count() == 2);
     CHECK(m.bytes() == 0x302 + 0x100);
     CHECK_FALSE(m.find(0x1000));
@@ -125,7 +145,7 @@ TEST_CASE("alloc_map: an overlapping insert replaces older ranges and says how m
     CHECK(m.find(0x2000)->alloc.base == 0x2000);
   }
   SUBCASE("the same base") {
-    CHECK(m.insert(0x1200, 0x10, AllocKind::kAsync) == 1);
+    CHECK(m.insert(0x1200, 0x10, AllocKind::kAsync).size() == 1);
     CHECK(m.count() == 4);
     CHECK(m.bytes() == 0x310);
     auto hit = m.find(0x1200);
@@ -135,21 +155,21 @@ TEST_CASE("alloc_map: an overlapping insert replaces older ranges and says how m
     CHECK_FALSE(m.find(0x1210));
   }
   SUBCASE("strictly inside an older range") {
-    CHECK(m.insert(0x1210, 0x10, AllocKind::kDevice) == 1);
+    CHECK(m.insert(0x1210, 0x10, AllocKind::kDevice).size() == 1);
     CHECK(m.count() == 4);
     CHECK_FALSE(m.find(0x1200));
     CHECK(m.find(0x1210)->alloc.base == 0x1210);
     CHECK_FALSE(m.find(0x1220));
   }
   SUBCASE("covering a range exactly, touching its neighbours") {
-    CHECK(m.insert(0x1100, 0x300, AllocKind::kDevice) == 1);  // [0x1100, 0x1400)
+    CHECK(m.insert(0x1100, 0x300, AllocKind::kDevice).size() == 1);  // [0x1100, 0x1400)
     CHECK(m.count() == 4);
     CHECK(m.find(0x10ff)->alloc.base == 0x1000);
     CHECK(m.find(0x1400)->alloc.base == 0x1400);
     CHECK(m.find(0x1200)->alloc.base == 0x1100);
   }
   SUBCASE("in a gap") {
-    CHECK(m.insert(0x1100, 0x100, AllocKind::kDevice) == 0);
+    CHECK(m.insert(0x1100, 0x100, AllocKind::kDevice).size() == 0);
     CHECK(m.count() == 5);
   }
 }
@@ -173,6 +193,40 @@ TEST_CASE("alloc_map: ids increase and are never reused") {
   CHECK(gone->id == c);
 }
 
+TEST_CASE("alloc_map: Reader answers like find") {
+  AllocMap m;
+  {
+    AllocMap::Reader empty(m);  // nothing inserted: every value is outside the bounds
+    CHECK_FALSE(empty.find(0));
+    CHECK_FALSE(empty.find(0x1000));
+    CHECK_FALSE(empty.find(~uint64_t(0)));
+  }
+  m.insert(0x1000, 0x100, AllocKind::kDevice);
+  m.insert(0x8000, 0x10, AllocKind::kManaged);
+  {
+    AllocMap::Reader r(m);
+    for (uint64_t a : {uint64_t(0), uint64_t(0xfff), uint64_t(0x1000), uint64_t(0x10ff),
+                       uint64_t(0x1100), uint64_t(0x4000), uint64_t(0x7fff), uint64_t(0x8000),
+                       uint64_t(0x800f), uint64_t(0x8010), ~uint64_t(0)}) {
+      CAPTURE(a);
+      auto want = m.find(a);
+      auto got = r.find(a);
+      REQUIRE(bool(got) == bool(want));
+      if (want) {
+        CHECK(got->alloc.base == want->alloc.base);
+        CHECK(got->offset == want->offset);
+      }
+    }
+    CHECK(r.find(0x10ff)->offset == 0xff);
+    CHECK_FALSE(r.find(0x8010));
+  }
+  // After an erase the bounds may be stale, but the answer is not.
+  m.erase(0x8000);
+  AllocMap::Reader r(m);
+  CHECK_FALSE(r.find(0x8000));
+  CHECK(r.find(0x1000));
+}
+
 TEST_CASE("alloc_map: alloc_kind_name") {
   CHECK(std::string(vc::alloc_kind_name(AllocKind::kDevice)) == "device");
   CHECK(std::string(vc::alloc_kind_name(AllocKind::kAsync)) == "async");
@@ -192,16 +246,17 @@ struct Model {
   std::vector<ModelRange> ranges;
   uint64_t next_id = 1;
 
+  // A zero-byte allocation owns its base address (alloc_map.h) but no bytes.
+  static uint64_t extent(uint64_t size) { return size ? size : 1; }
   static bool overlaps(const ModelRange &r, uint64_t base, uint64_t size) {
-    return r.base < base + size && base < r.base + r.size;
+    return r.base < base + extent(size) && base < r.base + extent(r.size);
   }
-  int insert(uint64_t base, uint64_t size, AllocKind kind) {
-    if (size == 0) size = 1;  // as documented in alloc_map.cc: a zero-byte allocation owns its address
-    int replaced = 0;
+  std::vector<ModelRange> insert(uint64_t base, uint64_t size, AllocKind kind) {
+    std::vector<ModelRange> replaced;
     for (size_t i = 0; i < ranges.size();) {
       if (overlaps(ranges[i], base, size)) {
+        replaced.push_back(ranges[i]);
         ranges.erase(ranges.begin() + i);
-        ++replaced;
       } else {
         ++i;
       }
@@ -221,7 +276,7 @@ struct Model {
   const ModelRange *find(uint64_t address) const {
     const ModelRange *hit = nullptr;
     for (const ModelRange &r : ranges)
-      if (address >= r.base && address < r.base + r.size) {
+      if (address >= r.base && address < r.base + extent(r.size)) {
         REQUIRE(hit == nullptr);  // the model itself never overlaps
         hit = &r;
       }
@@ -255,10 +310,18 @@ TEST_CASE("alloc_map: randomized against a brute-force model") {
       uint64_t base = kOrigin + uniform(0, kSpace - 1);
       uint64_t size = uniform(0, 9) == 0 ? 0 : uniform(1, 512);
       AllocKind kind = AllocKind(uniform(0, 3));
-      int expect = model.insert(base, size, kind);
-      int got = m.insert(base, size, kind);
-      REQUIRE(got == expect);
-      replaced_total += got;
+      auto expect = model.insert(base, size, kind);
+      auto got = m.insert(base, size, kind);
+      REQUIRE(got.size() == expect.size());
+      // The same ranges, in any order.
+      for (const ModelRange &e : expect) {
+        CAPTURE(e.base);
+        bool found = false;
+        for (const vc::Allocation &g : got)
+          found = found || (g.base == e.base && g.size == e.size && g.id == e.id && g.kind == e.kind);
+        CHECK(found);
+      }
+      replaced_total += int(got.size());
       ++inserts;
     } else {
       // Half the time the exact base of a live range, otherwise any address.
@@ -285,20 +348,27 @@ TEST_CASE("alloc_map: randomized against a brute-force model") {
     for (int i = 0; i < 16; ++i) probes.push_back(kOrigin + uniform(0, kSpace + 600) - 64);
     for (int i = 0; i < 4 && !model.ranges.empty(); ++i) {
       const ModelRange &x = model.ranges[uniform(0, model.ranges.size() - 1)];
-      probes.insert(probes.end(), {x.base - 1, x.base, x.base + x.size - 1, x.base + x.size});
+      uint64_t end = x.base + Model::extent(x.size);
+      probes.insert(probes.end(), {x.base - 1, x.base, end - 1, end});
     }
+    // The same probes through find() and through a Reader (bounds check, one shared lock); the
+    // Reader is dropped before the next insert.
+    AllocMap::Reader reader(m);
     for (uint64_t a : probes) {
       const ModelRange *want = model.find(a);
-      auto got = m.find(a);
       CAPTURE(a);
-      REQUIRE(bool(got) == bool(want));
-      if (want) {
-        ++hits;
-        CHECK(got->alloc.base == want->base);
-        CHECK(got->alloc.size == want->size);
-        CHECK(got->alloc.id == want->id);
-        CHECK(got->alloc.kind == want->kind);
-        CHECK(got->offset == a - want->base);
+      for (int via_reader = 0; via_reader < 2; ++via_reader) {
+        CAPTURE(via_reader);
+        auto got = via_reader ? reader.find(a) : m.find(a);
+        REQUIRE(bool(got) == bool(want));
+        if (want) {
+          hits += !via_reader;
+          CHECK(got->alloc.base == want->base);
+          CHECK(got->alloc.size == want->size);
+          CHECK(got->alloc.id == want->id);
+          CHECK(got->alloc.kind == want->kind);
+          CHECK(got->offset == a - want->base);
+        }
       }
     }
   }
@@ -312,23 +382,28 @@ TEST_CASE("alloc_map: randomized against a brute-force model") {
 TEST_CASE("alloc_map: readers see consistent hits while a writer inserts and erases") {
   // Slots of 0x1000 bytes; the writer keeps allocations of varying size at each slot base, so a
   // hit for an address must start at that address's slot base and contain the address.
+  // Readers yield now and then: glibc's rwlock prefers readers, and readers that do nothing but
+  // look up would hold the writer off for seconds (a hook does real work between lookups).
   constexpr uint64_t kOrigin = 0x100000000, kSlot = 0x1000;
-  constexpr int kSlots = 64, kReaders = 3, kWriterOps = 20000;
+  constexpr int kSlots = 64, kReaders = 3, kMinLookups = 20000, kMinWrites = 2000;
   AllocMap m;
-  std::atomic<bool> done{false};
-  std::atomic<uint64_t> bad{0}, hits{0}, lookups{0};
+  std::atomic<int> readers_done{0};
+  std::atomic<int> writes{0};
+  std::atomic<uint64_t> bad{0}, hits{0}, misses{0};
 
   std::vector<std::thread> readers;
   for (int t = 0; t < kReaders; ++t)
     readers.emplace_back([&, t] {
       std::mt19937_64 rng(1000 + t);
-      uint64_t local_hits = 0, local_lookups = 0;
-      // At least a few thousand lookups, and keep going until the writer is done.
-      while (!done.load(std::memory_order_acquire) || local_lookups < 5000) {
+      uint64_t local_hits = 0, local_misses = 0;
+      for (int n = 0; n < kMinLookups || writes.load(std::memory_order_relaxed) < kMinWrites; ++n) {
+        if (n % 32 == 0) std::this_thread::yield();
         uint64_t a = kOrigin + rng() % (kSlots * kSlot);
         auto hit = m.find(a);
-        ++local_lookups;
-        if (!hit) continue;
+        if (!hit) {
+          ++local_misses;
+          continue;
+        }
         ++local_hits;
         const vc::Allocation &x = hit->alloc;
         bool ok = x.base <= a && a - x.base < x.size && hit->offset == a - x.base &&
@@ -337,20 +412,22 @@ TEST_CASE("alloc_map: readers see consistent hits while a writer inserts and era
         if (!ok) bad++;
       }
       hits += local_hits;
-      lookups += local_lookups;
+      misses += local_misses;
+      readers_done++;
     });
 
   std::mt19937_64 rng(7);
-  for (int op = 0; op < kWriterOps; ++op) {
+  while (readers_done.load() < kReaders || writes.load() < kMinWrites) {
     uint64_t base = kOrigin + (rng() % kSlots) * kSlot;
     if (rng() % 3) m.insert(base, 1 + rng() % kSlot, AllocKind::kDevice);
     else m.erase(base);
+    writes++;
   }
-  done.store(true, std::memory_order_release);
   for (auto &th : readers) th.join();
 
   CHECK(bad.load() == 0);
-  CHECK(lookups.load() >= uint64_t(kReaders) * 5000);
+  CHECK(writes.load() >= kMinWrites);
   CHECK(hits.load() > 0);
+  CHECK(misses.load() > 0);
   CHECK(m.count() <= size_t(kSlots));
 }

@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# Installs the Debian packages vramcache's build and tests need (the one place they are listed),
+# and checks that the CUDA toolkit is where the Makefile looks for it. Safe to run again.
+#   g++, make        the build
+#   doctest-dev      unit tests (header-only)
+# The CUDA toolkit (13.x, with CUPTI headers) is not a Debian package here: it must be installed
+# at $CUDA (default /usr/local/cuda). The library needs no GPU to build or to run its tests.
+set -euo pipefail
+packages=(g++ make doctest-dev)
+missing=()
+for p in "${packages[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
+if [ ${#missing[@]} -gt 0 ]; then
+  sudo=""
+  [ "$(id -u)" = 0 ] || sudo=sudo
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi
+cuda=${CUDA:-/usr/local/cuda}
+for h in cuda.h cudaTypedefs.h cupti.h cublasLt.h; do
+  if [ ! -f "$cuda/include/$h" ] && [ ! -f "$cuda/extras/CUPTI/include/$h" ]; then
+    echo "deps: $cuda/include/$h not found: install the CUDA toolkit 13.x (with CUPTI) or set CUDA=" >&2
+    exit 1
+  fi
+done
+echo "deps: ok (${packages[*]}; CUDA toolkit at $cuda)"
