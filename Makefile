@@ -14,9 +14,11 @@ BASEFLAGS := -std=c++17 -fPIC -fvisibility=hidden $(WARN) -I. -MMD -MP
 
 RUNTIME_SRC   := $(wildcard runtime/*.cc)
 INTERPOSE_SRC := $(wildcard interpose/*.cc)
+PROFILER_SRC  := $(filter-out profiler/main.cc,$(wildcard profiler/*.cc))
 UNIT_SRC      := $(wildcard tests/unit/*.cc)
 RUNTIME_OBJ   := $(RUNTIME_SRC:%.cc=$(BUILD)/obj/%.o)
 INTERPOSE_OBJ := $(INTERPOSE_SRC:%.cc=$(BUILD)/obj/%.o)
+PROFILER_OBJ  := $(PROFILER_SRC:%.cc=$(BUILD)/obj/%.o)
 UNIT_OBJ      := $(UNIT_SRC:%.cc=$(BUILD)/obj/%.o)
 FAKE_LIBS     := $(addprefix $(BUILD)/fake/,libcuda.so.1 libcudart.so.13 libcublas.so.13 libcublasLt.so.13 libcupti.so.13)
 
@@ -49,11 +51,11 @@ $(LIB): $(RUNTIME_OBJ) $(INTERPOSE_OBJ) interpose/libvramcache.map
 	  -Wl,--version-script=interpose/libvramcache.map -Wl,-z,defs \
 	  -Wl,-rpath,'$$ORIGIN:$(CUDA)/lib64:$(CUDA)/extras/CUPTI/lib64' -ldl -lpthread
 
-$(CLI): $(BUILD)/obj/profiler/main.o $(RUNTIME_OBJ)
+$(CLI): $(BUILD)/obj/profiler/main.o $(PROFILER_OBJ) $(RUNTIME_OBJ)
 	$(CXX) -o $@ $^ -lpthread
 
 # ---- Tests without a GPU ----
-$(BUILD)/unit_tests: $(UNIT_OBJ) $(RUNTIME_OBJ)
+$(BUILD)/unit_tests: $(UNIT_OBJ) $(PROFILER_OBJ) $(RUNTIME_OBJ)
 	$(CXX) $(LDSAN) -o $@ $^ -lpthread
 
 $(BUILD)/fake/libcuda.so.1: tests/fake/fake_cuda.cc

@@ -43,7 +43,8 @@ const DriverApi *driver_api();
   X(cuptiActivityEnable)                 \
   X(cuptiActivityGetNextRecord)          \
   X(cuptiActivityFlushAll)               \
-  X(cuptiActivityGetNumDroppedRecords)
+  X(cuptiActivityGetNumDroppedRecords) \
+  X(cuptiGetGraphNodeId)
 
 struct CuptiApi {
 #define VC_CUPTI_FIELD(name) decltype(&::name) name = nullptr;

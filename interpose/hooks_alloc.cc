@@ -33,10 +33,19 @@ Runtime *enter(const HookScope &scope) {
   return rt;
 }
 
-void report_alloc(Runtime *rt, bool ok, uint64_t ptr, uint64_t size, AllocKind kind) {
+// Call stacks are taken only when profiling: they cost a stack walk per allocation.
+constexpr int kStackDepth = 12;
+
+__attribute__((noinline)) void report_alloc(Runtime *rt, bool ok, uint64_t ptr, uint64_t size, AllocKind kind,
+                                            uint64_t stream = 0) {
   if (!rt) return;
-  if (ok) rt->on_alloc(ptr, size, kind);
-  else rt->on_alloc_failed();
+  if (!ok) {
+    rt->on_alloc_failed();
+    return;
+  }
+  uint64_t pcs[kStackDepth];
+  int depth = rt->recorder() ? vc::interpose::capture_stack(pcs, kStackDepth) : 0;
+  rt->on_alloc(ptr, size, kind, stream, pcs, depth);
 }
 
 // Managed guard: after a successful managed allocation, checks the total against the device's
@@ -82,7 +91,7 @@ VC_EXPORT cudaError_t cudaFree(void *ptr) {
     VC_REAL_OR_FAIL(symbol, cudaErrorInitializationError);                                       \
     Runtime *rt = enter(scope);                                                                  \
     cudaError_t r = real(ptr, size, stream);                                                     \
-    report_alloc(rt, r == cudaSuccess, r == cudaSuccess ? addr(*ptr) : 0, size, AllocKind::kAsync); \
+    report_alloc(rt, r == cudaSuccess, r == cudaSuccess ? addr(*ptr) : 0, size, AllocKind::kAsync, addr(stream)); \
     return r;                                                                                    \
   }
 VC_CUDA_MALLOC_ASYNC(cudaMallocAsync)
@@ -94,7 +103,7 @@ VC_CUDA_MALLOC_ASYNC(cudaMallocAsync_ptsz)
     VC_REAL_OR_FAIL(symbol, cudaErrorInitializationError);                                       \
     Runtime *rt = enter(scope);                                                                  \
     cudaError_t r = real(ptr, size, pool, stream);                                               \
-    report_alloc(rt, r == cudaSuccess, r == cudaSuccess ? addr(*ptr) : 0, size, AllocKind::kAsync); \
+    report_alloc(rt, r == cudaSuccess, r == cudaSuccess ? addr(*ptr) : 0, size, AllocKind::kAsync, addr(stream)); \
     return r;                                                                                    \
   }
 VC_CUDA_MALLOC_FROM_POOL(cudaMallocFromPoolAsync)
@@ -198,7 +207,7 @@ VC_EXPORT CUresult cuMemFree_v2(CUdeviceptr ptr) {
     VC_REAL_OR_FAIL(symbol, CUDA_ERROR_NOT_INITIALIZED);                                        \
     Runtime *rt = enter(scope);                                                                 \
     CUresult r = real(ptr, size, stream);                                                       \
-    report_alloc(rt, r == CUDA_SUCCESS, r == CUDA_SUCCESS ? *ptr : 0, size, AllocKind::kAsync); \
+    report_alloc(rt, r == CUDA_SUCCESS, r == CUDA_SUCCESS ? *ptr : 0, size, AllocKind::kAsync, addr(stream)); \
     return r;                                                                                   \
   }
 VC_CU_MEM_ALLOC_ASYNC(cuMemAllocAsync)
@@ -210,7 +219,7 @@ VC_CU_MEM_ALLOC_ASYNC(cuMemAllocAsync_ptsz)
     VC_REAL_OR_FAIL(symbol, CUDA_ERROR_NOT_INITIALIZED);                                        \
     Runtime *rt = enter(scope);                                                                 \
     CUresult r = real(ptr, size, pool, stream);                                                 \
-    report_alloc(rt, r == CUDA_SUCCESS, r == CUDA_SUCCESS ? *ptr : 0, size, AllocKind::kAsync); \
+    report_alloc(rt, r == CUDA_SUCCESS, r == CUDA_SUCCESS ? *ptr : 0, size, AllocKind::kAsync, addr(stream)); \
     return r;                                                                                   \
   }
 VC_CU_MEM_ALLOC_FROM_POOL(cuMemAllocFromPoolAsync)

@@ -2,6 +2,7 @@
 // dimension, type and role (A and B read, C read when beta may be non-zero, D written): exact
 // extents, unlike kernel parameters. Then they call the real function and return its status.
 #include <cstdint>
+#include <algorithm>
 #include <cstring>
 
 #include "interpose/library.h"
@@ -71,10 +72,18 @@ int compute_scalar_bytes(cublasComputeType_t compute, cudaDataType c_type) {
   return is_complex(c_type) ? 2 * bytes : bytes;
 }
 
+// Counts the GEMM and hands its operands to the kernels it is about to launch.
+void publish(Runtime *rt, GemmApi api, const GemmOperand *ops, int n) {
+  rt->on_gemm(api, ops, n);
+  vc::interpose::GemmInProgress &g = vc::interpose::gemm_in_progress();
+  g.n = n;
+  std::copy(ops, ops + n, g.ops);
+}
+
 void report(Runtime *rt, GemmApi api, const BlasGemm &g) {
   GemmOperand ops[3];
   vc::blas_gemm_operands(g, ops);
-  rt->on_gemm(api, ops, 3);
+  publish(rt, api, ops, 3);
 }
 
 BlasGemm describe(cublasHandle_t handle, cublasOperation_t ta, cublasOperation_t tb, int m, int n,
@@ -174,7 +183,7 @@ VC_EXPORT cublasStatus_t cublasGemmBatchedEx(cublasHandle_t h, cublasOperation_t
                                              cublasGemmAlgo_t algo) {
   HookScope scope(HookGroup::kBlas);
   VC_REAL_OR_FAIL(cublasGemmBatchedEx);
-  if (Runtime *rt = scope.runtime()) rt->on_gemm(GemmApi::kCublasBatchedPointers, nullptr, 0);
+  if (Runtime *rt = scope.runtime()) publish(rt, GemmApi::kCublasBatchedPointers, nullptr, 0);
   return real(h, ta, tb, m, n, k, alpha, a, type_a, lda, b, type_b, ldb, beta, c, type_c, ldc,
               batch, compute, algo);
 }
@@ -249,7 +258,7 @@ VC_EXPORT cublasStatus_t cublasLtMatmul(cublasLtHandle_t lt, cublasLtMatmulDesc_
     };
     // An unread C is not an access at all: drop it.
     if (!beta_nonzero) ops[2] = ops[3];
-    rt->on_gemm(GemmApi::kCublasLt, ops, beta_nonzero ? 4 : 3);
+    publish(rt, GemmApi::kCublasLt, ops, beta_nonzero ? 4 : 3);
   }
   return real(lt, desc, alpha, a, a_desc, b, b_desc, beta, c, c_desc, d, d_desc, algo, workspace,
               workspace_bytes, stream);

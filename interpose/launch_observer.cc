@@ -18,6 +18,7 @@
 
 #include <cupti.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
@@ -29,6 +30,7 @@
 #include <vector>
 
 #include "interpose/cuda_api.h"
+#include "interpose/library.h"
 #include "runtime/api_class.h"
 #include "runtime/log.h"
 
@@ -136,6 +138,8 @@ struct GraphKernel {
   const KernelInfo *info = nullptr;
   bool decoded = false;
   std::vector<uint8_t> params;
+  uint32_t grid[3] = {0, 0, 0}, block[3] = {0, 0, 0};
+  uint64_t node_id = 0;  // CUPTI's id, in the activity records of the kernels it runs
 };
 
 // The program's own CUPTI client, if it subscribed while vramcache holds the subscription.
@@ -155,6 +159,7 @@ struct State {
   CUpti_SubscriberHandle subscriber = nullptr;
   ApiClass classes[CUPTI_DRIVER_TRACE_CBID_SIZE] = {};
   bool linear_copy[CUPTI_DRIVER_TRACE_CBID_SIZE] = {};
+  uint8_t memset_bytes[CUPTI_DRIVER_TRACE_CBID_SIZE] = {};
   KernelCache kernels;
   std::atomic<int> active_captures{0};
   std::mutex graphs_mu;
@@ -172,6 +177,9 @@ GraphKernel decode_node(CUgraphNode node, const CUDA_KERNEL_NODE_PARAMS_v2 &p) {
   k.func = p.func ? reinterpret_cast<uint64_t>(p.func) : reinterpret_cast<uint64_t>(p.kern);
   k.info = g_state->kernels.get(k.func);
   k.decoded = k.info->decodable && assemble(*k.info, p.kernelParams, p.extra, &k.params);
+  k.grid[0] = p.gridDimX, k.grid[1] = p.gridDimY, k.grid[2] = p.gridDimZ;
+  k.block[0] = p.blockDimX, k.block[1] = p.blockDimY, k.block[2] = p.blockDimZ;
+  if (g_state->cupti->cuptiGetGraphNodeId(node, &k.node_id) != CUPTI_SUCCESS) k.node_id = 0;
   return k;
 }
 
@@ -188,7 +196,7 @@ void enumerate_graph(const DriverApi *api, CUgraph graph, std::vector<GraphKerne
     if (type == CU_GRAPH_NODE_TYPE_KERNEL) {
       CUDA_KERNEL_NODE_PARAMS_v2 p = {};
       if (api->cuGraphKernelNodeGetParams(node, &p) == CUDA_SUCCESS) out->push_back(decode_node(node, p));
-      else out->push_back(GraphKernel{node, 0, nullptr, false, {}});
+      else out->push_back(GraphKernel{node, 0, nullptr, false, {}, {}, {}, 0});
     } else if (type == CU_GRAPH_NODE_TYPE_GRAPH) {
       CUgraph child;
       if (api->cuGraphChildGraphNodeGetGraph(node, &child) == CUDA_SUCCESS)
@@ -218,39 +226,54 @@ bool stream_capturing(CUstream stream, bool per_thread) {
   return api->cuStreamIsCapturing(stream, &status) == CUDA_SUCCESS && status != CU_STREAM_CAPTURE_STATUS_NONE;
 }
 
-void on_launch(CUpti_CallbackId cbid, const void *params) {
+void set_dims(Launch *l, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz) {
+  l->grid[0] = gx, l->grid[1] = gy, l->grid[2] = gz;
+  l->block[0] = bx, l->block[1] = by, l->block[2] = bz;
+}
+
+void on_launch(CUpti_CallbackId cbid, const CUpti_CallbackData *cb) {
   uint64_t handle = 0;
   void **kernel_params = nullptr, **extra = nullptr;
   CUstream stream = nullptr;
   bool per_thread = false;
+  Launch launch;
   switch (cbid) {
     case CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel_ptsz: per_thread = true; [[fallthrough]];
     case CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel: {
-      auto *p = static_cast<const cuLaunchKernel_params *>(params);
+      auto *p = static_cast<const cuLaunchKernel_params *>(cb->functionParams);
       handle = reinterpret_cast<uint64_t>(p->f), kernel_params = p->kernelParams, extra = p->extra, stream = p->hStream;
+      set_dims(&launch, p->gridDimX, p->gridDimY, p->gridDimZ, p->blockDimX, p->blockDimY, p->blockDimZ);
       break;
     }
     case CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx_ptsz: per_thread = true; [[fallthrough]];
     case CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx: {
-      auto *p = static_cast<const cuLaunchKernelEx_params *>(params);
+      auto *p = static_cast<const cuLaunchKernelEx_params *>(cb->functionParams);
       handle = reinterpret_cast<uint64_t>(p->f), kernel_params = p->kernelParams, extra = p->extra;
-      stream = p->config ? p->config->hStream : nullptr;
+      if (const CUlaunchConfig *c = p->config) {
+        stream = c->hStream;
+        set_dims(&launch, c->gridDimX, c->gridDimY, c->gridDimZ, c->blockDimX, c->blockDimY, c->blockDimZ);
+      }
       break;
     }
     case CUPTI_DRIVER_TRACE_CBID_cuLaunchCooperativeKernel_ptsz: per_thread = true; [[fallthrough]];
     case CUPTI_DRIVER_TRACE_CBID_cuLaunchCooperativeKernel: {
-      auto *p = static_cast<const cuLaunchCooperativeKernel_params *>(params);
+      auto *p = static_cast<const cuLaunchCooperativeKernel_params *>(cb->functionParams);
       handle = reinterpret_cast<uint64_t>(p->f), kernel_params = p->kernelParams, stream = p->hStream;
+      set_dims(&launch, p->gridDimX, p->gridDimY, p->gridDimZ, p->blockDimX, p->blockDimY, p->blockDimZ);
       break;
     }
     default: break;  // legacy and multi-device launches: counted, not decoded
   }
-  Launch launch;
   launch.func = handle;
+  launch.correlation = cb->correlationId;
+  const GemmInProgress &gemm = gemm_in_progress();
+  launch.gemm = gemm.ops;
+  launch.gemm_count = gemm.n;
   launch.stream = reinterpret_cast<uint64_t>(stream);
   launch.captured = stream_capturing(stream, per_thread);
   thread_local std::vector<uint8_t> buf;
   const KernelInfo *info = handle ? g_state->kernels.get(handle) : nullptr;
+  launch.name = info ? info->name.c_str() : "";
   if (info && info->decodable && assemble(*info, kernel_params, extra, &buf)) {
     launch.decoded = true;
     launch.params = buf.data();
@@ -260,9 +283,10 @@ void on_launch(CUpti_CallbackId cbid, const void *params) {
   g_state->rt->on_launch(launch);
 }
 
-void on_graph_launch(const void *params) {
+void on_graph_launch(const CUpti_CallbackData *cb) {
   // cuGraphLaunch and its _ptsz twin share one parameter layout.
-  CUgraphExec exec = static_cast<const cuGraphLaunch_params *>(params)->hGraph;
+  auto *p = static_cast<const cuGraphLaunch_params *>(cb->functionParams);
+  CUgraphExec exec = p->hGraph;
   g_state->rt->on_api(ApiClass::kGraphLaunch, 0);
   std::lock_guard lock(g_state->graphs_mu);
   auto it = g_state->graphs.find(exec);
@@ -275,6 +299,12 @@ void on_graph_launch(const void *params) {
     launch.params = k.params.data();
     launch.params_size = k.params.size();
     launch.slots = k.info ? &k.info->slots : nullptr;
+    launch.name = k.info ? k.info->name.c_str() : "";
+    launch.stream = reinterpret_cast<uint64_t>(p->hStream);
+    launch.correlation = cb->correlationId;
+    launch.graph_node = k.node_id;
+    std::copy(k.grid, k.grid + 3, launch.grid);
+    std::copy(k.block, k.block + 3, launch.block);
     g_state->rt->on_launch(launch);
   }
 }
@@ -305,19 +335,26 @@ void on_driver_api(CUpti_CallbackId cbid, const CUpti_CallbackData *cb) {
   ApiClass cls = g_state->classes[cbid];
   if (cb->callbackSite == CUPTI_API_ENTER) {
     switch (cls) {
-      case ApiClass::kLaunch: on_launch(cbid, cb->functionParams); break;
-      case ApiClass::kGraphLaunch: on_graph_launch(cb->functionParams); break;
-      case ApiClass::kCopy: {
-        uint64_t bytes = 0;
+      case ApiClass::kLaunch: on_launch(cbid, cb); break;
+      case ApiClass::kGraphLaunch: on_graph_launch(cb); break;
+      case ApiClass::kCopy:
+      case ApiClass::kSet:
+      case ApiClass::kSync: {
+        ApiCall call;
+        call.name = cb->functionName;
+        call.correlation = cb->correlationId;
         if (g_state->linear_copy[cbid]) {
           struct Linear { uint64_t dst, src; size_t bytes; };  // see is_linear_copy()
-          bytes = static_cast<const Linear *>(cb->functionParams)->bytes;
+          auto *p = static_cast<const Linear *>(cb->functionParams);
+          call.dst = p->dst, call.src = p->src, call.bytes = p->bytes;
+        } else if (int element = g_state->memset_bytes[cbid]) {
+          struct Set { uint64_t dst; uint32_t value; size_t count; };  // see memset_element_bytes()
+          auto *p = static_cast<const Set *>(cb->functionParams);
+          call.dst = p->dst, call.bytes = p->count * size_t(element);
         }
-        g_state->rt->on_api(cls, bytes);
+        g_state->rt->on_api(cls, call);
         break;
       }
-      case ApiClass::kSet:
-      case ApiClass::kSync: g_state->rt->on_api(cls, 0); break;
       default: break;
     }
     return;
@@ -398,6 +435,14 @@ void CUPTIAPI activity_buffer_completed(CUcontext ctx, uint32_t stream, uint8_t 
   while (g_state->cupti->cuptiActivityGetNextRecord(buffer, valid, &record) == CUPTI_SUCCESS) {
     if (record->kind == CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL || record->kind == CUPTI_ACTIVITY_KIND_KERNEL) {
       c.activity_kernels++;
+      auto *k = reinterpret_cast<const CUpti_ActivityKernel10 *>(record);
+      g_state->rt->on_kernel_time(k->correlationId, k->graphNodeId, k->start, k->end);
+    } else if (record->kind == CUPTI_ACTIVITY_KIND_MEMCPY) {
+      auto *m = reinterpret_cast<const CUpti_ActivityMemcpy6 *>(record);
+      g_state->rt->on_copy_time(m->correlationId, m->start, m->end);
+    } else if (record->kind == CUPTI_ACTIVITY_KIND_MEMSET) {
+      auto *m = reinterpret_cast<const CUpti_ActivityMemset4 *>(record);
+      g_state->rt->on_copy_time(m->correlationId, m->start, m->end);
     } else if (record->kind == CUPTI_ACTIVITY_KIND_MEMORY2) {
       auto *m = reinterpret_cast<const CUpti_ActivityMemory4 *>(record);
       if (m->memoryOperationType == CUPTI_ACTIVITY_MEMORY_OPERATION_TYPE_ALLOCATION &&
@@ -446,6 +491,7 @@ void start_launch_observer(Runtime *rt) {
     }
     state->classes[cbid] = cls;
     state->linear_copy[cbid] = is_linear_copy(name);
+    state->memset_bytes[cbid] = uint8_t(memset_element_bytes(name));
     ++enabled;
   }
   for (CUpti_CallbackId cbid : {CUPTI_CBID_RESOURCE_GRAPHEXEC_CREATED, CUPTI_CBID_RESOURCE_GRAPHEXEC_DESTROY_STARTING})
@@ -454,12 +500,18 @@ void start_launch_observer(Runtime *rt) {
   rt->counters().launch_observer_on = true;
   VC_INFO("launch observer on: %d driver callbacks", enabled);
 
-  if (rt->options().flag(kActivity)) {
+  // Activity records: device times of kernels, copies and sets when profiling; kernel and
+  // allocation records to check our own counts against with VRAMCACHE_ACTIVITY=1.
+  bool profiling = rt->options().mode() == Mode::kProfile;
+  if (profiling || rt->options().flag(kActivity)) {
     bool ok = cupti->cuptiActivityRegisterCallbacks(activity_buffer_requested, activity_buffer_completed) == CUPTI_SUCCESS &&
-              cupti->cuptiActivityEnable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL) == CUPTI_SUCCESS &&
-              cupti->cuptiActivityEnable(CUPTI_ACTIVITY_KIND_MEMORY2) == CUPTI_SUCCESS;
+              cupti->cuptiActivityEnable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL) == CUPTI_SUCCESS;
+    if (ok && profiling)
+      ok = cupti->cuptiActivityEnable(CUPTI_ACTIVITY_KIND_MEMCPY) == CUPTI_SUCCESS &&
+           cupti->cuptiActivityEnable(CUPTI_ACTIVITY_KIND_MEMSET) == CUPTI_SUCCESS;
+    if (ok && rt->options().flag(kActivity)) ok = cupti->cuptiActivityEnable(CUPTI_ACTIVITY_KIND_MEMORY2) == CUPTI_SUCCESS;
     if (ok) rt->counters().activity_on = true;
-    else VC_WARN("cannot enable CUPTI activity records: no coverage figures");
+    else VC_WARN("cannot enable CUPTI activity records: no device times, no coverage figures");
   }
 }
 
@@ -556,7 +608,7 @@ CUptiResult client_callback_state(uint32_t *enable, CUpti_CallbackDomain d, CUpt
   return CUPTI_SUCCESS;
 }
 
-void stop_launch_observer(Runtime *rt) {
+void flush_activity(Runtime *rt) {
   if (g_state && rt->counters().activity_on) g_state->cupti->cuptiActivityFlushAll(1);
 }
 

@@ -11,8 +11,8 @@
 namespace vc::interpose {
 
 void start_launch_observer(Runtime *rt);
-// Flushes activity records (VRAMCACHE_ACTIVITY=1) before the exit summary.
-void stop_launch_observer(Runtime *rt);
+// Delivers every pending CUPTI activity record (device times, coverage counts) now.
+void flush_activity(Runtime *rt);
 
 // The program's own CUPTI client (Note [Sharing the CUPTI subscription]). client_subscribe
 // returns false when vramcache holds no subscription (the call then goes to CUPTI unchanged);

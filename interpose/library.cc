@@ -3,12 +3,16 @@
 // At exit, count mode prints its summary. Nothing here calls CUDA.
 #include "interpose/library.h"
 
+#include <dlfcn.h>
 #include <unistd.h>
+#include <unwind.h>
 
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <string>
+#include <thread>
 
 #include "interpose/launch_observer.h"
 #include "runtime/log.h"
@@ -18,6 +22,11 @@ extern char **environ;
 namespace vc::interpose {
 
 thread_local int HookScope::depth_[int(HookGroup::kCount)] = {};
+
+GemmInProgress &gemm_in_progress() {
+  thread_local GemmInProgress g;
+  return g;
+}
 
 namespace {
 std::atomic<Runtime *> g_runtime{nullptr};
@@ -36,12 +45,89 @@ void note_unmatched_lookup(const char *name) {
   if (Runtime *rt = runtime()) rt->counters().unmatched_lookups++;
 }
 
+int capture_stack(uint64_t *pcs, int max) {
+  struct Walk {
+    uint64_t *pcs;
+    int max, n, skip;
+  } walk{pcs, max, 0, 3};  // skip capture_stack, report_alloc and the hook itself
+  _Unwind_Backtrace(
+      [](_Unwind_Context *ctx, void *arg) {
+        auto *w = static_cast<Walk *>(arg);
+        uint64_t pc = _Unwind_GetIP(ctx);
+        if (!pc) return _URC_END_OF_STACK;
+        if (w->skip > 0) {
+          --w->skip;
+          return _URC_NO_REASON;
+        }
+        w->pcs[w->n++] = pc;
+        return w->n < w->max ? _URC_NO_REASON : _URC_END_OF_STACK;
+      },
+      &walk);
+  return walk.n;
+}
+
+namespace {
+
+std::atomic<bool> g_stopping{false};
+
+// "libtorch_cuda.so!_ZN3c104cuda...+0x1f4" (module base name, mangled symbol, offset).
+std::string symbolize(uint64_t pc) {
+  Dl_info info;
+  char buf[512];
+  if (!dladdr(reinterpret_cast<void *>(pc), &info) || !info.dli_fname) {
+    snprintf(buf, sizeof buf, "?!0x%llx", (unsigned long long)pc);
+    return buf;
+  }
+  const char *module = strrchr(info.dli_fname, '/');
+  module = module ? module + 1 : info.dli_fname;
+  if (info.dli_sname)
+    snprintf(buf, sizeof buf, "%s!%s+0x%llx", module, info.dli_sname,
+             (unsigned long long)(pc - reinterpret_cast<uint64_t>(info.dli_saddr)));
+  else
+    snprintf(buf, sizeof buf, "%s!+0x%llx", module, (unsigned long long)(pc - reinterpret_cast<uint64_t>(info.dli_fbase)));
+  return buf;
+}
+
+// Profile mode: a progress line every few seconds (INFO), and the trace written as soon as the
+// wanted iterations are recorded, while the program goes on. The second of waiting lets the GPU
+// finish the recorded kernels, so their device times are in the flushed activity records.
+void profile_thread(Runtime *rt) {
+  Recorder *rec = rt->recorder();
+  int ticks = 0;
+  while (!g_stopping.load()) {
+    usleep(250 * 1000);
+    if (rec->enough()) {
+      sleep(1);
+      if (g_stopping.load()) return;
+      flush_activity(rt);
+      VC_INFO("%s", rec->progress().c_str());
+      rt->write_trace_once(symbolize);
+      return;
+    }
+    if (++ticks % 12 == 0) VC_INFO("%s", rec->progress().c_str());
+  }
+}
+
+std::string command_line() {
+  std::string cmd;
+  if (FILE *f = fopen("/proc/self/cmdline", "r")) {
+    int c;
+    while ((c = fgetc(f)) != EOF) cmd += c ? char(c) : ' ';
+    fclose(f);
+  }
+  while (!cmd.empty() && cmd.back() == ' ') cmd.pop_back();
+  return cmd;
+}
+
+}  // namespace
+
 void ensure_observer() {
   if (g_observer_state.load(std::memory_order_acquire) != 0) return;
   Runtime *rt = runtime();
   int expected = 0;
   if (!rt || !g_observer_state.compare_exchange_strong(expected, 1)) return;
   start_launch_observer(rt);
+  if (rt->recorder()) std::thread(profile_thread, rt).detach();
   g_observer_state.store(2, std::memory_order_release);
 }
 
@@ -58,7 +144,7 @@ __attribute__((constructor)) void library_start() {
     _exit(2);
   }
   log_configure(static_cast<LogLevel>(options.num[kLogLevel]), options.str[kLogFile].c_str());
-  g_runtime.store(new Runtime(options), std::memory_order_release);
+  g_runtime.store(new Runtime(options, command_line()), std::memory_order_release);
   VC_INFO("started, mode %s", options.str[kMode].c_str());
 }
 
@@ -66,7 +152,9 @@ __attribute__((destructor)) void library_stop() {
   Runtime *rt = runtime();
   // A process that never touched CUDA (a shell, a helper the program spawned) prints nothing.
   if (!rt || g_observer_state.load() == 0) return;
-  stop_launch_observer(rt);
+  g_stopping.store(true);
+  flush_activity(rt);
+  rt->write_trace_once(symbolize);
   std::string text = rt->summary_text();
   fputs(text.c_str(), stderr);
   const std::string &path = rt->options().str[kSummaryFile];

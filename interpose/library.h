@@ -17,6 +17,18 @@ void note_unmatched_lookup(const char *name);
 // cuInit, an allocation); cheap afterwards. Safe against re-entry from CUPTI's own start-up.
 void ensure_observer();
 
+// Return addresses of the caller's callers, innermost first (the hook's own frames skipped).
+int capture_stack(uint64_t *pcs, int max);
+
+// Operands of the BLAS call in progress on this thread. The kernels that call launches inherit
+// them as exact refs (the launch observer runs on the launching thread). Set by the outermost
+// BLAS hook, cleared when it returns (HookScope).
+struct GemmInProgress {
+  GemmOperand ops[4];
+  int n = 0;
+};
+GemmInProgress &gemm_in_progress();
+
 // Re-entry guard, one per group of hooks. cudaMalloc reaches our cuMemAlloc_v2 through the
 // runtime's driver table, and cublasGemmEx reaches our cublasLtMatmul: the outer hook has already
 // reported the call, so only the outermost hook of a group on a thread acts. Groups are separate
@@ -26,7 +38,9 @@ enum class HookGroup : int { kAlloc, kBlas, kCount };
 class HookScope {
  public:
   explicit HookScope(HookGroup group) : group_(int(group)), outermost_(depth_[group_]++ == 0) {}
-  ~HookScope() { --depth_[group_]; }
+  ~HookScope() {
+    if (--depth_[group_] == 0 && group_ == int(HookGroup::kBlas)) gemm_in_progress().n = 0;
+  }
   HookScope(const HookScope &) = delete;
   HookScope &operator=(const HookScope &) = delete;
   // The runtime to report to, or null if this hook must only pass through.

@@ -1,16 +1,20 @@
-// The `vramcache` command. It validates the configuration before the program starts (a bad value
-// is one line and exit code 2, and nothing runs), then execs the program with the library
-// preloaded. Every option flag is derived from the options table: VRAMCACHE_LOG_LEVEL is
-// --log-level. It links the runtime core, never the hooks.
+// The `vramcache` command: run and profile a program under the library, report and simulate a
+// recorded trace. It validates the configuration before the program starts (a bad value is one
+// line and exit code 2, and nothing runs). Every option flag is derived from the options table:
+// VRAMCACHE_LOG_LEVEL is --log-level. It links the runtime core, never the hooks.
 #include <limits.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstdio>
+#include <functional>
 #include <string>
 
+#include "profiler/analysis.h"
 #include "runtime/options.h"
 
 extern char **environ;
@@ -22,9 +26,15 @@ constexpr int kUsageError = 2;
 void usage(FILE *out) {
   fprintf(out,
           "usage: vramcache run [OPTIONS] -- COMMAND [ARGS...]   run COMMAND with libvramcache.so preloaded\n"
+          "       vramcache profile [--iterations N] [-o DIR] [OPTIONS] -- COMMAND [ARGS...]\n"
+          "                                                      record COMMAND's access trace, then report it\n"
+          "       vramcache report [--budget SIZE] [-o FILE.html] TRACE\n"
+          "                                                      summary and HTML report of a recorded trace\n"
+          "       vramcache simulate --budget SIZE [--link GBPS] TRACE\n"
+          "                                                      predicted traffic, stalls and step time for a budget\n"
           "       vramcache options [--markdown]                 list every option\n"
           "       vramcache help\n"
-          "options of run (each sets the VRAMCACHE_* variable of the same name):\n");
+          "OPTIONS of run and profile (each sets the VRAMCACHE_* variable of the same name):\n");
   for (const vc::OptionSpec &spec : vc::kOptionSpecs) {
     std::string flag = "--";
     for (const char *p = spec.env + strlen("VRAMCACHE_"); *p; ++p) flag += *p == '_' ? '-' : char(tolower(*p));
@@ -53,38 +63,113 @@ std::string self_dir() {
   return path;
 }
 
-int run(int argc, char **argv) {
+// Sets the VRAMCACHE_* variables given as flags up to "--"; returns the index of the command
+// after "--", or -1 (message printed). `extra` handles flags of the calling subcommand.
+int parse_run_flags(int argc, char **argv, const char *what,
+                    const std::function<int(int, char **)> &extra = nullptr) {
   int i = 0;
   for (; i < argc && strcmp(argv[i], "--") != 0; ++i) {
+    if (extra) {
+      int used = extra(argc - i, argv + i);
+      if (used < 0) return -1;
+      if (used > 0) {
+        i += used - 1;
+        continue;
+      }
+    }
     const char *env = env_for_flag(argv[i]);
     if (!env || i + 1 >= argc || strcmp(argv[i + 1], "--") == 0) {
-      fprintf(stderr, "vramcache run: %s %s\n", argv[i], env ? "needs a value" : "is not an option");
+      fprintf(stderr, "vramcache %s: %s %s\n", what, argv[i], env ? "needs a value" : "is not an option");
       usage(stderr);
-      return kUsageError;
+      return -1;
     }
     setenv(env, argv[++i], 1);
   }
   if (i + 1 >= argc) {
-    fprintf(stderr, "vramcache run: no command given (put it after --)\n");
-    return kUsageError;
+    fprintf(stderr, "vramcache %s: no command given (put it after --)\n", what);
+    return -1;
   }
+  return i + 1;
+}
+
+// Validates the configuration and puts the library in LD_PRELOAD. False: message printed.
+bool prepare_preload() {
   vc::Options options;
   std::string error;
   if (!vc::parse_options([](const char *name) { return getenv(name); }, environ, &options, &error)) {
     fprintf(stderr, "vramcache: %s\n", error.c_str());
-    return kUsageError;
+    return false;
   }
   std::string lib = self_dir() + "/libvramcache.so";
   if (access(lib.c_str(), R_OK) != 0) {
     fprintf(stderr, "vramcache: %s not found (build it with `make`)\n", lib.c_str());
-    return kUsageError;
+    return false;
   }
   const char *old = getenv("LD_PRELOAD");
   std::string preload = old && *old ? lib + ":" + old : lib;
   setenv("LD_PRELOAD", preload.c_str(), 1);
-  execvp(argv[i + 1], argv + i + 1);
-  fprintf(stderr, "vramcache: cannot run %s: %s\n", argv[i + 1], strerror(errno));
+  return true;
+}
+
+int run(int argc, char **argv) {
+  int cmd = parse_run_flags(argc, argv, "run");
+  if (cmd < 0 || !prepare_preload()) return kUsageError;
+  execvp(argv[cmd], argv + cmd);
+  fprintf(stderr, "vramcache: cannot run %s: %s\n", argv[cmd], strerror(errno));
   return 127;
+}
+
+// Runs the program to its end (the trace is written by the library), then reports the trace.
+int profile(int argc, char **argv) {
+  std::string dir = "vramcache-profile";
+  int cmd = parse_run_flags(argc, argv, "profile", [&](int n, char **a) -> int {
+    if (!strcmp(a[0], "-o") || !strcmp(a[0], "--output")) {
+      if (n < 2) return fprintf(stderr, "vramcache profile: -o needs a folder\n"), -1;
+      dir = a[1];
+      return 2;
+    }
+    if (!strcmp(a[0], "--iterations")) {
+      if (n < 2) return fprintf(stderr, "vramcache profile: --iterations needs a number\n"), -1;
+      setenv("VRAMCACHE_PROFILE_ITERATIONS", a[1], 1);
+      return 2;
+    }
+    return 0;
+  });
+  if (cmd < 0) return kUsageError;
+  if (mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST) {
+    fprintf(stderr, "vramcache profile: cannot create %s: %s\n", dir.c_str(), strerror(errno));
+    return kUsageError;
+  }
+  std::string trace = dir + "/trace.vctrace";
+  unlink(trace.c_str());  // a trace left from an earlier run must not pass for this one's
+  setenv("VRAMCACHE_MODE", "profile", 1);
+  setenv("VRAMCACHE_TRACE_FILE", trace.c_str(), 1);
+  setenv("VRAMCACHE_LOG_LEVEL", getenv("VRAMCACHE_LOG_LEVEL") ? getenv("VRAMCACHE_LOG_LEVEL") : "info", 1);
+  if (!prepare_preload()) return kUsageError;
+  pid_t pid = fork();
+  if (pid < 0) {
+    fprintf(stderr, "vramcache profile: fork failed: %s\n", strerror(errno));
+    return 1;
+  }
+  if (pid == 0) {
+    execvp(argv[cmd], argv + cmd);
+    fprintf(stderr, "vramcache: cannot run %s: %s\n", argv[cmd], strerror(errno));
+    _exit(127);
+  }
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  int rc = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  if (rc == 127) return rc;
+  unsetenv("LD_PRELOAD");
+  if (access(trace.c_str(), R_OK) != 0) {
+    fprintf(stderr, "vramcache profile: %s exited with %d and no trace was written (it did no CUDA work, or was killed)\n",
+            argv[cmd], rc);
+    return rc ? rc : 1;
+  }
+  if (rc) fprintf(stderr, "vramcache profile: %s exited with %d; reporting the trace it left\n", argv[cmd], rc);
+  int report_rc = vc::report_command(trace, dir + "/report.html", dir + "/summary.txt", 0);
+  return rc ? rc : report_rc;
 }
 
 }  // namespace
@@ -95,6 +180,9 @@ int main(int argc, char **argv) {
     return argc < 2 ? kUsageError : 0;
   }
   if (!strcmp(argv[1], "run")) return run(argc - 2, argv + 2);
+  if (!strcmp(argv[1], "profile")) return profile(argc - 2, argv + 2);
+  if (!strcmp(argv[1], "report")) return vc::report_main(argc - 2, argv + 2);
+  if (!strcmp(argv[1], "simulate")) return vc::simulate_main(argc - 2, argv + 2);
   if (!strcmp(argv[1], "options")) {
     if (argc > 2 && !strcmp(argv[2], "--markdown")) {
       fputs(vc::options_markdown().c_str(), stdout);

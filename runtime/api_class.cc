@@ -41,6 +41,18 @@ bool is_linear_copy(const char *name) {
   return *p == '\0';
 }
 
+int memset_element_bytes(const char *name) {
+  if (!name || !starts(name, "cuMemsetD")) return 0;
+  const char *p = name + strlen("cuMemsetD");
+  int bytes = starts(p, "8") ? 1 : starts(p, "16") ? 2 : starts(p, "32") ? 4 : 0;
+  if (!bytes) return 0;  // cuMemsetD2D*
+  p += bytes == 1 ? 1 : 2;
+  if (starts(p, "_v2")) p += strlen("_v2");
+  if (starts(p, "Async")) p += strlen("Async");
+  if (starts(p, "_ptds") || starts(p, "_ptsz")) p += strlen("_ptds");
+  return *p == '\0' ? bytes : 0;
+}
+
 const char *api_class_name(ApiClass cls) {
   switch (cls) {
     case ApiClass::kNone: return "none";

@@ -24,6 +24,10 @@ ApiClass classify_driver_api(const char *name);
 // True for the 1D copies whose parameters start (dst, src, ByteCount): cuMemcpy, cuMemcpyAsync,
 // cuMemcpy{HtoD,DtoH,DtoD}[Async], with _v2 and _ptds/_ptsz suffixes.
 bool is_linear_copy(const char *name);
+
+// Element size in bytes of a 1D memset (cuMemsetD8/D16/D32, _v2, Async, _ptds/_ptsz), whose
+// parameters start (dstDevice, value, N); 0 for the 2D forms and anything else.
+int memset_element_bytes(const char *name);
 const char *api_class_name(ApiClass cls);
 
 }  // namespace vc

@@ -2,6 +2,9 @@
 // and the caller refuses to start (the library before main, the CLI before exec).
 #include "runtime/options.h"
 
+#include <cerrno>
+#include <cstdint>
+#include <cstdlib>
 #include <cstring>
 
 namespace vc {
@@ -24,6 +27,14 @@ int choice_index(const char *choices, const std::string &value) {
     if (!end) return -1;
     p = end + 1;
   }
+}
+
+// Limits of particular options, beyond what their kind checks. Empty when fine.
+std::string check_option(int id, int64_t value) {
+  if (id == kPageSize && (value < (64 << 10) || value > (int64_t(1) << 30) || (value & (value - 1))))
+    return "must be a power of two from 64K to 1G";
+  if (id == kProfileIterations && (value < 1 || value > 1000)) return "must be from 1 to 1000";
+  return {};
 }
 
 bool parse_one(const OptionSpec &spec, const std::string &text, int64_t *num, std::string *error) {
@@ -51,6 +62,28 @@ bool parse_one(const OptionSpec &spec, const std::string &text, int64_t *num, st
     case OptionKind::kPath:
       *num = 0;
       return true;
+    case OptionKind::kSize: {
+      uint64_t bytes = 0;
+      if (!parse_size(text, &bytes) || bytes > uint64_t(INT64_MAX)) {
+        *error = std::string(spec.env) + "=" + text + " is not valid: expected a size such as " + spec.choices +
+                 " (for example " + spec.env + "=" + spec.def + ")";
+        return false;
+      }
+      *num = int64_t(bytes);
+      return true;
+    }
+    case OptionKind::kCount: {
+      char *end = nullptr;
+      errno = 0;
+      long long v = strtoll(text.c_str(), &end, 10);
+      if (text.empty() || *end || errno || v < 1) {
+        *error = std::string(spec.env) + "=" + text + " is not valid: expected a positive whole number (for example " +
+                 spec.env + "=" + spec.def + ")";
+        return false;
+      }
+      *num = v;
+      return true;
+    }
   }
   return false;
 }
@@ -64,6 +97,11 @@ bool parse_options(const EnvLookup &lookup, const char *const *environ_list, Opt
     const char *value = lookup(spec.env);
     std::string text = (value && *value) ? value : spec.def;
     if (!parse_one(spec, text, &out->num[i], error)) return false;
+    std::string limit = check_option(i, out->num[i]);
+    if (!limit.empty()) {
+      *error = std::string(spec.env) + "=" + text + " is not valid: " + limit + " (for example " + spec.env + "=" + spec.def + ")";
+      return false;
+    }
     out->str[i] = text;
   }
   // A misspelled variable would otherwise be ignored in silence (a budget that is not applied).
@@ -82,6 +120,33 @@ bool parse_options(const EnvLookup &lookup, const char *const *environ_list, Opt
   return true;
 }
 
+bool parse_size(const std::string &text, uint64_t *bytes) {
+  size_t i = 0;
+  uint64_t v = 0;
+  while (i < text.size() && text[i] >= '0' && text[i] <= '9') {
+    if (v > (UINT64_MAX - 9) / 10) return false;
+    v = v * 10 + uint64_t(text[i++] - '0');
+  }
+  if (i == 0) return false;
+  int shift = 0;
+  if (i < text.size()) {
+    switch (text[i] | 0x20) {
+      case 'k': shift = 10; break;
+      case 'm': shift = 20; break;
+      case 'g': shift = 30; break;
+      case 't': shift = 40; break;
+      case 'b': break;
+      default: return false;
+    }
+    if (shift) ++i;
+    if (i < text.size() && (text[i] | 0x20) == 'i') ++i;
+    if (i < text.size() && (text[i] | 0x20) == 'b') ++i;
+  }
+  if (i != text.size() || (shift && v > (UINT64_MAX >> shift))) return false;
+  *bytes = v << shift;
+  return true;
+}
+
 std::string options_markdown() {
   std::string md = "| variable | values | default | meaning |\n| --- | --- | --- | --- |\n";
   for (const OptionSpec &spec : kOptionSpecs) {
@@ -90,6 +155,8 @@ std::string options_markdown() {
       case OptionKind::kChoice: values = spec.choices; break;
       case OptionKind::kBool: values = "0, 1"; break;
       case OptionKind::kPath: values = "a path"; break;
+      case OptionKind::kSize: values = std::string("a size, e.g. `") + spec.choices + "`"; break;
+      case OptionKind::kCount: values = "a positive whole number"; break;
     }
     for (size_t p = 0; (p = values.find('|', p)) != std::string::npos;) values.replace(p, 1, ", ");
     std::string def = *spec.def ? std::string("`") + spec.def + "`" : "(unset)";

@@ -11,11 +11,14 @@ namespace vc {
 
 // X(id, ENV_NAME, kind, default, choices-or-example, description)
 // For kChoice rows the choices are '|'-separated and the value is stored as the choice's index.
+// kSize values are bytes with an optional binary suffix (64K, 2M, 24G); kCount values are
+// positive integers. Limits beyond the kind's are checked in check_option() (options.cc).
 #define VC_OPTIONS(X)                                                                               \
-  X(kMode, "VRAMCACHE_MODE", kChoice, "count", "off|count",                                          \
+  X(kMode, "VRAMCACHE_MODE", kChoice, "count", "off|count|profile",                                  \
     "what the library does: `off` passes every call through untouched; `count` also counts "        \
     "allocations, frees, launches (decoded or not), GEMMs, copies and synchronizations and "        \
-    "prints a summary at exit")                                                                     \
+    "prints a summary at exit; `profile` records the access trace of the first iterations "         \
+    "(`vramcache profile` sets this)")                                                              \
   X(kLogLevel, "VRAMCACHE_LOG_LEVEL", kChoice, "warn", "error|warn|info|debug",                      \
     "least severe log level written")                                                              \
   X(kLogFile, "VRAMCACHE_LOG_FILE", kPath, "", "/tmp/vramcache.log",                                 \
@@ -24,12 +27,20 @@ namespace vc {
     "also write the exit summary as JSON to this file")                                            \
   X(kActivity, "VRAMCACHE_ACTIVITY", kBool, "0", "1",                                                \
     "also collect CUPTI kernel and memory activity records, so the summary can compare launches "   \
-    "and allocations seen against what CUPTI recorded (adds tracing overhead)")                    \
+    "and allocations seen against what CUPTI recorded (adds tracing overhead; profile mode always " \
+    "collects kernel and copy times)")                                                             \
+  X(kTraceFile, "VRAMCACHE_TRACE_FILE", kPath, "vramcache.vctrace", "/tmp/job.vctrace",              \
+    "profile mode: where the trace is written")                                                    \
+  X(kProfileIterations, "VRAMCACHE_PROFILE_ITERATIONS", kCount, "3", "5",                            \
+    "profile mode: iterations to record after the first (warm-up) one; recording then stops and "   \
+    "the trace is written while the program goes on")                                             \
+  X(kPageSize, "VRAMCACHE_PAGE_SIZE", kSize, "2M", "256K",                                           \
+    "unit of bookkeeping and reuse distances: a power of two from 64K to 1G")                      \
   X(kAllowOversubscribe, "VRAMCACHE_ALLOW_OVERSUBSCRIBE", kBool, "0", "1",                           \
     "let managed allocations exceed the device's free memory at start; without it such an "         \
     "allocation fails with the out-of-memory code (never set this on a shared machine)")
 
-enum class OptionKind { kChoice, kBool, kPath };
+enum class OptionKind { kChoice, kBool, kPath, kSize, kCount };
 
 enum OptionId : int {
 #define VC_OPTION_ID(id, env, kind, def, choices, doc) id,
@@ -48,10 +59,10 @@ struct OptionSpec {
 extern const OptionSpec kOptionSpecs[kOptionCount];
 
 // Values of kMode, in the order of its choices.
-enum class Mode : int { kOff = 0, kCount = 1 };
+enum class Mode : int { kOff = 0, kCount = 1, kProfile = 2 };
 
 struct Options {
-  int64_t num[kOptionCount] = {};  // kChoice: index; kBool: 0/1
+  int64_t num[kOptionCount] = {};  // kChoice: index; kBool: 0/1; kSize: bytes; kCount: the number
   std::string str[kOptionCount];   // kPath: the path; every kind: the text as given
 
   Mode mode() const { return static_cast<Mode>(num[kMode]); }
@@ -65,6 +76,10 @@ using EnvLookup = std::function<const char *(const char *name)>;
 // `all_names` lists every VRAMCACHE_* variable present, so misspelled ones are caught too.
 bool parse_options(const EnvLookup &lookup, const char *const *environ_list, Options *out,
                    std::string *error);
+
+// Parses "2M", "64K", "24G", "1024" (bytes; binary suffixes K, M, G, T, case-insensitive, an
+// optional trailing B). False on anything else or on overflow.
+bool parse_size(const std::string &text, uint64_t *bytes);
 
 // Markdown table of every option (the README's list is generated from this).
 std::string options_markdown();

@@ -1,20 +1,31 @@
 // Runtime entry points and the exit summary.
 #include "runtime/runtime.h"
 
+#include <algorithm>
 #include <cstdio>
 
 #include "runtime/log.h"
+#include "runtime/trace_io.h"
 
 namespace vc {
 
-void Runtime::on_alloc(uint64_t ptr, uint64_t size, AllocKind kind) {
+Runtime::Runtime(const Options &options, std::string command) : options_(options) {
+  if (options_.mode() == Mode::kProfile)
+    recorder_ = std::make_unique<Recorder>(std::move(command), uint64_t(options_.num[kPageSize]),
+                                           int(options_.num[kProfileIterations]));
+}
+
+void Runtime::on_alloc(uint64_t ptr, uint64_t size, AllocKind kind, uint64_t stream, const uint64_t *pcs, int depth) {
   counters_.allocs[int(kind)]++;
   counters_.alloc_bytes += size;
   for (const Allocation &gone : allocs_.insert(ptr, size, kind)) {
     VC_DEBUG("allocation at 0x%llx overlaps a tracked one whose free we did not see",
              (unsigned long long)ptr);
     if (gone.kind == AllocKind::kManaged) managed_bytes_ -= gone.size;
+    if (recorder_) recorder_->on_free(gone.id);
   }
+  if (recorder_)
+    if (auto hit = allocs_.find(ptr)) recorder_->on_alloc(hit->alloc, stream, pcs, depth);
 }
 
 void Runtime::on_free(uint64_t ptr) {
@@ -26,6 +37,7 @@ void Runtime::on_free(uint64_t ptr) {
     return;
   }
   if (gone->kind == AllocKind::kManaged) managed_bytes_ -= gone->size;
+  if (recorder_) recorder_->on_free(gone->id);
 }
 
 void Runtime::on_launch(const Launch &launch) {
@@ -38,12 +50,24 @@ void Runtime::on_launch(const Launch &launch) {
     if (launch.decoded) c.launches_decoded++;
     if (launch.captured) c.launches_captured++;
   }
-  if (!launch.decoded) return;
-  // The decoded references are what the profiler will record; here they are only counted.
   thread_local std::vector<ParamRef> refs;
   refs.clear();
-  decode_params(launch.params, launch.params_size, *launch.slots, allocs_, &refs);
+  if (launch.decoded) decode_params(launch.params, launch.params_size, *launch.slots, allocs_, &refs);
   c.refs += refs.size();
+  if (!recorder_ || !recorder_->recording()) return;
+  RecordedOp op;
+  op.kind = launch.in_graph ? OpKind::kGraphKernel : OpKind::kKernel;
+  op.name = launch.name;
+  op.flags = (launch.decoded ? uint32_t(kOpDecoded) : 0u) | (launch.captured ? uint32_t(kOpCaptured) : 0u);
+  op.stream = launch.stream;
+  std::copy(launch.grid, launch.grid + 3, op.grid);
+  std::copy(launch.block, launch.block + 3, op.block);
+  op.correlation = launch.correlation;
+  op.graph_node = launch.graph_node;
+  op.param_refs = &refs;
+  op.gemm = launch.gemm;
+  op.gemm_count = launch.gemm_count;
+  recorder_->on_op(op, allocs_);
 }
 
 void Runtime::on_gemm(GemmApi api, const GemmOperand *ops, int n) {
@@ -55,11 +79,21 @@ void Runtime::on_gemm(GemmApi api, const GemmOperand *ops, int n) {
   }
 }
 
-void Runtime::on_api(ApiClass cls, uint64_t bytes) {
+void Runtime::on_api(ApiClass cls, const ApiCall &call) {
+  if (recorder_ && recorder_->recording() &&
+      (cls == ApiClass::kCopy || cls == ApiClass::kSet || cls == ApiClass::kSync)) {
+    RecordedOp op;
+    op.kind = cls == ApiClass::kCopy ? OpKind::kCopy : cls == ApiClass::kSet ? OpKind::kSet : OpKind::kSync;
+    op.name = call.name;
+    op.stream = call.stream;
+    op.correlation = call.correlation;
+    op.dst = call.dst, op.src = call.src, op.bytes = call.bytes;
+    recorder_->on_op(op, allocs_);
+  }
   switch (cls) {
     case ApiClass::kCopy:
       counters_.copies++;
-      counters_.copy_bytes += bytes;
+      counters_.copy_bytes += call.bytes;
       break;
     case ApiClass::kSet: counters_.sets++; break;
     case ApiClass::kSync: counters_.syncs++; break;
@@ -70,6 +104,27 @@ void Runtime::on_api(ApiClass cls, uint64_t bytes) {
     case ApiClass::kLaunch:
     case ApiClass::kGraphUpdate: break;
   }
+}
+
+void Runtime::on_kernel_time(uint64_t correlation, uint64_t graph_node, uint64_t start_ns, uint64_t end_ns) {
+  if (recorder_) recorder_->on_kernel_time(correlation, graph_node, start_ns, end_ns);
+}
+
+void Runtime::on_copy_time(uint64_t correlation, uint64_t start_ns, uint64_t end_ns) {
+  if (recorder_) recorder_->on_copy_time(correlation, start_ns, end_ns);
+}
+
+bool Runtime::write_trace_once(const std::function<std::string(uint64_t)> &symbolize) {
+  if (!recorder_ || trace_written_.exchange(true)) return false;
+  Trace trace = recorder_->finish(symbolize);
+  std::string error;
+  const std::string &path = options_.str[kTraceFile];
+  if (!write_trace(trace, path, &error)) {
+    VC_ERROR("profile: %s", error.c_str());
+    return false;
+  }
+  VC_INFO("profile: trace written to %s (%zu ops, %zu allocations)", path.c_str(), trace.ops.size(), trace.allocs.size());
+  return true;
 }
 
 bool Runtime::admit_managed(uint64_t size, uint64_t device_free_at_start) {

@@ -5,6 +5,8 @@
 #pragma once
 
 #include <atomic>
+#include <functional>
+#include <memory>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -14,6 +16,7 @@
 #include "runtime/gemm.h"
 #include "runtime/options.h"
 #include "runtime/param_decode.h"
+#include "runtime/recorder.h"
 
 namespace vc {
 
@@ -27,6 +30,20 @@ struct Launch {
   const uint8_t *params = nullptr;  // parameter buffer (when decoded)
   size_t params_size = 0;
   const std::vector<ParamSlot> *slots = nullptr;
+  // What the profiler records besides.
+  const char *name = "";
+  uint32_t grid[3] = {0, 0, 0}, block[3] = {0, 0, 0};
+  uint64_t correlation = 0;  // CUPTI correlation id (of the graph launch, for graph kernels)
+  uint64_t graph_node = 0;   // CUPTI graph node id
+  const GemmOperand *gemm = nullptr;  // operands of the BLAS call this launch is part of
+  int gemm_count = 0;
+};
+
+// A copy, set, synchronization or other observed call. Addresses and sizes where decoded.
+struct ApiCall {
+  const char *name = "";
+  uint64_t dst = 0, src = 0, bytes = 0;
+  uint64_t stream = 0, correlation = 0;
 };
 
 // Which BLAS entry point reported a GEMM (the summary counts them apart).
@@ -67,20 +84,35 @@ struct Counters {
 
 class Runtime {
  public:
-  explicit Runtime(const Options &options) : options_(options) {}
+  explicit Runtime(const Options &options, std::string command = "");
 
   const Options &options() const { return options_; }
   bool observing() const { return options_.mode() != Mode::kOff; }
   Counters &counters() { return counters_; }
   const AllocMap &allocs() const { return allocs_; }
 
-  void on_alloc(uint64_t ptr, uint64_t size, AllocKind kind);
+  // `pcs` (innermost first) is the allocation's call stack, recorded when profiling.
+  void on_alloc(uint64_t ptr, uint64_t size, AllocKind kind, uint64_t stream = 0,
+                const uint64_t *pcs = nullptr, int depth = 0);
   void on_alloc_failed() { counters_.alloc_failures++; }
   void on_free(uint64_t ptr);
   void on_vmm_create() { counters_.vmm_creates++; }
   void on_launch(const Launch &launch);
   void on_gemm(GemmApi api, const GemmOperand *ops, int n);
-  void on_api(ApiClass cls, uint64_t bytes);
+  void on_api(ApiClass cls, const ApiCall &call);
+  void on_api(ApiClass cls, uint64_t bytes) {
+    ApiCall call;
+    call.bytes = bytes;
+    on_api(cls, call);
+  }
+  // Device times from CUPTI activity records (profile mode).
+  void on_kernel_time(uint64_t correlation, uint64_t graph_node, uint64_t start_ns, uint64_t end_ns);
+  void on_copy_time(uint64_t correlation, uint64_t start_ns, uint64_t end_ns);
+
+  // Profile mode: the recorder (null otherwise), and writing its trace to VRAMCACHE_TRACE_FILE
+  // once (later calls do nothing). `symbolize` names a return address.
+  Recorder *recorder() { return recorder_.get(); }
+  bool write_trace_once(const std::function<std::string(uint64_t)> &symbolize);
 
   // Managed-memory guard (DESIGN.md, "Safety"): returns false when `size` more managed bytes
   // would exceed `device_free_at_start` (the free memory read at the first managed allocation).
@@ -95,6 +127,8 @@ class Runtime {
   Options options_;
   Counters counters_;
   AllocMap allocs_;
+  std::unique_ptr<Recorder> recorder_;
+  std::atomic<bool> trace_written_{false};
   std::atomic<uint64_t> managed_bytes_{0};
   std::atomic<uint64_t> managed_limit_{0};
 };

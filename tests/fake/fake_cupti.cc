@@ -115,3 +115,8 @@ FAKE_EXPORT void fake_cupti_emit(CUpti_CallbackDomain d, CUpti_CallbackId id, co
   data.functionReturnValue = const_cast<void *>(ret);
   g_callback(g_userdata, d, id, &data);
 }
+
+FAKE_EXPORT CUptiResult cuptiGetGraphNodeId(CUgraphNode node, uint64_t *id) {
+  *id = reinterpret_cast<uint64_t>(node);  // the fake's node handles are small unique numbers
+  return CUPTI_SUCCESS;
+}

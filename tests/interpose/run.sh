@@ -54,16 +54,32 @@ else
   bad "off mode: test program failed"; cat "$out/off.log"
 fi
 
-# 4. configuration errors stop the program before main, with one line naming the variable.
+# 4. profile mode: the trace written at exit holds the scenario's ops and reads back; report and
+#    simulate run on it.
+if run profile VRAMCACHE_MODE=profile VRAMCACHE_TRACE_FILE="$out/scenario.vctrace"; then
+  if "$build/vramcache" report -o "$out/scenario.html" "$out/scenario.vctrace" >"$out/report.txt" 2>&1; then
+    grep -q "^trace: 15 ops, 8 allocations" "$out/report.txt" || bad "profile: $(head -1 "$out/report.txt"), expected 15 ops and 8 allocations"
+    grep -q "<!DOCTYPE html>" "$out/scenario.html" || bad "profile: no HTML report"
+  else
+    bad "report failed: $(cat "$out/report.txt")"
+  fi
+  "$build/vramcache" simulate --budget 4M "$out/scenario.vctrace" >"$out/simulate.txt" 2>&1 ||
+    bad "simulate failed: $(cat "$out/simulate.txt")"
+  grep -q "predictive" "$out/simulate.txt" || bad "simulate printed no predictive row"
+else
+  bad "profile mode: test program failed"; cat "$out/profile.log"
+fi
+
+# 5. configuration errors stop the program before main, with one line naming the variable.
 msg=$(env LD_PRELOAD="$lib" VRAMCACHE_MODE=fast true 2>&1); rc=$?
-[ $rc = 2 ] && [ "$msg" = "vramcache: VRAMCACHE_MODE=fast is not valid: expected one of off, count (for example VRAMCACHE_MODE=count)" ] ||
+[ $rc = 2 ] && [ "$msg" = "vramcache: VRAMCACHE_MODE=fast is not valid: expected one of off, count, profile (for example VRAMCACHE_MODE=count)" ] ||
   bad "bad VRAMCACHE_MODE: rc=$rc msg=$msg"
 msg=$(env LD_PRELOAD="$lib" VRAMCACHE_BUGDET=1 true 2>&1); rc=$?
 [ $rc = 2 ] && [[ $msg == *"VRAMCACHE_BUGDET is not a vramcache option"* ]] || bad "misspelled variable: rc=$rc msg=$msg"
 
-# 5. a process that never touches CUDA prints nothing.
+# 6. a process that never touches CUDA prints nothing.
 msg=$(env LD_PRELOAD="$lib" true 2>&1)
 [ -z "$msg" ] || bad "a process without CUDA printed: $msg"
 
-[ $fail = 0 ] && note "all checks passed (count, CUPTI taken, off, configuration errors, no CUDA)"
+[ $fail = 0 ] && note "all checks passed (count, CUPTI taken, off, profile, configuration errors, no CUDA)"
 exit $fail

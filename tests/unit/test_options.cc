@@ -286,7 +286,7 @@ TEST_CASE("options: options_markdown has one row per option") {
     CHECK(bars == 5);
     CHECK(row.back() == '|');
   }
-  CHECK(contains(lines[2 + vc::kMode], "| off, count | `count` |"));
+  CHECK(contains(lines[2 + vc::kMode], "| off, count, profile | `count` |"));
   CHECK(contains(lines[2 + vc::kLogLevel], "| error, warn, info, debug | `warn` |"));
   CHECK(contains(lines[2 + vc::kActivity], "| 0, 1 | `0` |"));
   CHECK(contains(lines[2 + vc::kLogFile], "| a path | (unset) |"));

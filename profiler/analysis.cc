@@ -1,0 +1,331 @@
+// Trace analysis and the text summary; the subcommands report and simulate. The HTML report is
+// in report_html.cc. Every number printed here comes from the trace or from the simulator: no
+// figure is assumed.
+#include "profiler/analysis.h"
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdarg>
+#include <cstdio>
+#include <cstring>
+#include <map>
+
+#include "runtime/options.h"
+#include "runtime/trace_io.h"
+
+namespace vc {
+
+std::string format_bytes(uint64_t bytes) {
+  const char *units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  double v = double(bytes);
+  int u = 0;
+  while (v >= 1024 && u < 4) v /= 1024, ++u;
+  char buf[32];
+  snprintf(buf, sizeof buf, u ? "%.2f %s" : "%.0f %s", v, units[u]);
+  return buf;
+}
+
+namespace {
+
+// The modelled window: the last regular iteration whose kernels all have device times (the
+// steady state, allocator warm), else the last regular one, else the whole trace.
+void choose_window(Analysis *a) {
+  const Iterations &it = a->iterations;
+  const Trace &t = a->trace;
+  a->window_begin = 0, a->window_end = t.ops.size(), a->window_iteration = -1;
+  if (it.period == 0 || it.starts.size() < 2) return;
+  int chosen = -1;
+  for (int i = int(it.regular.size()) - 1; i >= 0; --i) {
+    if (!it.regular[i]) continue;
+    if (chosen < 0) chosen = i;
+    uint64_t b = a->sig_index[it.starts[i]], e = a->sig_index[it.starts[i + 1] - 1] + 1;
+    bool timed = true;
+    for (uint64_t o = b; o < e && timed; ++o)
+      if ((t.ops[o].kind == OpKind::kKernel || t.ops[o].kind == OpKind::kGraphKernel) &&
+          !(t.ops[o].flags & kOpCaptured) && t.ops[o].end_ns == 0)
+        timed = false;
+    if (timed) {
+      chosen = i;
+      break;
+    }
+  }
+  if (chosen < 0) return;
+  a->window_iteration = chosen;
+  a->window_begin = a->sig_index[it.starts[chosen]];
+  // The window ends where the next iteration begins, so syncs between them belong to it.
+  a->window_end = size_t(chosen) + 1 < it.starts.size() - 1 ? a->sig_index[it.starts[chosen + 1]]
+                                                           : a->sig_index[it.starts[chosen + 1] - 1] + 1;
+}
+
+}  // namespace
+
+Analysis analyze(Trace trace, uint64_t page_size) {
+  Analysis a;
+  a.trace = std::move(trace);
+  const Trace &t = a.trace;
+  if (!page_size) page_size = t.page_size;
+  a.iterations = detect_iterations(op_signatures(t, &a.sig_index));
+  choose_window(&a);
+  a.model = build_access_model(t, page_size, a.window_begin, a.window_end);
+  a.reuse = reuse_distances(a.model);
+  a.live = live_bytes(a.model);
+  size_t n = a.window_end - a.window_begin;
+  a.op_seconds.assign(n, 0.0);
+  uint64_t first = ~uint64_t(0), last = 0;
+  for (size_t i = 0; i < n; ++i) {
+    const Op &op = t.ops[a.window_begin + i];
+    if (op.end_ns > op.start_ns && op.start_ns) {
+      a.op_seconds[i] = double(op.end_ns - op.start_ns) * 1e-9;
+      first = std::min(first, op.start_ns), last = std::max(last, op.end_ns);
+    }
+    if (op.kind == OpKind::kKernel || op.kind == OpKind::kGraphKernel) {
+      a.kernels++;
+      if (op.flags & kOpDecoded) a.kernels_decoded++;
+    }
+    for (uint32_t r = op.first_ref; r < op.first_ref + op.ref_count; ++r) (t.refs[r].bytes ? a.refs_exact : a.refs_inferred)++;
+  }
+  for (double s : a.op_seconds) a.busy_s += s;
+  a.span_s = last > first ? double(last - first) * 1e-9 : 0;
+  // Allocated bytes after each window op: allocations alive at that point.
+  std::vector<int64_t> delta(n + 1, 0);
+  for (const TraceAlloc &al : t.allocs) {
+    uint64_t from = std::max(al.alloc_seq, a.window_begin), to = std::min(al.free_seq, a.window_end);
+    if (from >= to) continue;
+    delta[from - a.window_begin] += int64_t(al.size);
+    delta[to - a.window_begin] -= int64_t(al.size);
+  }
+  a.allocated.assign(n, 0);
+  int64_t running = 0;
+  for (size_t i = 0; i < n; ++i) a.allocated[i] = uint64_t(running += delta[i]);
+  for (uint64_t v : a.allocated) a.peak_allocated = std::max(a.peak_allocated, v);
+  for (uint64_t v : a.live) a.peak_live = std::max(a.peak_live, v);
+  std::vector<uint8_t> touched(a.model.pages.size(), 0);
+  for (const PageAccess &pa : a.model.acc)
+    if (!touched[pa.page]) touched[pa.page] = 1, a.touched_bytes += a.model.pages[pa.page].bytes;
+  return a;
+}
+
+BudgetResult evaluate_budget(const Analysis &a, uint64_t budget, const LinkModel &link) {
+  BudgetResult r;
+  r.budget = budget;
+  SimConfig config;
+  config.budget_bytes = budget;
+  config.link = link;
+  config.op_seconds = a.op_seconds;
+  config.policy = Policy::kReactive;
+  r.reactive = simulate(a.model, config);
+  config.policy = Policy::kPredictive;
+  r.predictive = simulate(a.model, config);
+  r.bound = lower_bound(a.model, config);
+  return r;
+}
+
+std::vector<uint64_t> default_budgets(const Analysis &a, uint64_t budget) {
+  std::vector<uint64_t> out;
+  if (budget) out.push_back(budget);
+  for (int quarter : {1, 2, 3}) {
+    uint64_t b = a.peak_allocated / 4 * quarter;
+    if (b && std::find(out.begin(), out.end(), b) == out.end()) out.push_back(b);
+  }
+  return out;
+}
+
+namespace {
+
+void appendf(std::string *out, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void appendf(std::string *out, const char *fmt, ...) {
+  char buf[1024];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(buf, sizeof buf, fmt, ap);
+  va_end(ap);
+  *out += buf;
+}
+
+const char *kReuseBucketNames[] = {"< 64 MiB", "64-256 MiB", "256 MiB-1 GiB", "1-4 GiB", "4-16 GiB", ">= 16 GiB", "first use"};
+
+}  // namespace
+
+// Bytes re-accessed per reuse-distance bucket (the histogram of the report).
+std::vector<uint64_t> reuse_histogram(const Analysis &a) {
+  std::vector<uint64_t> h(7, 0);
+  const uint64_t limits[] = {64ull << 20, 256ull << 20, 1ull << 30, 4ull << 30, 16ull << 30};
+  for (size_t i = 0; i < a.reuse.size(); ++i) {
+    uint64_t d = a.reuse[i], bytes = a.model.pages[a.model.acc[i].page].bytes;
+    int b = 6;
+    if (d != kNever) {
+      b = 5;
+      for (int k = 0; k < 5; ++k)
+        if (d < limits[k]) {
+          b = k;
+          break;
+        }
+    }
+    h[b] += bytes;
+  }
+  return h;
+}
+
+const char *reuse_bucket_name(int i) { return kReuseBucketNames[i]; }
+
+std::string summary_text(const Analysis &a, const std::vector<BudgetResult> &budgets) {
+  const Trace &t = a.trace;
+  std::string s;
+  appendf(&s, "trace: %zu ops, %zu allocations, %zu refs; page size %s\n  command: %s\n", t.ops.size(), t.allocs.size(),
+          t.refs.size(), format_bytes(a.model.page_size).c_str(), t.command.c_str());
+  const Iterations &it = a.iterations;
+  if (it.period) {
+    size_t iters = it.starts.size() - 1, regular = std::count(it.regular.begin(), it.regular.end(), 1);
+    appendf(&s, "iterations: period %u ops; %zu iterations found, %zu regular (confidence %.2f); modelled: iteration %d, ops %llu-%llu\n",
+            it.period, iters, regular, it.confidence, a.window_iteration, (unsigned long long)a.window_begin,
+            (unsigned long long)a.window_end);
+  } else {
+    appendf(&s, "iterations: no period found; the whole trace is modelled as one window\n");
+  }
+  appendf(&s, "device time of the window: %.4f s busy (sum of kernel, copy and set times), %.4f s first start to last end\n",
+          a.busy_s, a.span_s);
+  appendf(&s, "kernels: %llu, parameters decoded for %llu (%.1f%%); refs exact %llu, extent inferred %llu\n",
+          (unsigned long long)a.kernels, (unsigned long long)a.kernels_decoded,
+          a.kernels ? 100.0 * double(a.kernels_decoded) / double(a.kernels) : 0.0, (unsigned long long)a.refs_exact,
+          (unsigned long long)a.refs_inferred);
+  appendf(&s, "memory: peak allocated %s, peak live %s (the least a perfect pager keeps resident), touched per iteration %s in %zu pages\n",
+          format_bytes(a.peak_allocated).c_str(), format_bytes(a.peak_live).c_str(), format_bytes(a.touched_bytes).c_str(),
+          a.model.pages.size());
+  std::map<AllocKind, uint64_t> by_kind;
+  for (const TraceAlloc &al : t.allocs) by_kind[al.kind] += al.size;
+  s += "bytes allocated by kind:";
+  for (auto [k, b] : by_kind) appendf(&s, " %s %s;", alloc_kind_name(k), format_bytes(b).c_str());
+  s += "\nre-accessed bytes by reuse distance (LRU stack distance):";
+  std::vector<uint64_t> h = reuse_histogram(a);
+  for (int i = 0; i < 7; ++i) appendf(&s, " %s: %s;", reuse_bucket_name(i), format_bytes(h[i]).c_str());
+  s += "\n";
+  if (!budgets.empty()) {
+    appendf(&s, "\n%-12s %-10s %12s %12s %10s %12s\n", "budget", "policy", "H2D", "D2H", "stall s", "step s");
+    for (const BudgetResult &b : budgets) {
+      for (const SimResult *r : {&b.reactive, &b.predictive}) {
+        const char *name = r == &b.reactive ? "reactive" : "predictive";
+        if (!r->feasible) {
+          appendf(&s, "%-12s %-10s infeasible: %s\n", format_bytes(b.budget).c_str(), name, r->why.c_str());
+          continue;
+        }
+        appendf(&s, "%-12s %-10s %12s %12s %10.4f %12.4f\n", format_bytes(b.budget).c_str(), name,
+                format_bytes(r->h2d_bytes).c_str(), format_bytes(r->d2h_bytes).c_str(), r->stall_s, r->step_s);
+      }
+      appendf(&s, "%-12s %-10s %12s %12s %10s %12.4f  (max(compute %.4f, traffic %.4f))\n", format_bytes(b.budget).c_str(),
+              "bound", format_bytes(b.bound.h2d_bytes).c_str(), format_bytes(b.bound.d2h_bytes).c_str(), "",
+              b.bound.bound_s, b.bound.compute_s, b.bound.traffic_s);
+    }
+  }
+  return s;
+}
+
+namespace {
+
+bool load(const std::string &path, Trace *t) {
+  std::string error;
+  if (read_trace(path, t, &error)) return true;
+  fprintf(stderr, "vramcache: %s\n", error.c_str());
+  return false;
+}
+
+bool write_file(const std::string &path, const std::string &text) {
+  FILE *f = fopen(path.c_str(), "w");
+  if (!f || fwrite(text.data(), 1, text.size(), f) != text.size()) {
+    if (f) fclose(f);
+    fprintf(stderr, "vramcache: cannot write %s: %s\n", path.c_str(), strerror(errno));
+    return false;
+  }
+  return fclose(f) == 0;
+}
+
+bool size_arg(const char *flag, const char *value, uint64_t *out) {
+  if (!value || !parse_size(value, out) || *out == 0) {
+    fprintf(stderr, "vramcache: %s %s is not a size (for example %s 16G)\n", flag, value ? value : "(missing)", flag);
+    return false;
+  }
+  return true;
+}
+
+// Parses [--budget SIZE] [--link GBPS] [--page-size SIZE] [-o FILE] TRACE.
+struct Args {
+  uint64_t budget = 0, page_size = 0;
+  LinkModel link;
+  std::string out, trace;
+};
+bool parse_args(int argc, char **argv, const char *cmd, Args *args) {
+  for (int i = 0; i < argc; ++i) {
+    const char *f = argv[i], *v = i + 1 < argc ? argv[i + 1] : nullptr;
+    if (!strcmp(f, "--budget")) {
+      if (!size_arg(f, v, &args->budget)) return false;
+      ++i;
+    } else if (!strcmp(f, "--page-size")) {
+      if (!size_arg(f, v, &args->page_size)) return false;
+      if (args->page_size < (64 << 10) || (args->page_size & (args->page_size - 1)))
+        return fprintf(stderr, "vramcache: --page-size must be a power of two of at least 64K\n"), false;
+      ++i;
+    } else if (!strcmp(f, "--link")) {
+      char *end = nullptr;
+      double gbps = v ? strtod(v, &end) : 0;
+      if (!v || *end || !(gbps > 0)) return fprintf(stderr, "vramcache: --link needs GB/s each way, e.g. --link 55\n"), false;
+      args->link.h2d_bytes_per_s = args->link.d2h_bytes_per_s = gbps * 1e9;
+      args->link.both_bytes_per_s = std::min(args->link.both_bytes_per_s, 2 * gbps * 1e9);
+      ++i;
+    } else if (!strcmp(f, "-o")) {
+      if (!v) return fprintf(stderr, "vramcache: -o needs a file\n"), false;
+      args->out = v;
+      ++i;
+    } else if (f[0] == '-' || !args->trace.empty()) {
+      fprintf(stderr, "vramcache %s: unexpected argument %s\n", cmd, f);
+      return false;
+    } else {
+      args->trace = f;
+    }
+  }
+  if (args->trace.empty()) return fprintf(stderr, "vramcache %s: no trace file given\n", cmd), false;
+  return true;
+}
+
+}  // namespace
+
+int report_command(const std::string &trace_path, const std::string &html_path, const std::string &summary_path,
+                   uint64_t budget) {
+  Trace t;
+  if (!load(trace_path, &t)) return 1;
+  Analysis a = analyze(std::move(t), 0);
+  std::vector<BudgetResult> results;
+  for (uint64_t b : default_budgets(a, budget)) results.push_back(evaluate_budget(a, b, LinkModel{}));
+  std::string text = summary_text(a, results);
+  fputs(text.c_str(), stdout);
+  if (!summary_path.empty() && !write_file(summary_path, text)) return 1;
+  if (!html_path.empty()) {
+    if (!write_file(html_path, report_html(a, results))) return 1;
+    printf("report: %s\n", html_path.c_str());
+  }
+  return 0;
+}
+
+int report_main(int argc, char **argv) {
+  Args args;
+  if (!parse_args(argc, argv, "report", &args)) return 2;
+  std::string html = args.out;
+  if (html.empty()) {
+    html = args.trace;
+    size_t dot = html.rfind(".vctrace");
+    html = (dot != std::string::npos ? html.substr(0, dot) : html) + ".html";
+  }
+  return report_command(args.trace, html, "", args.budget);
+}
+
+int simulate_main(int argc, char **argv) {
+  Args args;
+  if (!parse_args(argc, argv, "simulate", &args)) return 2;
+  if (!args.budget) return fprintf(stderr, "vramcache simulate: --budget SIZE is required (for example --budget 16G)\n"), 2;
+  Trace t;
+  if (!load(args.trace, &t)) return 1;
+  Analysis a = analyze(std::move(t), args.page_size);
+  BudgetResult r = evaluate_budget(a, args.budget, args.link);
+  fputs(summary_text(a, {r}).c_str(), stdout);
+  return 0;
+}
+
+}  // namespace vc

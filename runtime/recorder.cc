@@ -1,0 +1,177 @@
+// The trace recorder. Refs of one op are deduplicated, and a kernel-parameter pointer that is also
+// the start of an exact GEMM operand gives way to the operand (exact extent and role).
+#include "runtime/recorder.h"
+
+#include <algorithm>
+#include <cstdio>
+
+#include "runtime/iterations.h"
+
+namespace vc {
+
+namespace {
+
+Role role_of(OperandRole role) {
+  switch (role) {
+    case OperandRole::kRead: return Role::kRead;
+    case OperandRole::kWritten: return Role::kWritten;
+    case OperandRole::kReadWritten: return Role::kReadWritten;
+  }
+  return Role::kUnknown;
+}
+
+// When to look for iterations again: often while the trace is short, then every 1/16 of its
+// length, so the total cost stays linear in the trace.
+bool check_due(uint64_t ops) {
+  if (ops < (1u << 16)) return ops % 4096 == 0;
+  uint64_t step = ops / 16;
+  return ops % (step ? step : 1) == 0;
+}
+
+}  // namespace
+
+Recorder::Recorder(std::string command, uint64_t page_size, int iterations) : iterations_(iterations) {
+  trace_.command = std::move(command);
+  trace_.page_size = page_size;
+  trace_.callsites.emplace_back();  // index 0: unknown
+  callsite_pcs_.emplace_back();
+}
+
+void Recorder::on_alloc(const Allocation &a, uint64_t stream, const uint64_t *pcs, int depth) {
+  std::lock_guard lock(mu_);
+  if (!recording_) return;
+  uint32_t site = 0;
+  if (depth > 0) {
+    std::vector<uint64_t> key(pcs, pcs + depth);
+    auto [it, added] = callsites_.emplace(key, uint32_t(callsite_pcs_.size()));
+    if (added) {
+      callsite_pcs_.push_back(key);
+      trace_.callsites.emplace_back();
+    }
+    site = it->second;
+  }
+  TraceAlloc t;
+  t.id = a.id, t.base = a.base, t.size = a.size, t.kind = a.kind, t.stream = stream, t.callsite = site;
+  t.alloc_seq = trace_.ops.size();
+  alloc_index_[a.id] = trace_.allocs.size();
+  trace_.allocs.push_back(t);
+}
+
+void Recorder::on_free(uint64_t alloc_id) {
+  std::lock_guard lock(mu_);
+  if (!recording_) return;
+  auto it = alloc_index_.find(alloc_id);
+  if (it != alloc_index_.end()) trace_.allocs[it->second].free_seq = trace_.ops.size();
+}
+
+void Recorder::on_op(const RecordedOp &r, const AllocMap &allocs) {
+  // Resolve addresses outside the lock: AllocMap has its own.
+  std::vector<Ref> refs;
+  for (int i = 0; i < r.gemm_count; ++i) {
+    const GemmOperand &g = r.gemm[i];
+    if (auto hit = allocs.find(g.ptr)) refs.push_back({hit->alloc.id, hit->offset, gemm_operand_bytes(g), role_of(g.role)});
+  }
+  if (r.param_refs)
+    for (const ParamRef &p : *r.param_refs) refs.push_back({p.alloc_id, p.offset, 0, Role::kUnknown});
+  if (r.kind == OpKind::kCopy || r.kind == OpKind::kSet) {
+    if (auto hit = allocs.find(r.dst))
+      refs.push_back({hit->alloc.id, hit->offset, r.bytes, r.bytes ? Role::kWritten : Role::kUnknown});
+    if (r.src)
+      if (auto hit = allocs.find(r.src)) refs.push_back({hit->alloc.id, hit->offset, r.bytes, Role::kRead});
+  }
+  // One ref per (allocation, offset): exact refs come first and win.
+  std::vector<Ref> unique;
+  for (const Ref &ref : refs) {
+    bool dup = std::any_of(unique.begin(), unique.end(), [&](const Ref &u) {
+      return u.alloc_id == ref.alloc_id && u.offset == ref.offset && (ref.bytes == 0 || u.bytes == ref.bytes);
+    });
+    if (!dup) unique.push_back(ref);
+  }
+
+  std::lock_guard lock(mu_);
+  if (!recording_) return;
+  Op op;
+  op.kind = r.kind;
+  auto [it, added] = name_ids_.emplace(r.name, uint32_t(trace_.names.size()));
+  if (added) trace_.names.push_back(r.name);
+  op.name = it->second;
+  op.flags = r.flags;
+  op.stream = r.stream;
+  std::copy(r.grid, r.grid + 3, op.grid);
+  std::copy(r.block, r.block + 3, op.block);
+  op.correlation = r.correlation;
+  op.first_ref = uint32_t(trace_.refs.size());
+  op.ref_count = uint32_t(unique.size());
+  trace_.refs.insert(trace_.refs.end(), unique.begin(), unique.end());
+  trace_.ops.push_back(op);
+  graph_nodes_.push_back(r.graph_node);
+  if (check_due(trace_.ops.size())) check_iterations();
+}
+
+void Recorder::check_iterations() {
+  std::vector<uint64_t> index;
+  Iterations it = detect_iterations(op_signatures(trace_, &index));
+  period_ = it.period;
+  iterations_found_ = it.starts.empty() ? 0 : it.starts.size() - 1;
+  // The first iteration is a warm-up (lazy loading, autotuning, allocator growth): keep one more.
+  if (iterations_ > 0 && iterations_found_ >= size_t(iterations_) + 1) {
+    enough_ = true;
+    recording_ = false;
+  }
+}
+
+void Recorder::on_kernel_time(uint64_t correlation, uint64_t graph_node, uint64_t start_ns, uint64_t end_ns) {
+  std::lock_guard lock(mu_);
+  kernel_times_.push_back({correlation, graph_node, start_ns, end_ns});
+}
+
+void Recorder::on_copy_time(uint64_t correlation, uint64_t start_ns, uint64_t end_ns) {
+  std::lock_guard lock(mu_);
+  copy_times_.push_back({correlation, 0, start_ns, end_ns});
+}
+
+uint64_t Recorder::ops() const {
+  std::lock_guard lock(mu_);
+  return trace_.ops.size();
+}
+
+std::string Recorder::progress() const {
+  std::lock_guard lock(mu_);
+  char buf[200];
+  snprintf(buf, sizeof buf, "profiling: %zu ops, %zu allocations, %zu iterations found (period %u ops)%s",
+           trace_.ops.size(), trace_.allocs.size(), iterations_found_, period_, recording_ ? "" : ", recording done");
+  return buf;
+}
+
+Trace Recorder::finish(const std::function<std::string(uint64_t)> &symbolize) {
+  std::lock_guard lock(mu_);
+  if (recording_) check_iterations();
+  recording_ = false;
+  // Join device times: direct launches, copies and sets by correlation id; graph kernels by
+  // (correlation of their graph launch, node id).
+  std::unordered_map<uint64_t, size_t> by_correlation;
+  std::map<std::pair<uint64_t, uint64_t>, size_t> by_node;
+  for (size_t i = 0; i < trace_.ops.size(); ++i) {
+    const Op &op = trace_.ops[i];
+    if (!op.correlation) continue;
+    if (op.kind == OpKind::kGraphKernel) by_node[{op.correlation, graph_nodes_[i]}] = i;
+    else by_correlation[op.correlation] = i;
+  }
+  for (const Timed &t : kernel_times_) {
+    size_t i;
+    if (auto n = by_node.find({t.correlation, t.graph_node}); t.graph_node && n != by_node.end()) i = n->second;
+    else if (auto c = by_correlation.find(t.correlation); c != by_correlation.end()) i = c->second;
+    else continue;
+    trace_.ops[i].start_ns = t.start_ns, trace_.ops[i].end_ns = t.end_ns;
+  }
+  for (const Timed &t : copy_times_)
+    if (auto c = by_correlation.find(t.correlation); c != by_correlation.end())
+      trace_.ops[c->second].start_ns = t.start_ns, trace_.ops[c->second].end_ns = t.end_ns;
+  for (size_t s = 1; s < callsite_pcs_.size(); ++s) {
+    trace_.callsites[s].frames.clear();
+    for (uint64_t pc : callsite_pcs_[s]) trace_.callsites[s].frames.push_back(symbolize(pc));
+  }
+  return trace_;
+}
+
+}  // namespace vc

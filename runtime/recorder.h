@@ -1,0 +1,78 @@
+// Builds the access trace while the program runs (VRAMCACHE_MODE=profile). The hooks tell the
+// runtime what happens; the runtime hands it here in issue order. Recording stops once the wanted
+// number of iterations has been seen (checked every few thousand ops) or at exit; device times
+// from CUPTI activity records arrive out of order and are joined to ops by correlation id at
+// the end. Thread-safe; no CUDA.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "runtime/gemm.h"
+#include "runtime/param_decode.h"
+#include "runtime/trace.h"
+
+namespace vc {
+
+// A kernel launch, copy, set or sync as the recorder stores it.
+struct RecordedOp {
+  OpKind kind = OpKind::kKernel;
+  const char *name = "";
+  uint32_t flags = 0;
+  uint64_t stream = 0;
+  uint32_t grid[3] = {0, 0, 0}, block[3] = {0, 0, 0};
+  uint64_t correlation = 0;
+  uint64_t graph_node = 0;  // graph kernels: CUPTI's node id, to join device times
+  const std::vector<ParamRef> *param_refs = nullptr;  // pointers found in kernel parameters
+  const GemmOperand *gemm = nullptr;                  // exact operands of the BLAS call issuing it
+  int gemm_count = 0;
+  // Copies and sets: destination and source addresses with exact sizes (src 0 for a set).
+  uint64_t dst = 0, src = 0, bytes = 0;
+};
+
+class Recorder {
+ public:
+  Recorder(std::string command, uint64_t page_size, int iterations);
+
+  void on_alloc(const Allocation &a, uint64_t stream, const uint64_t *pcs, int depth);
+  void on_free(uint64_t alloc_id);
+  void on_op(const RecordedOp &op, const AllocMap &allocs);
+  void on_kernel_time(uint64_t correlation, uint64_t graph_node, uint64_t start_ns, uint64_t end_ns);
+  void on_copy_time(uint64_t correlation, uint64_t start_ns, uint64_t end_ns);
+
+  bool recording() const { return recording_; }
+  // True once `iterations` complete iterations follow a first, warm-up one: recording then stops.
+  bool enough() const { return enough_; }
+  uint64_t ops() const;
+  std::string progress() const;  // one line: ops, iterations found, period, bytes
+
+  // The trace, device times joined, call sites symbolized by `symbolize` (pc -> "module!sym+0xoff").
+  // Stops recording.
+  Trace finish(const std::function<std::string(uint64_t)> &symbolize);
+
+ private:
+  void check_iterations();  // with mu_ held
+
+  mutable std::mutex mu_;
+  Trace trace_;
+  int iterations_;
+  bool recording_ = true, enough_ = false;
+  uint32_t period_ = 0;
+  size_t iterations_found_ = 0;
+  std::unordered_map<std::string, uint32_t> name_ids_;
+  std::map<std::vector<uint64_t>, uint32_t> callsites_;  // pcs -> index
+  std::vector<std::vector<uint64_t>> callsite_pcs_;
+  std::unordered_map<uint64_t, size_t> alloc_index_;  // alloc id -> index in trace_.allocs
+  struct Timed {
+    uint64_t correlation, graph_node, start_ns, end_ns;
+  };
+  std::vector<Timed> kernel_times_, copy_times_;
+  std::vector<uint64_t> graph_nodes_;  // per op, for the join
+};
+
+}  // namespace vc

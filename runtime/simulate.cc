@@ -1,0 +1,1025 @@
+// Paging simulator (Note [Simulator model]). Three replays of one repeating schedule: reactive
+// paging (sequential, per op), the predictive plan (an event loop over compute and the two copy
+// engines) and the offline bound. It must not call anything from pages.cc: it reads the
+// AccessModel struct only, so it is tested on hand-built models.
+#include "runtime/simulate.h"
+
+#include <algorithm>
+#include <cmath>
+#include <deque>
+#include <limits>
+#include <queue>
+#include <set>
+#include <utility>
+
+namespace vc {
+
+// Note [Simulator model]
+// Steady state. The window is replayed `repetitions` times and only the last repetition is
+// reported; the earlier ones warm the cache. Before the first, pages of allocations live at the
+// window start are on the host with valid data and nothing is resident. A page created in the
+// window is created again, empty, every repetition (replacing the previous repetition's instance
+// if it was never freed). A page live at the window start and freed in it returns, on the host
+// with valid data, at the start of the next repetition: the model cannot tell which later
+// allocation holds its successor's data, so the planner never fetches it ahead of that return.
+//
+// Data. An access needs a copy in (H2D) only if the page holds data and the access reads it (any
+// role but kWritten); a page created in the window holds none until written. A page written
+// (kWritten, kReadWritten, kUnknown) since its host copy was made is dirty. Freed pages vanish
+// without write-back under both policies; a free is applied when the op before it has ended.
+//
+// Reactive (what unified-memory oversubscription does). Per op, synchronously: evict least
+// recently used pages not used by the op, writing dirty ones back (one D2H batch), then bring in
+// what the op reads (one H2D batch), then compute. The two batches run one after the other.
+//
+// Predictive. A planner walks the accesses in op order, up to one window ahead of the first
+// unfinished op, giving each page a frame: with an H2D copy for data the op reads, a bare frame for
+// data it overwrites or that does not exist yet. A victim must not be needed by any op up to the
+// one being planned (its next use strictly later); among those, the furthest next use goes first
+// (Belady). Dead data (next access overwrites it, or the page is freed first) has no next use, goes
+// first and is never written back; a clean page is dropped; a dirty one is written back on the D2H
+// engine and its frame is reused only when that copy completes. Integrated prefetching and
+// caching: the best victim may be a page of the op now running (or next to run), free only when
+// that op ends. The planner waits for it when the H2D queue would not be idle before then anyway
+// (waiting costs no time and keeps Belady's traffic), and otherwise evicts the furthest-used page
+// it can evict now (Cao et al.'s "aggressive" rule: it may move more, but hides copies behind
+// compute). The walk is strictly in order: a page that cannot be placed stops it until an op ends
+// or a copy completes.
+//
+// Timing. Each engine runs its batches first in, first out; a batch costs latency_s, then its bytes
+// at the rate link_rates() gives (both directions busy share both_bytes_per_s). An op starts when
+// the previous op has ended and all its pages have arrived; the wait is stall. Bytes are counted
+// for the repetition of the op they are moved for, so the last repetition's prefetches issued
+// during the one before count, and prefetches it issues for a following repetition do not.
+//
+// In flight. A page being copied in is never a victim (it is needed before anything being
+// planned). A page being written back that the planner needs again is taken back: it keeps its
+// frame and stays dirty unless no op wrote it before that copy completes. The planner may give a
+// page's frame to the next instance of its allocation ahead of the create, once the old instance's
+// last use has ended (its data is dead); that frame survives the free and the create.
+//
+// Ties. Equal next use: clean before dirty, then lower page index. LRU: the pages of one op are
+// ordered as the op lists them.
+//
+// Bound. H2D bytes: Belady's fetches, the fewest of any policy for pages of one size. D2H bytes:
+// every interval from a write to the next read of that data that a policy does not keep resident
+// costs a write-back; a greedy keeps as many as room (budget less each op's own pages) allows,
+// which is optimal for pages of one size. Each is the least over the repetitions after the first.
+
+namespace {
+
+bool reads(Role role) { return role != Role::kWritten; }
+bool writes(Role role) { return role != Role::kRead; }
+
+// What happens to a page at a boundary between ops.
+enum class Change : uint8_t { kFree, kCreate, kReturn };
+struct Boundary {
+  uint32_t page;
+  Change change;
+};
+
+// Kinds of a page's events in the repeating schedule.
+constexpr uint8_t kEvKill = 0;       // free, create or return: the GPU copy's data ends here
+constexpr uint8_t kEvRead = 1;       // an access that needs the data
+constexpr uint8_t kEvOverwrite = 2;  // an access that overwrites it unread (kWritten)
+
+// The window as a repeating schedule. A key orders events: 2i is the boundary before window op i,
+// 2i+1 op i's accesses; a global key adds 2n per repetition (global op g = rep * n + i has keys 2g
+// and 2g+1). Frees listed after the last op are put at the boundary before op 0 of the next
+// repetition, followed by the return of pages that were live at the window start.
+struct Schedule {
+  uint64_t n = 0;
+  std::vector<uint64_t> page_bytes;
+  std::vector<uint64_t> footprint;  // bytes each window op touches
+  std::vector<uint32_t> bound_first;
+  std::vector<Boundary> bounds;  // before window op i: bounds[bound_first[i] .. bound_first[i+1])
+  std::vector<uint32_t> ev_first, kill_first;  // per page
+  std::vector<uint64_t> ev_key, kill_key;      // window keys, ascending per page
+  std::vector<uint8_t> ev_kind;
+  std::vector<uint8_t> born;     // created in the window
+  std::vector<uint8_t> returns;  // live at the window start, freed in it
+};
+
+// Entries [first[i], first[i+1]) of a per-op list; empty where the index vector is short.
+std::pair<uint32_t, uint32_t> span(const std::vector<uint32_t> &first, size_t i) {
+  if (i + 1 >= first.size()) return {0, 0};
+  return {first[i], first[i + 1]};
+}
+
+// Empty if the model is well formed.
+std::string check_model(const AccessModel &m) {
+  const size_t n = m.op_count(), pages = m.pages.size();
+  for (size_t i = 0; i + 1 < m.op_first.size(); ++i)
+    if (m.op_first[i] > m.op_first[i + 1]) return "op_first is not ascending";
+  if (n && m.op_first.back() > m.acc.size()) return "op_first runs past acc";
+  for (size_t i = 0; n && i < m.op_first.back(); ++i)
+    if (m.acc[i].page >= pages) return "an access names a page that does not exist";
+  auto check_list = [&](const std::vector<uint32_t> &first, const std::vector<uint32_t> &list,
+                        const char *what) -> std::string {
+    for (size_t i = 0; i + 1 < first.size(); ++i) {
+      if (first[i] > first[i + 1] || first[i + 1] > list.size()) return std::string(what) + "_first is malformed";
+      for (uint32_t k = first[i]; k < first[i + 1]; ++k)
+        if (list[k] >= pages) return std::string(what) + " names a page that does not exist";
+    }
+    if (first.size() > n + 2) return std::string(what) + "_first has more than op_count() + 2 entries";
+    return "";
+  };
+  std::string bad = check_list(m.created_first, m.created, "created");
+  return bad.empty() ? check_list(m.freed_first, m.freed, "freed") : bad;
+}
+
+Schedule make_schedule(const AccessModel &m) {
+  Schedule s;
+  s.n = m.op_count();
+  const size_t pages = m.pages.size();
+  s.page_bytes.resize(pages);
+  for (size_t p = 0; p < pages; ++p) s.page_bytes[p] = m.pages[p].bytes;
+  s.born.assign(pages, 0);
+  s.returns.assign(pages, 0);
+  for (size_t i = 0; i <= s.n; ++i) {
+    auto [b, e] = span(m.created_first, i);
+    for (uint32_t k = b; k < e; ++k) s.born[m.created[k]] = 1;
+  }
+  for (size_t i = 0; i <= s.n; ++i) {
+    auto [b, e] = span(m.freed_first, i);
+    for (uint32_t k = b; k < e; ++k)
+      if (!s.born[m.freed[k]]) s.returns[m.freed[k]] = 1;
+  }
+  std::vector<std::vector<std::pair<uint64_t, uint8_t>>> events(pages);
+  s.footprint.assign(s.n, 0);
+  s.bound_first.push_back(0);
+  for (size_t i = 0; i < s.n; ++i) {
+    auto add = [&](uint32_t page, Change change) {
+      s.bounds.push_back({page, change});
+      events[page].push_back({2 * i, kEvKill});
+    };
+    if (i == 0) {
+      auto [b, e] = span(m.freed_first, s.n);
+      for (uint32_t k = b; k < e; ++k) add(m.freed[k], Change::kFree);
+      for (uint32_t p = 0; p < pages; ++p)
+        if (s.returns[p]) add(p, Change::kReturn);
+      auto [cb, ce] = span(m.created_first, s.n);
+      for (uint32_t k = cb; k < ce; ++k) add(m.created[k], Change::kCreate);
+    }
+    auto [fb, fe] = span(m.freed_first, i);
+    for (uint32_t k = fb; k < fe; ++k) add(m.freed[k], Change::kFree);
+    auto [cb, ce] = span(m.created_first, i);
+    for (uint32_t k = cb; k < ce; ++k) add(m.created[k], Change::kCreate);
+    s.bound_first.push_back(uint32_t(s.bounds.size()));
+    for (uint32_t k = m.op_first[i]; k < m.op_first[i + 1]; ++k) {
+      const PageAccess &a = m.acc[k];
+      events[a.page].push_back({2 * i + 1, reads(a.role) ? kEvRead : kEvOverwrite});
+      s.footprint[i] += s.page_bytes[a.page];
+    }
+  }
+  s.ev_first.push_back(0);
+  s.kill_first.push_back(0);
+  for (size_t p = 0; p < pages; ++p) {
+    for (auto [key, kind] : events[p]) {  // built in key order
+      s.ev_key.push_back(key);
+      s.ev_kind.push_back(kind);
+      if (kind == kEvKill) s.kill_key.push_back(key);
+    }
+    s.ev_first.push_back(uint32_t(s.ev_key.size()));
+    s.kill_first.push_back(uint32_t(s.kill_key.size()));
+  }
+  return s;
+}
+
+// First key >= g (global) among the window keys [b, e) repeated every 2n; kNever if none.
+uint64_t next_key(const std::vector<uint64_t> &keys, uint32_t b, uint32_t e, uint64_t period, uint64_t g,
+                  uint32_t *index) {
+  if (b == e) return kNever;
+  const uint64_t base = g / period * period;
+  auto it = std::lower_bound(keys.begin() + b, keys.begin() + e, g - base);
+  if (it == keys.begin() + e) {
+    *index = b;
+    return base + period + keys[b];
+  }
+  *index = uint32_t(it - keys.begin());
+  return base + *it;
+}
+
+// Global op of the next access at or after global key g that needs the page's present data, or
+// kNever if the data is dead (the page is overwritten unread or freed first, or never used again).
+uint64_t next_need(const Schedule &s, uint32_t page, uint64_t g) {
+  uint32_t at = 0;
+  uint64_t key = next_key(s.ev_key, s.ev_first[page], s.ev_first[page + 1], 2 * s.n, g, &at);
+  if (key == kNever || s.ev_kind[at] != kEvRead) return kNever;
+  return key / 2;
+}
+
+// Eviction priority of a page after global key g: its next need, or kNever (evict first, save
+// nothing) when it holds no data, such as a page created and not yet written.
+uint64_t keep_until(const Schedule &s, uint32_t page, bool has_data, uint64_t g) {
+  return has_data ? next_need(s, page, g) : kNever;
+}
+
+// Global key of the next free, create or return at or after global key g; kNever if none.
+uint64_t next_kill(const Schedule &s, uint32_t page, uint64_t g) {
+  uint32_t at = 0;
+  return next_key(s.kill_key, s.kill_first[page], s.kill_first[page + 1], 2 * s.n, g, &at);
+}
+
+double sum_seconds(const std::vector<double> &secs) {
+  double total = 0;
+  for (double t : secs) total += t;
+  return total;
+}
+
+// Shared checks; an empty string means the replay can run.
+std::string check_config(const AccessModel &m, const Schedule &s, const SimConfig &c) {
+  if (!c.op_seconds.empty() && c.op_seconds.size() != s.n)
+    return "op_seconds has " + std::to_string(c.op_seconds.size()) + " entries for " + std::to_string(s.n) + " ops";
+  for (double t : c.op_seconds)
+    if (!(t >= 0) || !std::isfinite(t)) return "op_seconds holds a negative or non-finite time";
+  const LinkModel &l = c.link;
+  if (!(l.h2d_bytes_per_s > 0) || !(l.d2h_bytes_per_s > 0) || !(l.both_bytes_per_s > 0) || !(l.latency_s >= 0) ||
+      !std::isfinite(l.latency_s))
+    return "link rates must be positive and latency non-negative";
+  for (size_t i = 0; i < s.n; ++i)
+    if (s.footprint[i] > c.budget_bytes)
+      return "budget of " + std::to_string(c.budget_bytes) + " bytes is below the " +
+             std::to_string(s.footprint[i]) + " bytes op " + std::to_string(m.op_begin + i) + " touches";
+  return "";
+}
+
+// Data state of a page, common to every replay.
+struct Data {
+  bool exists = false, has_data = false, dirty = false;
+};
+
+void init_data(const Schedule &s, std::vector<Data> *data) {
+  data->assign(s.page_bytes.size(), Data{});
+  for (size_t p = 0; p < data->size(); ++p) {
+    (*data)[p].exists = !s.born[p];
+    (*data)[p].has_data = !s.born[p];  // on the host, valid (Note [Simulator model])
+  }
+}
+
+void apply_change(Change change, Data *d) {
+  switch (change) {
+    case Change::kFree: *d = Data{}; break;
+    case Change::kCreate: *d = Data{true, false, false}; break;
+    case Change::kReturn:
+      if (!d->exists) *d = Data{true, true, false};
+      break;
+  }
+}
+
+// An op's access, after which the page holds data if the op wrote it.
+void touch(Role role, Data *d) {
+  if (!d->exists) *d = Data{true, false, false};  // used without a create: empty
+  if (writes(role)) d->has_data = d->dirty = true;
+}
+
+// ---- Reactive paging ----
+
+SimResult run_reactive(const AccessModel &m, const Schedule &s, const SimConfig &c, int reps) {
+  SimResult r;
+  const LinkModel &l = c.link;
+  std::vector<Data> data;
+  init_data(s, &data);
+  std::vector<uint8_t> resident(data.size(), 0);
+  std::vector<uint64_t> stamp(data.size(), 0);
+  std::set<std::pair<uint64_t, uint32_t>> lru;  // resident pages by last use, oldest first
+  uint64_t clock = 0, held = 0;
+  const uint64_t total = s.n * uint64_t(reps), last_first = s.n * uint64_t(reps - 1);
+  for (uint64_t g = 0; g < total; ++g) {
+    const size_t i = g % s.n;
+    const bool last = g >= last_first;
+    for (uint32_t k = s.bound_first[i]; k < s.bound_first[i + 1]; ++k) {
+      const Boundary &b = s.bounds[k];
+      if (resident[b.page]) {
+        lru.erase({stamp[b.page], b.page});
+        resident[b.page] = 0;
+        held -= s.page_bytes[b.page];
+      }
+      apply_change(b.change, &data[b.page]);
+    }
+    // The op's resident pages become the most recent, so eviction from the old end never reaches
+    // them: the op fits (checked), so the other pages always free enough.
+    const uint64_t op_clock = clock + 1;
+    uint64_t need = 0, h2d = 0, d2h = 0;
+    for (uint32_t k = m.op_first[i]; k < m.op_first[i + 1]; ++k) {
+      const uint32_t p = m.acc[k].page;
+      if (!resident[p]) {
+        need += s.page_bytes[p];
+        continue;
+      }
+      lru.erase({stamp[p], p});
+      stamp[p] = ++clock;
+      lru.insert({stamp[p], p});
+    }
+    while (c.budget_bytes - held < need && !lru.empty() && lru.begin()->first < op_clock) {
+      const uint32_t q = lru.begin()->second;
+      lru.erase(lru.begin());
+      resident[q] = 0;
+      held -= s.page_bytes[q];
+      if (data[q].dirty) {
+        d2h += s.page_bytes[q];
+        data[q].dirty = false;  // the host copy is current again
+      }
+    }
+    for (uint32_t k = m.op_first[i]; k < m.op_first[i + 1]; ++k) {
+      const PageAccess &a = m.acc[k];
+      if (!resident[a.page]) {
+        if (data[a.page].has_data && reads(a.role)) h2d += s.page_bytes[a.page];
+        resident[a.page] = 1;
+        held += s.page_bytes[a.page];
+        stamp[a.page] = ++clock;
+        lru.insert({stamp[a.page], a.page});
+      }
+      touch(a.role, &data[a.page]);
+    }
+    double stall = 0;
+    if (d2h) stall += l.latency_s + double(d2h) / l.d2h_bytes_per_s;
+    if (h2d) stall += l.latency_s + double(h2d) / l.h2d_bytes_per_s;
+    if (last) {
+      r.h2d_bytes += h2d;
+      r.d2h_bytes += d2h;
+      r.stall_s += stall;
+      r.peak_resident = std::max(r.peak_resident, held);
+      r.resident_after_op.push_back(held);
+    }
+  }
+  return r;
+}
+
+// ---- Predictive paging ----
+
+class Planner {
+ public:
+  Planner(const AccessModel &m, const Schedule &s, const SimConfig &c, int reps)
+      : m_(m), s_(s), c_(c), l_(c.link), total_(s.n * uint64_t(reps)), last_first_(s.n * uint64_t(reps - 1)) {
+    std::vector<Data> data;
+    init_data(s, &data);
+    pages_.resize(data.size());
+    for (size_t p = 0; p < data.size(); ++p) pages_[p].data = data[p];
+    h2d_.latency = d2h_.latency = l_.latency_s;
+    h2d_.own_rate = l_.h2d_bytes_per_s;
+    d2h_.own_rate = l_.d2h_bytes_per_s;
+    if (!c.op_seconds.empty()) {
+      prefix_s_.assign(1, 0);
+      for (double t : c.op_seconds) prefix_s_.push_back(prefix_s_.back() + t);
+    }
+  }
+
+  SimResult run() {
+    tracking_ = last_first_ == 0;
+    boundary(0);
+    // Each turn either ends or starts an op, or lets time pass to the next event; the bound only
+    // turns a modelling bug into a reported failure instead of a hang.
+    const uint64_t limit = 64 * (total_ + uint64_t(m_.acc.size()) * (total_ / std::max<uint64_t>(s_.n, 1))) + 1024;
+    uint64_t turns = 0;
+    while (P_ < total_) {
+      if (++turns > limit) return fail("planner made no progress (internal error)");
+      if (running_ && op_end_ <= now_) {
+        finish_op();
+        continue;
+      }
+      if (!running_ && can_start()) {
+        start_op();
+        continue;
+      }
+      walk();
+      start_engine(&h2d_);
+      start_engine(&d2h_);
+      if (!running_ && can_start()) continue;
+      if (!advance()) return fail("planner stuck with nothing in flight (internal error)");
+    }
+    result_.stall_s = stall_;
+    return result_;
+  }
+
+ private:
+  enum Frame : uint8_t { kNone, kArriving, kResident, kWriting };
+  enum Status : uint8_t { kActive, kRescued, kOrphan };
+  struct Cand {
+    uint64_t key;  // global op of the next need, kNever = dead
+    bool clean;
+    uint32_t page, stamp;
+    uint64_t op;  // placed pages (placed_): the op the page is placed for
+    // Heap order: furthest next use, then clean, then lower page index.
+    bool operator<(const Cand &o) const {
+      if (key != o.key) return key < o.key;
+      if (clean != o.clean) return !clean;
+      return page > o.page;
+    }
+  };
+  struct Page {
+    Data data;
+    Frame frame = kNone;
+    uint64_t placed_for = kNever;     // latest global op the planner placed this page for
+    uint64_t reserved_from = kNever;  // frame given to the instance first used at this op
+    uint32_t stamp = 0;               // bumped to invalidate heap entries
+    uint32_t xfer = 0;                // in-flight copy: index into items_ + 1, 0 = none
+    uint64_t epoch = 0;               // count of writes, to tell whether a write-back is current
+    Cand placed{0, false, 0, 0, kNever};  // its entry in placed_, op kNever = none
+  };
+  struct Item {
+    uint32_t page;
+    uint64_t bytes, epoch;
+    Status status;
+  };
+  struct Batch {
+    uint64_t op = 0, bytes = 0;  // global op the copy is for
+    std::vector<uint32_t> items;
+  };
+  struct Engine {
+    std::deque<Batch> queue;
+    double queued_s = 0;  // latency + bytes at own rate of every queued batch
+    bool busy = false;
+    Batch cur;
+    double latency_left = 0, bytes_left = 0;
+    double latency = 0, own_rate = 1;
+    double batch_s(const Batch &b) const { return latency + double(b.bytes) / own_rate; }
+    double left_s() const { return busy ? latency_left + bytes_left / own_rate : 0; }
+  };
+
+  SimResult fail(const std::string &why) {
+    SimResult r;
+    r.feasible = false;
+    r.why = why;
+    return r;
+  }
+
+  uint64_t bytes(uint32_t p) const { return s_.page_bytes[p]; }
+  double op_seconds(uint64_t g) const { return c_.op_seconds.empty() ? 0 : c_.op_seconds[g % s_.n]; }
+  std::pair<uint32_t, uint32_t> accesses(uint64_t g) const {
+    return {m_.op_first[g % s_.n], m_.op_first[g % s_.n + 1]};
+  }
+  bool needed_by_unfinished(const Page &pg) const { return pg.placed_for != kNever && pg.placed_for >= P_; }
+
+  void grow(uint64_t b) {
+    held_ += b;
+    if (tracking_) result_.peak_resident = std::max(result_.peak_resident, held_);
+  }
+
+  void release(uint32_t p) {
+    Page &pg = pages_[p];
+    switch (pg.frame) {
+      case kResident:
+        held_ -= bytes(p);
+        pg.stamp++;
+        break;
+      case kArriving:
+      case kWriting:  // the frame is freed when the copy completes
+        items_[pg.xfer - 1].status = kOrphan;
+        pg.xfer = 0;
+        break;
+      case kNone: break;
+    }
+    pg.frame = kNone;
+  }
+
+  // Frees, creates and returns before global op g; P_ == g, op g - 1 has ended.
+  void boundary(uint64_t g) {
+    const size_t i = g % s_.n;
+    for (uint32_t k = s_.bound_first[i]; k < s_.bound_first[i + 1]; ++k) {
+      const Boundary &b = s_.bounds[k];
+      Page &pg = pages_[b.page];
+      // A frame the planner gave to a later instance survives (Note [Simulator model], in flight).
+      if (!(pg.reserved_from != kNever && pg.reserved_from >= g)) release(b.page);
+      apply_change(b.change, &pg.data);
+    }
+  }
+  bool can_start() const {
+    if (walk_op_ <= P_) return false;
+    auto [b, e] = accesses(P_);
+    for (uint32_t k = b; k < e; ++k)
+      if (pages_[m_.acc[k].page].frame != kResident) return false;
+    return true;
+  }
+
+  void start_op() {
+    if (P_ >= last_first_) stall_ += now_ - prev_end_;
+    running_ = true;
+    op_end_ = now_ + op_seconds(P_);
+    auto [b, e] = accesses(P_);
+    for (uint32_t k = b; k < e; ++k) {
+      const PageAccess &a = m_.acc[k];
+      Page &pg = pages_[a.page];
+      pg.stamp++;
+      if (pg.reserved_from <= P_) pg.reserved_from = kNever;
+      touch(a.role, &pg.data);
+      if (writes(a.role)) pg.epoch++;
+    }
+  }
+
+  void finish_op() {
+    running_ = false;
+    prev_end_ = op_end_;
+    if (P_ >= last_first_) result_.resident_after_op.push_back(held_);
+    auto [b, e] = accesses(P_);
+    for (uint32_t k = b; k < e; ++k) {
+      const uint32_t p = m_.acc[k].page;
+      Page &pg = pages_[p];
+      if (pg.placed_for == P_) unplace(p);
+      if (pg.frame != kResident) continue;
+      heap_.push(Cand{keep_until(s_, p, pg.data.has_data, 2 * P_ + 2), !pg.data.dirty, p, pg.stamp, 0});
+    }
+    P_++;
+    if (P_ == last_first_) {
+      tracking_ = true;
+      result_.peak_resident = held_;
+    }
+    if (P_ < total_) boundary(P_);
+  }
+
+  // ---- The planner's walk ----
+
+  void walk() {
+    while (walk_op_ < P_ + s_.n) {  // at most one window ahead
+      auto [b, e] = accesses(walk_op_);
+      make_room_for_op(b + walk_idx_, e, walk_op_);
+      for (; b + walk_idx_ < e; ++walk_idx_) {
+        const PageAccess &a = m_.acc[b + walk_idx_];
+        if (!place(a.page, a.role, walk_op_)) {
+          flush();
+          return;
+        }
+      }
+      flush();
+      walk_op_++;
+      walk_idx_ = 0;
+    }
+  }
+
+  // Evicts for all of op j's pages still without a frame (accesses [b, e)) at once, so that their
+  // write-backs go in one batch and overlap, rather than one page's eviction waiting for the last.
+  void make_room_for_op(uint32_t b, uint32_t e, uint64_t j) {
+    uint64_t need = 0;
+    bool fetch = false;
+    for (uint32_t k = b; k < e; ++k) {
+      const PageAccess &a = m_.acc[k];
+      const Page &pg = pages_[a.page];
+      if (pg.frame != kNone || pg.reserved_from != kNever) continue;
+      need += bytes(a.page);
+      fetch = fetch || (pg.data.has_data && reads(a.role));
+    }
+    if (need) room(need, j, fetch);
+  }
+
+  // Gives page p a frame for its access at global op j; false if it must wait.
+  bool place(uint32_t p, Role role, uint64_t j) {
+    Page &pg = pages_[p];
+    const bool crosses = next_kill(s_, p, 2 * P_ + 2) < 2 * j + 1;
+    if (pg.reserved_from != kNever) {
+      // The frame already belongs to a later instance; is this access in that instance?
+      if (next_kill(s_, p, 2 * pg.reserved_from + 2) < 2 * j + 1) return false;
+      placed(p, role, j);
+      return true;
+    }
+    if (!crosses) {
+      switch (pg.frame) {
+        case kResident:
+        case kArriving: break;
+        case kWriting:  // needed again: take it back, it keeps its frame
+          items_[pg.xfer - 1].status = kRescued;
+          writing_ -= bytes(p);
+          pg.xfer = 0;
+          pg.frame = kResident;
+          break;
+        case kNone:
+          const bool fetch = pg.data.has_data && reads(role);
+          if (!room(bytes(p), j, fetch)) return false;
+          allocate(p, fetch, j);
+          break;
+      }
+      placed(p, role, j);
+      return true;
+    }
+    // A free or create comes first: the access finds a new, empty instance. A page that returns
+    // with host data is never fetched ahead of its return.
+    if (s_.returns[p]) return false;
+    if (pg.frame == kNone) {
+      if (!room(bytes(p), j, false)) return false;
+      allocate(p, false, j);
+    } else if (pg.frame == kResident && !needed_by_unfinished(pg)) {
+      pg.stamp++;  // the old instance's data is dead: reuse its frame, no write-back
+    } else {
+      return false;
+    }
+    pg.data.has_data = pg.data.dirty = false;
+    pg.reserved_from = j;
+    placed(p, role, j);
+    return true;
+  }
+
+  // Page p now has its frame for op j. Until j ends it is no victim, but the planner may choose to
+  // wait for it (best_deferred) when it is not needed again soon after.
+  void placed(uint32_t p, Role role, uint64_t j) {
+    Page &pg = pages_[p];
+    unplace(p);
+    pg.placed_for = j;
+    // Data it may hold after j: any now, or what j writes (writes in between not looked for).
+    const bool has_data = pg.data.has_data || writes(role);
+    pg.placed = Cand{keep_until(s_, p, has_data, 2 * j + 2), !pg.data.dirty && !writes(role), p, 0, j};
+    placed_.insert(pg.placed);
+  }
+  void unplace(uint32_t p) {
+    Page &pg = pages_[p];
+    if (pg.placed.op == kNever) return;
+    placed_.erase(pg.placed);
+    pg.placed.op = kNever;
+  }
+
+  void allocate(uint32_t p, bool fetch, uint64_t j) {
+    Page &pg = pages_[p];
+    grow(bytes(p));
+    if (!fetch) {
+      pg.frame = kResident;
+      return;
+    }
+    items_.push_back(Item{p, bytes(p), 0, kActive});
+    pg.xfer = uint32_t(items_.size());
+    pg.frame = kArriving;
+    pending_h2d_.op = j;
+    pending_h2d_.bytes += bytes(p);
+    pending_h2d_.items.push_back(pg.xfer - 1);
+  }
+
+  // Makes `need` bytes free for a page used at global op j (copied in if `fetch`); false if the
+  // planner must wait.
+  bool room(uint64_t need, uint64_t j, bool fetch) {
+    while (held_ + need > c_.budget_bytes) {
+      if (held_ - writing_ + need <= c_.budget_bytes) return false;  // write-backs will free enough
+      Cand ready{}, deferred{};
+      const bool have_ready = top_ready(j, &ready);
+      const bool have_deferred = best_deferred(j, &deferred);
+      if (have_deferred && (!have_ready || ready < deferred)) {
+        if (!have_ready || waiting_is_free(deferred, need, fetch, j)) return false;
+      }
+      if (!have_ready) return false;
+      heap_.pop();
+      evict(ready.page, ready.key, j);
+    }
+    return true;
+  }
+
+  // The best page that can be evicted now for a use at j (next use later than j), left on the heap.
+  bool top_ready(uint64_t j, Cand *out) {
+    while (!heap_.empty()) {
+      const Cand &top = heap_.top();
+      const Page &pg = pages_[top.page];
+      if (pg.stamp != top.stamp || pg.frame != kResident || needed_by_unfinished(pg) || pg.reserved_from != kNever) {
+        heap_.pop();  // stale: evicted, freed, used again or placed again since it was pushed
+        continue;
+      }
+      if (top.key <= j) return false;
+      *out = top;
+      return true;
+    }
+    return false;
+  }
+
+  // The best page placed for an op before j and not needed again up to j: its frame is free once
+  // that op ends. Only the pages placed for j itself are skipped on the way down.
+  bool best_deferred(uint64_t j, Cand *out) const {
+    for (auto it = placed_.rbegin(); it != placed_.rend(); ++it) {
+      if (it->key <= j) return false;
+      if (it->op >= j) continue;
+      *out = *it;
+      return true;
+    }
+    return false;
+  }
+
+  // Whether evicting `victim` once the op it is placed for ends, instead of a worse victim now,
+  // costs no time: the copy for op j would not start earlier anyway (the H2D queue is busy until
+  // the frame is free), or it would still be done when op j can start at the earliest (compute
+  // only, stalls not counted). Estimates use each engine's own rate.
+  bool waiting_is_free(const Cand &victim, uint64_t need, bool fetch, uint64_t j) const {
+    const double p_end = end_of_first_op(), idle = h2d_idle_at();
+    double frame_at = p_end + compute_between(P_ + 1, victim.op + 1);
+    if (victim.key != kNever && !victim.clean)
+      frame_at = std::max(frame_at, idle_at(d2h_, pending_d2h_)) + d2h_.latency +
+                 double(bytes(victim.page)) / d2h_.own_rate;
+    if (frame_at <= idle) return true;
+    const double arrive = fetch ? frame_at + h2d_.latency + double(need) / h2d_.own_rate : frame_at;
+    return arrive <= p_end + compute_between(P_ + 1, j);
+  }
+
+  // Seconds of compute of global ops [a, b).
+  double compute_between(uint64_t a, uint64_t b) const { return cum_seconds(b) - cum_seconds(a); }
+  double cum_seconds(uint64_t g) const {
+    return prefix_s_.empty() ? 0 : double(g / s_.n) * prefix_s_.back() + prefix_s_[g % s_.n];
+  }
+
+  // Estimated end of op P_, from the H2D queue (own rate, no sharing) if it has not started.
+  double end_of_first_op() const {
+    if (running_) return op_end_;
+    double t = now_;
+    if (h2d_.busy && h2d_.cur.op <= P_) t += h2d_.left_s();
+    for (const Batch &b : h2d_.queue) {
+      if (b.op > P_) break;
+      t += h2d_.batch_s(b);
+    }
+    return t + op_seconds(P_);
+  }
+
+  // When an engine will have done what is queued on it and what the walk has yet to queue.
+  double idle_at(const Engine &e, const Batch &pending) const {
+    double t = now_ + e.left_s() + e.queued_s;
+    if (!pending.items.empty()) t += e.batch_s(pending);
+    return t;
+  }
+  double h2d_idle_at() const { return idle_at(h2d_, pending_h2d_); }
+
+  void evict(uint32_t q, uint64_t key, uint64_t j) {
+    Page &pg = pages_[q];
+    pg.stamp++;
+    if (key == kNever || !pg.data.dirty) {
+      if (key == kNever) pg.data.has_data = pg.data.dirty = false;  // dead: dropped unsaved
+      pg.frame = kNone;
+      held_ -= bytes(q);
+      return;
+    }
+    items_.push_back(Item{q, bytes(q), pg.epoch, kActive});
+    pg.xfer = uint32_t(items_.size());
+    pg.frame = kWriting;
+    writing_ += bytes(q);
+    pending_d2h_.op = j;
+    pending_d2h_.bytes += bytes(q);
+    pending_d2h_.items.push_back(pg.xfer - 1);
+  }
+
+  // Queues what the walk has placed for the current op: one batch per direction.
+  void flush() {
+    enqueue(&d2h_, &pending_d2h_, &result_.d2h_bytes);
+    enqueue(&h2d_, &pending_h2d_, &result_.h2d_bytes);
+  }
+  void enqueue(Engine *e, Batch *pending, uint64_t *counter) {
+    if (pending->items.empty()) return;
+    if (pending->op >= last_first_ && pending->op < total_) *counter += pending->bytes;
+    e->queued_s += e->batch_s(*pending);
+    e->queue.push_back(std::move(*pending));
+    *pending = Batch{};
+  }
+
+  void start_engine(Engine *e) {
+    if (e->busy || e->queue.empty()) return;
+    e->cur = std::move(e->queue.front());
+    e->queue.pop_front();
+    e->queued_s = e->queue.empty() ? 0 : std::max(0.0, e->queued_s - e->batch_s(e->cur));
+    e->busy = true;
+    e->latency_left = e->latency;
+    e->bytes_left = double(e->cur.bytes);
+  }
+
+  // Moves time to the next op end or copy event; false if nothing is pending.
+  bool advance() {
+    const double inf = std::numeric_limits<double>::infinity();
+    const LinkRates rates = link_rates(l_, h2d_.busy && h2d_.latency_left <= 0, d2h_.busy && d2h_.latency_left <= 0);
+    auto event_at = [&](const Engine &e, double rate) {
+      if (!e.busy) return inf;
+      return now_ + (e.latency_left > 0 ? e.latency_left : e.bytes_left / rate);
+    };
+    const double th = event_at(h2d_, rates.h2d), td = event_at(d2h_, rates.d2h);
+    const double next = std::min({running_ ? op_end_ : inf, th, td});
+    if (next == inf) return false;
+    const double dt = next - now_;
+    auto move = [&](Engine &e, double rate, double at) {
+      if (!e.busy) return;
+      const bool hit = at <= next;  // the event being reached: land on it exactly
+      if (e.latency_left > 0)
+        e.latency_left = hit ? 0 : std::max(0.0, e.latency_left - dt);
+      else
+        e.bytes_left = hit ? 0 : std::max(0.0, e.bytes_left - rate * dt);
+    };
+    move(h2d_, rates.h2d, th);
+    move(d2h_, rates.d2h, td);
+    now_ = next;
+    if (h2d_.busy && h2d_.latency_left <= 0 && h2d_.bytes_left < 1e-3) arrived();
+    if (d2h_.busy && d2h_.latency_left <= 0 && d2h_.bytes_left < 1e-3) written();
+    return true;
+  }
+
+  void arrived() {
+    h2d_.busy = false;
+    for (uint32_t id : h2d_.cur.items) {
+      Item &it = items_[id];
+      if (it.status == kOrphan) {
+        held_ -= it.bytes;
+        continue;
+      }
+      Page &pg = pages_[it.page];
+      pg.frame = kResident;
+      pg.xfer = 0;
+    }
+  }
+
+  void written() {
+    d2h_.busy = false;
+    for (uint32_t id : d2h_.cur.items) {
+      Item &it = items_[id];
+      Page &pg = pages_[it.page];
+      if (it.status == kOrphan) {
+        held_ -= it.bytes;
+        writing_ -= it.bytes;
+      } else if (it.status == kRescued) {
+        if (pg.frame == kResident && pg.epoch == it.epoch) pg.data.dirty = false;
+      } else {
+        pg.frame = kNone;
+        pg.xfer = 0;
+        pg.data.dirty = false;  // the host copy is current
+        held_ -= it.bytes;
+        writing_ -= it.bytes;
+      }
+    }
+  }
+
+  const AccessModel &m_;
+  const Schedule &s_;
+  const SimConfig &c_;
+  const LinkModel &l_;
+  const uint64_t total_, last_first_;  // global ops replayed; first op of the last repetition
+  std::vector<double> prefix_s_;  // compute of window ops [0, i); empty when every op takes 0 s
+  std::vector<Page> pages_;
+  std::vector<Item> items_;
+  std::priority_queue<Cand> heap_;  // eviction candidates, pushed as ops end
+  std::set<Cand> placed_;           // pages placed for unfinished ops, by next need after that op
+  Engine h2d_, d2h_;
+  Batch pending_h2d_, pending_d2h_;
+  uint64_t held_ = 0;     // bytes of frames in use: resident, arriving or being written back
+  uint64_t writing_ = 0;  // bytes of frames freed when their write-back completes
+  uint64_t P_ = 0;        // first unfinished global op
+  uint64_t walk_op_ = 0, walk_idx_ = 0;
+  bool running_ = false, tracking_ = false;
+  double now_ = 0, op_end_ = 0, prev_end_ = 0, stall_ = 0;
+  SimResult result_;
+};
+
+// ---- Bound ----
+
+// Belady's H2D bytes per repetition: demand fetches, furthest next need evicted first.
+std::vector<uint64_t> belady_h2d(const AccessModel &m, const Schedule &s, uint64_t budget, int reps) {
+  std::vector<uint64_t> per_rep(reps, 0);
+  std::vector<Data> data;
+  init_data(s, &data);
+  std::vector<uint8_t> resident(data.size(), 0);
+  std::vector<uint64_t> key(data.size(), 0);
+  std::set<std::pair<uint64_t, uint32_t>> cands;  // resident pages outside the current op
+  uint64_t held = 0;
+  for (uint64_t g = 0; g < s.n * uint64_t(reps); ++g) {
+    const size_t i = g % s.n;
+    for (uint32_t k = s.bound_first[i]; k < s.bound_first[i + 1]; ++k) {
+      const Boundary &b = s.bounds[k];
+      if (resident[b.page]) {
+        cands.erase({key[b.page], b.page});
+        resident[b.page] = 0;
+        held -= s.page_bytes[b.page];
+      }
+      apply_change(b.change, &data[b.page]);
+    }
+    uint64_t need = 0;
+    for (uint32_t k = m.op_first[i]; k < m.op_first[i + 1]; ++k) {
+      const uint32_t p = m.acc[k].page;
+      if (resident[p])
+        cands.erase({key[p], p});
+      else
+        need += s.page_bytes[p];
+    }
+    while (held + need > budget && !cands.empty()) {
+      auto it = std::prev(cands.end());
+      const uint32_t q = it->second;
+      if (it->first == kNever) data[q].has_data = data[q].dirty = false;
+      cands.erase(it);
+      resident[q] = 0;
+      held -= s.page_bytes[q];
+    }
+    for (uint32_t k = m.op_first[i]; k < m.op_first[i + 1]; ++k) {
+      const PageAccess &a = m.acc[k];
+      if (!resident[a.page]) {
+        if (data[a.page].has_data && reads(a.role)) per_rep[g / s.n] += s.page_bytes[a.page];
+        resident[a.page] = 1;
+        held += s.page_bytes[a.page];
+      }
+      touch(a.role, &data[a.page]);
+    }
+    for (uint32_t k = m.op_first[i]; k < m.op_first[i + 1]; ++k) {
+      const uint32_t p = m.acc[k].page;
+      key[p] = keep_until(s, p, data[p].has_data, 2 * g + 2);
+      cands.insert({key[p], p});
+    }
+  }
+  return per_rep;
+}
+
+// Fewest write-back bytes per repetition: each interval from a write to the next read of that data
+// either stays resident throughout or costs one write-back (Note [Simulator model], Bound).
+std::vector<uint64_t> least_d2h(const AccessModel &m, const Schedule &s, uint64_t budget, int reps) {
+  struct Gap {
+    uint64_t end;  // global op of the read
+    uint32_t page;
+    int rep;  // repetition of the write
+    bool operator<(const Gap &o) const { return end != o.end ? end < o.end : page < o.page; }
+  };
+  std::vector<uint64_t> per_rep(reps, 0);
+  std::set<Gap> kept;
+  uint64_t kept_bytes = 0;
+  for (uint64_t g = 0; g < s.n * uint64_t(reps); ++g) {
+    const size_t i = g % s.n;
+    while (!kept.empty() && kept.begin()->end == g) {  // read now: the op's own page from here
+      kept_bytes -= s.page_bytes[kept.begin()->page];
+      kept.erase(kept.begin());
+    }
+    const uint64_t room = budget - s.footprint[i];
+    while (kept_bytes > room) {
+      auto it = std::prev(kept.end());
+      per_rep[it->rep] += s.page_bytes[it->page];
+      kept_bytes -= s.page_bytes[it->page];
+      kept.erase(it);
+    }
+    for (uint32_t k = m.op_first[i]; k < m.op_first[i + 1]; ++k) {
+      const PageAccess &a = m.acc[k];
+      if (!writes(a.role)) continue;
+      const uint64_t end = next_need(s, a.page, 2 * g + 2);
+      if (end == kNever) continue;
+      kept.insert(Gap{end, a.page, int(g / s.n)});
+      kept_bytes += s.page_bytes[a.page];
+    }
+  }
+  return per_rep;
+}
+
+uint64_t least_warm(const std::vector<uint64_t> &per_rep) {
+  if (per_rep.size() == 1) return per_rep[0];
+  return *std::min_element(per_rep.begin() + 1, per_rep.end());
+}
+
+}  // namespace
+
+LinkRates link_rates(const LinkModel &link, bool h2d_active, bool d2h_active) {
+  LinkRates r;
+  if (h2d_active && d2h_active) {
+    const double half = link.both_bytes_per_s / 2;
+    r.h2d = std::min(link.h2d_bytes_per_s, half);
+    r.d2h = std::min(link.d2h_bytes_per_s, half);
+    // A direction held below its half by its own rate leaves the rest to the other.
+    r.h2d = std::min(link.h2d_bytes_per_s, link.both_bytes_per_s - r.d2h);
+    r.d2h = std::min(link.d2h_bytes_per_s, link.both_bytes_per_s - r.h2d);
+  } else {
+    if (h2d_active) r.h2d = link.h2d_bytes_per_s;
+    if (d2h_active) r.d2h = link.d2h_bytes_per_s;
+  }
+  return r;
+}
+
+const char *policy_name(Policy policy) {
+  switch (policy) {
+    case Policy::kReactive: return "reactive";
+    case Policy::kPredictive: return "predictive";
+  }
+  return "unknown";
+}
+
+SimResult simulate(const AccessModel &model, const SimConfig &config) {
+  SimResult r;
+  std::string bad = check_model(model);
+  if (bad.empty()) {
+    const Schedule s = make_schedule(model);
+    bad = check_config(model, s, config);
+    if (bad.empty()) {
+      if (s.n == 0) return r;
+      const int reps = std::max(1, config.repetitions);
+      r = config.policy == Policy::kReactive ? run_reactive(model, s, config, reps)
+                                             : Planner(model, s, config, reps).run();
+      if (r.feasible) {
+        r.compute_s = sum_seconds(config.op_seconds);
+        r.step_s = r.compute_s + r.stall_s;
+      }
+      return r;
+    }
+  }
+  r.feasible = false;
+  r.why = bad;
+  return r;
+}
+
+Bound lower_bound(const AccessModel &model, const SimConfig &config) {
+  Bound b;
+  std::string bad = check_model(model);
+  if (bad.empty()) {
+    const Schedule s = make_schedule(model);
+    bad = check_config(model, s, config);
+    if (bad.empty()) {
+      b.compute_s = b.bound_s = sum_seconds(config.op_seconds);
+      if (s.n == 0) return b;
+      const int reps = std::max(1, config.repetitions);
+      b.h2d_bytes = least_warm(belady_h2d(model, s, config.budget_bytes, reps));
+      b.d2h_bytes = least_warm(least_d2h(model, s, config.budget_bytes, reps));
+      const LinkModel &l = config.link;
+      b.traffic_s = std::max({double(b.h2d_bytes) / l.h2d_bytes_per_s, double(b.d2h_bytes) / l.d2h_bytes_per_s,
+                              double(b.h2d_bytes + b.d2h_bytes) / l.both_bytes_per_s});
+      b.bound_s = std::max(b.compute_s, b.traffic_s);
+      return b;
+    }
+  }
+  b.feasible = false;
+  b.why = bad;
+  return b;
+}
+
+}  // namespace vc

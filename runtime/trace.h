@@ -1,0 +1,85 @@
+// The access trace: what `vramcache profile` records and every analysis reads (iterations, pages
+// and reuse distances, the simulator, the report). Plain data in launch order; the file format
+// (profiler/FORMAT.md) is written and read by trace_io.h. No CUDA here: addresses are uint64_t,
+// streams opaque ids, times nanoseconds.
+//
+// Glossary
+//   op      one thing the program enqueued, in the order its host thread issued it: a kernel launch,
+//           a kernel run by a graph launch, a copy, a memset, or a host synchronization.
+//   ref     one memory range an op touches: an allocation, an offset in it and, when an API says
+//           so (GEMM operands, copies, memsets), an exact extent and role. A kernel-parameter
+//           pointer has no extent (bytes = 0) and no known role.
+//   seq     an op index. An allocation made between ops k-1 and k has alloc_seq = k; one freed
+//           there has free_seq = k; kNever if it outlived the trace.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "runtime/alloc_map.h"
+
+namespace vc {
+
+constexpr uint64_t kNever = ~uint64_t(0);
+
+enum class Role : uint8_t { kUnknown = 0, kRead = 1, kWritten = 2, kReadWritten = 3 };
+const char *role_name(Role role);
+
+enum class OpKind : uint8_t { kKernel = 0, kGraphKernel = 1, kCopy = 2, kSet = 3, kSync = 4 };
+const char *op_kind_name(OpKind kind);
+
+enum OpFlags : uint32_t {
+  kOpDecoded = 1u << 0,   // kernel: parameter layout known, every pointer found
+  kOpCaptured = 1u << 1,  // recorded into a stream capture: it did not run at this point
+};
+
+struct TraceAlloc {
+  uint64_t id = 0;  // AllocMap id, unique in the trace
+  uint64_t base = 0, size = 0;
+  AllocKind kind = AllocKind::kDevice;
+  uint64_t stream = 0;          // for stream-ordered allocations, else 0
+  uint32_t callsite = 0;        // index into Trace::callsites, 0 = unknown
+  uint64_t alloc_seq = 0;       // see glossary
+  uint64_t free_seq = kNever;
+};
+
+struct Ref {
+  uint64_t alloc_id = 0;
+  uint64_t offset = 0;  // from the allocation's base
+  uint64_t bytes = 0;   // 0 = unknown extent (a kernel parameter pointer)
+  Role role = Role::kUnknown;
+};
+
+struct Op {
+  OpKind kind = OpKind::kKernel;
+  uint32_t name = 0;  // index into Trace::names: kernel name, or "HtoD"/"DtoH"/... for copies
+  uint32_t flags = 0;
+  uint64_t stream = 0;
+  uint32_t grid[3] = {0, 0, 0}, block[3] = {0, 0, 0};
+  uint64_t correlation = 0;  // CUPTI correlation id, 0 = none
+  uint64_t host_ns = 0;      // host clock at the API call
+  uint64_t start_ns = 0, end_ns = 0;  // device clock from CUPTI activity, 0 = not measured
+  uint32_t first_ref = 0, ref_count = 0;  // refs[first_ref, first_ref + ref_count)
+};
+
+// Call stack of an allocation, symbolized when the trace was written.
+struct CallSite {
+  std::vector<std::string> frames;  // innermost first, "module!symbol+0xoff"
+};
+
+struct Trace {
+  std::string command;          // the profiled program's command line
+  uint64_t page_size = 2 << 20;  // VRAMCACHE_PAGE_SIZE when recorded
+  uint64_t start_ns = 0;        // host clock at start
+  std::vector<std::string> names;
+  std::vector<CallSite> callsites;  // [0] is the empty "unknown" call site
+  std::vector<TraceAlloc> allocs;   // in allocation order
+  std::vector<Op> ops;
+  std::vector<Ref> refs;
+
+  // Index of `name` in names, adding it if new.
+  uint32_t intern(const std::string &name);
+};
+
+}  // namespace vc

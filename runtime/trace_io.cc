@@ -1,0 +1,365 @@
+// Trace file encoding and decoding (profiler/FORMAT.md). Decoding goes through a bounds-checked
+// cursor: every read states how many bytes it needs, and a short read is an error, not a crash.
+#include "runtime/trace_io.h"
+
+#include <cstdio>
+#include <cstring>
+#include <unordered_set>
+
+namespace vc {
+
+uint32_t crc32(const uint8_t *data, size_t size) {
+  static uint32_t table[256];
+  static bool ready = [] {
+    for (uint32_t i = 0; i < 256; ++i) {
+      uint32_t c = i;
+      for (int k = 0; k < 8; ++k) c = c & 1 ? 0xedb88320u ^ (c >> 1) : c >> 1;
+      table[i] = c;
+    }
+    return true;
+  }();
+  (void)ready;
+  uint32_t c = 0xffffffffu;
+  for (size_t i = 0; i < size; ++i) c = table[(c ^ data[i]) & 0xff] ^ (c >> 8);
+  return c ^ 0xffffffffu;
+}
+
+namespace {
+
+constexpr char kMagic[8] = {'V', 'C', 'T', 'R', 'A', 'C', 'E', '\0'};
+constexpr size_t kAllocRecord = 54, kOpRecord = 84, kRefRecord = 25;
+
+constexpr uint32_t tag(const char (&s)[5]) {
+  return uint32_t(uint8_t(s[0])) | uint32_t(uint8_t(s[1])) << 8 | uint32_t(uint8_t(s[2])) << 16 |
+         uint32_t(uint8_t(s[3])) << 24;
+}
+constexpr uint32_t kMeta = tag("META"), kNames = tag("NAME"), kSites = tag("CSIT"), kAllocs = tag("ALOC"),
+                   kOps = tag("OPS_"), kRefs = tag("REFS");
+
+std::string tag_name(uint32_t t) {
+  std::string s(4, '?');
+  for (int i = 0; i < 4; ++i) {
+    char c = char(t >> (8 * i));
+    s[i] = c >= 32 && c < 127 ? c : '?';
+  }
+  return s;
+}
+
+class Writer {
+ public:
+  void u8(uint8_t v) { out.push_back(v); }
+  void u32(uint32_t v) { raw(&v, 4); }
+  void u64(uint64_t v) { raw(&v, 8); }
+  void str(const std::string &s) {
+    u32(uint32_t(s.size()));
+    raw(s.data(), s.size());
+  }
+  void raw(const void *p, size_t n) {
+    const uint8_t *b = static_cast<const uint8_t *>(p);
+    out.insert(out.end(), b, b + n);
+  }
+  std::vector<uint8_t> out;
+};
+static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "trace files are little-endian");
+
+class Reader {
+ public:
+  Reader(const uint8_t *p, size_t n, std::string where) : p_(p), n_(n), where_(std::move(where)) {}
+  bool need(size_t k) {
+    if (n_ - at_ >= k) return true;
+    if (error_.empty())
+      error_ = "truncated " + where_ + " (need " + std::to_string(k) + " bytes, " + std::to_string(n_ - at_) + " left)";
+    return false;
+  }
+  uint8_t u8() { return need(1) ? p_[at_++] : 0; }
+  uint32_t u32() {
+    uint32_t v = 0;
+    if (need(4)) memcpy(&v, p_ + at_, 4), at_ += 4;
+    return v;
+  }
+  uint64_t u64() {
+    uint64_t v = 0;
+    if (need(8)) memcpy(&v, p_ + at_, 8), at_ += 8;
+    return v;
+  }
+  std::string str() {
+    uint32_t len = u32();
+    if (!need(len)) return {};
+    std::string s(reinterpret_cast<const char *>(p_ + at_), len);
+    at_ += len;
+    return s;
+  }
+  // A count of records of `record` bytes each must fit in what is left.
+  bool count_fits(uint64_t count, size_t record) {
+    if (record && count <= (n_ - at_) / record) return true;
+    if (error_.empty()) error_ = where_ + " claims " + std::to_string(count) + " records, more than its payload holds";
+    return false;
+  }
+  void fail(const std::string &e) {
+    if (error_.empty()) error_ = where_ + ": " + e;
+  }
+  bool ok() const { return error_.empty(); }
+  bool done() const { return at_ == n_; }
+  const std::string &error() const { return error_; }
+
+ private:
+  const uint8_t *p_;
+  size_t n_, at_ = 0;
+  std::string where_, error_;
+};
+
+void section(Writer &file, uint32_t t, const Writer &payload) {
+  file.u32(t);
+  file.u64(payload.out.size());
+  file.u32(crc32(payload.out.data(), payload.out.size()));
+  file.raw(payload.out.data(), payload.out.size());
+}
+
+bool decode_meta(Reader &r, Trace *t) {
+  t->page_size = r.u64();
+  t->start_ns = r.u64();
+  t->command = r.str();
+  return r.ok();
+}
+
+bool decode_names(Reader &r, std::vector<std::string> *names) {
+  uint32_t n = r.u32();
+  if (!r.count_fits(n, 4)) return false;
+  names->resize(n);
+  for (auto &s : *names) s = r.str();
+  return r.ok();
+}
+
+bool decode_sites(Reader &r, std::vector<CallSite> *sites) {
+  uint32_t n = r.u32();
+  if (!r.count_fits(n, 4)) return false;
+  sites->resize(n);
+  for (auto &site : *sites) {
+    uint32_t frames = r.u32();
+    if (!r.count_fits(frames, 4)) return false;
+    site.frames.resize(frames);
+    for (auto &f : site.frames) f = r.str();
+  }
+  return r.ok();
+}
+
+bool decode_allocs(Reader &r, std::vector<TraceAlloc> *allocs) {
+  uint64_t n = r.u64();
+  if (!r.count_fits(n, kAllocRecord)) return false;
+  allocs->resize(n);
+  for (auto &a : *allocs) {
+    a.id = r.u64();
+    a.base = r.u64();
+    a.size = r.u64();
+    uint8_t kind = r.u8();
+    r.u8();
+    a.callsite = r.u32();
+    a.stream = r.u64();
+    a.alloc_seq = r.u64();
+    a.free_seq = r.u64();
+    if (kind > uint8_t(AllocKind::kVmmMap)) r.fail("unknown allocation kind " + std::to_string(kind));
+    a.kind = AllocKind(kind);
+    if (a.alloc_seq > a.free_seq) r.fail("allocation " + std::to_string(a.id) + " freed before it was made");
+  }
+  return r.ok();
+}
+
+bool decode_ops(Reader &r, std::vector<Op> *ops) {
+  uint64_t n = r.u64();
+  if (!r.count_fits(n, kOpRecord)) return false;
+  ops->resize(n);
+  for (auto &op : *ops) {
+    uint8_t kind = r.u8();
+    r.u8(), r.u8(), r.u8();
+    op.name = r.u32();
+    op.flags = r.u32();
+    op.stream = r.u64();
+    for (auto &g : op.grid) g = r.u32();
+    for (auto &b : op.block) b = r.u32();
+    op.correlation = r.u64();
+    op.host_ns = r.u64();
+    op.start_ns = r.u64();
+    op.end_ns = r.u64();
+    op.first_ref = r.u32();
+    op.ref_count = r.u32();
+    if (kind > uint8_t(OpKind::kSync)) r.fail("unknown op kind " + std::to_string(kind));
+    op.kind = OpKind(kind);
+  }
+  return r.ok();
+}
+
+bool decode_refs(Reader &r, std::vector<Ref> *refs) {
+  uint64_t n = r.u64();
+  if (!r.count_fits(n, kRefRecord)) return false;
+  refs->resize(n);
+  for (auto &ref : *refs) {
+    ref.alloc_id = r.u64();
+    ref.offset = r.u64();
+    ref.bytes = r.u64();
+    uint8_t role = r.u8();
+    if (role > uint8_t(Role::kReadWritten)) r.fail("unknown role " + std::to_string(role));
+    ref.role = Role(role);
+  }
+  return r.ok();
+}
+
+// Cross-section checks: every index points inside its table.
+bool validate(const Trace &t, std::string *error) {
+  std::unordered_set<uint64_t> ids;
+  for (const TraceAlloc &a : t.allocs) {
+    if (!ids.insert(a.id).second) return *error = "allocation id " + std::to_string(a.id) + " appears twice", false;
+    if (a.callsite >= t.callsites.size() && !(a.callsite == 0 && t.callsites.empty()))
+      return *error = "allocation " + std::to_string(a.id) + " has call site " + std::to_string(a.callsite) + " of " +
+                      std::to_string(t.callsites.size()), false;
+  }
+  for (size_t i = 0; i < t.ops.size(); ++i) {
+    const Op &op = t.ops[i];
+    if (op.name >= t.names.size() && !(op.name == 0 && t.names.empty()))
+      return *error = "op " + std::to_string(i) + " has name " + std::to_string(op.name) + " of " + std::to_string(t.names.size()), false;
+    if (uint64_t(op.first_ref) + op.ref_count > t.refs.size())
+      return *error = "op " + std::to_string(i) + " refers to refs past the end", false;
+  }
+  for (size_t i = 0; i < t.refs.size(); ++i)
+    if (!ids.count(t.refs[i].alloc_id))
+      return *error = "ref " + std::to_string(i) + " names allocation " + std::to_string(t.refs[i].alloc_id) + ", which is not in the trace", false;
+  if (t.page_size == 0 || (t.page_size & (t.page_size - 1))) return *error = "page size " + std::to_string(t.page_size) + " is not a power of two", false;
+  return true;
+}
+
+}  // namespace
+
+std::vector<uint8_t> encode_trace(const Trace &t) {
+  Writer file;
+  file.raw(kMagic, sizeof kMagic);
+  file.u32(kTraceVersion);
+  file.u32(6);
+  Writer meta;
+  meta.u64(t.page_size), meta.u64(t.start_ns), meta.str(t.command);
+  section(file, kMeta, meta);
+  Writer names;
+  names.u32(uint32_t(t.names.size()));
+  for (const auto &s : t.names) names.str(s);
+  section(file, kNames, names);
+  Writer sites;
+  sites.u32(uint32_t(t.callsites.size()));
+  for (const auto &site : t.callsites) {
+    sites.u32(uint32_t(site.frames.size()));
+    for (const auto &f : site.frames) sites.str(f);
+  }
+  section(file, kSites, sites);
+  Writer allocs;
+  allocs.u64(t.allocs.size());
+  for (const auto &a : t.allocs) {
+    allocs.u64(a.id), allocs.u64(a.base), allocs.u64(a.size), allocs.u8(uint8_t(a.kind)), allocs.u8(0);
+    allocs.u32(a.callsite), allocs.u64(a.stream), allocs.u64(a.alloc_seq), allocs.u64(a.free_seq);
+  }
+  section(file, kAllocs, allocs);
+  Writer ops;
+  ops.u64(t.ops.size());
+  for (const auto &op : t.ops) {
+    ops.u8(uint8_t(op.kind)), ops.u8(0), ops.u8(0), ops.u8(0);
+    ops.u32(op.name), ops.u32(op.flags), ops.u64(op.stream);
+    for (uint32_t g : op.grid) ops.u32(g);
+    for (uint32_t b : op.block) ops.u32(b);
+    ops.u64(op.correlation), ops.u64(op.host_ns), ops.u64(op.start_ns), ops.u64(op.end_ns);
+    ops.u32(op.first_ref), ops.u32(op.ref_count);
+  }
+  section(file, kOps, ops);
+  Writer refs;
+  refs.u64(t.refs.size());
+  for (const auto &r : t.refs) refs.u64(r.alloc_id), refs.u64(r.offset), refs.u64(r.bytes), refs.u8(uint8_t(r.role));
+  section(file, kRefs, refs);
+  return std::move(file.out);
+}
+
+bool decode_trace(const uint8_t *data, size_t size, Trace *out, std::string *error) {
+  Reader header(data, size, "header");
+  if (!header.need(16) || memcmp(data, kMagic, 8) != 0) {
+    *error = "not a vramcache trace (bad magic)";
+    return false;
+  }
+  for (int i = 0; i < 8; ++i) header.u8();
+  uint32_t version = header.u32();
+  if (version != kTraceVersion) {
+    *error = "trace version " + std::to_string(version) + (version > kTraceVersion ? " is newer than" : " is not") +
+             " the version this vramcache reads (" + std::to_string(kTraceVersion) + ")";
+    return false;
+  }
+  uint32_t sections = header.u32();
+  Trace t;
+  uint32_t seen = 0;  // bit per required section
+  const uint32_t tags[] = {kMeta, kNames, kSites, kAllocs, kOps, kRefs};
+  size_t at = 16;
+  for (uint32_t s = 0; s < sections; ++s) {
+    Reader head(data + at, size - at, "section header " + std::to_string(s));
+    uint32_t t_tag = head.u32();
+    uint64_t len = head.u64();
+    uint32_t crc = head.u32();
+    if (!head.ok()) return *error = head.error(), false;
+    at += 16;
+    std::string where = "section " + tag_name(t_tag);
+    if (len > size - at) {
+      *error = "truncated " + where + " (payload of " + std::to_string(len) + " bytes, " + std::to_string(size - at) + " left)";
+      return false;
+    }
+    if (crc32(data + at, len) != crc) return *error = where + ": checksum mismatch (the file is corrupt)", false;
+    Reader r(data + at, len, where);
+    int which = -1;
+    for (int i = 0; i < 6; ++i)
+      if (tags[i] == t_tag) which = i;
+    if (which >= 0) {
+      if (seen & (1u << which)) return *error = where + " appears twice", false;
+      seen |= 1u << which;
+      bool ok = which == 0   ? decode_meta(r, &t)
+                : which == 1 ? decode_names(r, &t.names)
+                : which == 2 ? decode_sites(r, &t.callsites)
+                : which == 3 ? decode_allocs(r, &t.allocs)
+                : which == 4 ? decode_ops(r, &t.ops)
+                             : decode_refs(r, &t.refs);
+      if (!ok) return *error = r.error(), false;
+      if (!r.done()) return *error = where + " has trailing bytes", false;
+    }
+    at += len;
+  }
+  if (seen != 0x3f) {
+    for (int i = 0; i < 6; ++i)
+      if (!(seen & (1u << i))) return *error = "section " + tag_name(tags[i]) + " is missing (truncated file?)", false;
+  }
+  if (!validate(t, error)) return false;
+  *out = std::move(t);
+  return true;
+}
+
+bool write_trace(const Trace &trace, const std::string &path, std::string *error) {
+  std::vector<uint8_t> bytes = encode_trace(trace);
+  std::string tmp = path + ".tmp";
+  FILE *f = fopen(tmp.c_str(), "wb");
+  if (!f) return *error = "cannot create " + tmp + ": " + strerror(errno), false;
+  bool ok = fwrite(bytes.data(), 1, bytes.size(), f) == bytes.size();
+  ok = (fclose(f) == 0) && ok;
+  if (!ok || rename(tmp.c_str(), path.c_str()) != 0) {
+    *error = "cannot write " + path + ": " + strerror(errno);
+    remove(tmp.c_str());
+    return false;
+  }
+  return true;
+}
+
+bool read_trace(const std::string &path, Trace *out, std::string *error) {
+  FILE *f = fopen(path.c_str(), "rb");
+  if (!f) return *error = "cannot open " + path + ": " + strerror(errno), false;
+  std::vector<uint8_t> bytes;
+  uint8_t buf[1 << 16];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof buf, f)) > 0) bytes.insert(bytes.end(), buf, buf + n);
+  bool read_error = ferror(f);
+  fclose(f);
+  if (read_error) return *error = "cannot read " + path, false;
+  if (!decode_trace(bytes.data(), bytes.size(), out, error)) {
+    *error = path + ": " + *error;
+    return false;
+  }
+  return true;
+}
+
+}  // namespace vc

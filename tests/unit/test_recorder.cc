@@ -1,0 +1,139 @@
+// The trace recorder: ops, refs (exact GEMM and copy extents win over parameter pointers),
+// allocations with call sites, device times joined by correlation id and graph node, and the stop
+// once enough iterations are recorded.
+#include <doctest/doctest.h>
+
+#include "runtime/recorder.h"
+#include "runtime/runtime.h"
+
+using namespace vc;
+
+namespace {
+
+RecordedOp kernel(const char *name, uint64_t correlation) {
+  RecordedOp op;
+  op.kind = OpKind::kKernel;
+  op.name = name;
+  op.correlation = correlation;
+  return op;
+}
+
+}  // namespace
+
+TEST_CASE("recorder: refs, roles, names and allocations") {
+  AllocMap allocs;
+  allocs.insert(0x10000, 1 << 20, AllocKind::kDevice);
+  allocs.insert(0x200000, 1 << 20, AllocKind::kDevice);
+  Allocation a = allocs.find(0x10000)->alloc, b = allocs.find(0x200000)->alloc;
+  Recorder rec("prog --x", 2 << 20, 3);
+  uint64_t pcs[2] = {0x1234, 0x5678};
+  rec.on_alloc(a, 0, pcs, 2);
+  rec.on_alloc(b, 7, pcs, 2);  // same stack: same call site
+
+  // A GEMM kernel: D (in b) written exactly; its parameter pointer to D gives way to the operand,
+  // the workspace pointer (in a) stays inexact.
+  GemmOperand d{'D', 0x200000 + 256, 16, 16, 16, false, 0 /* fp32 */, 1, 0, OperandRole::kWritten};
+  std::vector<ParamRef> params = {{0, 0, b.id, b.base, 256}, {1, 8, a.id, a.base, 64}};
+  RecordedOp gemm = kernel("gemm", 1);
+  gemm.gemm = &d;
+  gemm.gemm_count = 1;
+  gemm.param_refs = &params;
+  rec.on_op(gemm, allocs);
+  RecordedOp copy;
+  copy.kind = OpKind::kCopy;
+  copy.name = "cuMemcpyDtoD_v2";
+  copy.dst = 0x10000 + 4096, copy.src = 0x200000, copy.bytes = 8192;
+  rec.on_op(copy, allocs);
+  rec.on_op(kernel("gemm", 2), allocs);
+  rec.on_free(a.id);
+
+  Trace t = rec.finish([](uint64_t pc) { return "m!f+" + std::to_string(pc); });
+  REQUIRE(t.ops.size() == 3);
+  CHECK(t.names.size() == 2);  // gemm, cuMemcpyDtoD_v2
+  CHECK(t.ops[0].name == t.ops[2].name);
+  REQUIRE(t.ops[0].ref_count == 2);
+  const Ref &r0 = t.refs[t.ops[0].first_ref], &r1 = t.refs[t.ops[0].first_ref + 1];
+  CHECK(r0.alloc_id == b.id);
+  CHECK(r0.offset == 256);
+  CHECK(r0.bytes == 16 * 16 * 4);
+  CHECK(r0.role == Role::kWritten);
+  CHECK(r1.alloc_id == a.id);
+  CHECK(r1.bytes == 0);
+  CHECK(r1.role == Role::kUnknown);
+  REQUIRE(t.ops[1].ref_count == 2);
+  CHECK(t.refs[t.ops[1].first_ref].role == Role::kWritten);
+  CHECK(t.refs[t.ops[1].first_ref].offset == 4096);
+  CHECK(t.refs[t.ops[1].first_ref + 1].role == Role::kRead);
+  CHECK(t.refs[t.ops[1].first_ref + 1].bytes == 8192);
+  REQUIRE(t.allocs.size() == 2);
+  CHECK(t.allocs[0].free_seq == 3);
+  CHECK(t.allocs[1].free_seq == kNever);
+  CHECK(t.allocs[1].stream == 7);
+  CHECK(t.allocs[0].callsite == t.allocs[1].callsite);
+  REQUIRE(t.callsites.size() == 2);
+  CHECK(t.callsites[1].frames == std::vector<std::string>{"m!f+4660", "m!f+22136"});
+  CHECK(t.command == "prog --x");
+}
+
+TEST_CASE("recorder: device times join by correlation, and graph kernels by node") {
+  AllocMap allocs;
+  Recorder rec("", 2 << 20, 3);
+  rec.on_op(kernel("k", 10), allocs);
+  RecordedOp g1 = kernel("g1", 20), g2 = kernel("g2", 20);
+  g1.kind = g2.kind = OpKind::kGraphKernel;
+  g1.graph_node = 5, g2.graph_node = 6;
+  rec.on_op(g1, allocs);
+  rec.on_op(g2, allocs);
+  rec.on_kernel_time(20, 6, 300, 400);
+  rec.on_kernel_time(10, 0, 100, 150);
+  rec.on_kernel_time(20, 5, 200, 250);
+  rec.on_kernel_time(99, 0, 1, 2);  // unknown correlation: ignored
+  Trace t = rec.finish([](uint64_t) { return std::string(); });
+  CHECK(t.ops[0].start_ns == 100);
+  CHECK(t.ops[0].end_ns == 150);
+  CHECK(t.ops[1].start_ns == 200);
+  CHECK(t.ops[2].start_ns == 300);
+  CHECK(t.ops[2].end_ns == 400);
+}
+
+TEST_CASE("recorder: stops once the wanted iterations follow a warm-up") {
+  AllocMap allocs;
+  Recorder rec("", 2 << 20, 2);
+  const char *names[] = {"embed", "attn", "mlp", "loss", "adam"};
+  uint64_t fed = 0;
+  while (rec.recording() && fed < 20000) rec.on_op(kernel(names[fed % 5], fed + 1), allocs), ++fed;
+  CHECK(rec.enough());
+  CHECK_FALSE(rec.recording());
+  CHECK(rec.ops() == 4096);  // the first check after 3 iterations
+  CHECK(rec.progress().find("period 5 ops") != std::string::npos);
+  rec.on_op(kernel("late", 1), allocs);  // ignored once stopped
+  CHECK(rec.ops() == 4096);
+}
+
+TEST_CASE("runtime: profile mode records allocations and launches") {
+  Options options;
+  std::string error;
+  const char *env[] = {"VRAMCACHE_MODE=profile", nullptr};
+  REQUIRE(parse_options([](const char *n) { return std::string(n) == "VRAMCACHE_MODE" ? "profile" : nullptr; }, env,
+                        &options, &error));
+  Runtime rt(options, "cmd");
+  REQUIRE(rt.recorder() != nullptr);
+  rt.on_alloc(0x1000000, 1 << 20, AllocKind::kDevice);
+  std::vector<ParamSlot> slots = {{0, 8}};
+  uint64_t ptr = 0x1000000 + 512;
+  Launch l;
+  l.decoded = true;
+  l.params = reinterpret_cast<const uint8_t *>(&ptr);
+  l.params_size = 8;
+  l.slots = &slots;
+  l.name = "kernel";
+  rt.on_launch(l);
+  rt.on_free(0x1000000);
+  Trace t = rt.recorder()->finish([](uint64_t) { return std::string(); });
+  REQUIRE(t.ops.size() == 1);
+  REQUIRE(t.ops[0].ref_count == 1);
+  CHECK(t.refs[0].offset == 512);
+  CHECK(t.ops[0].flags == kOpDecoded);
+  REQUIRE(t.allocs.size() == 1);
+  CHECK(t.allocs[0].free_seq == 1);
+}
