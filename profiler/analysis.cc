@@ -11,6 +11,7 @@
 #include <map>
 
 #include "runtime/options.h"
+#include "runtime/recorder.h"
 #include "runtime/trace_io.h"
 
 namespace vc {
@@ -57,6 +58,33 @@ void choose_window(Analysis *a) {
                                                            : a->sig_index[it.starts[chosen + 1] - 1] + 1;
 }
 
+// The window repeated `times` times back to back: training runs the iteration again and again, so
+// reuse distances and live data are those of the steady state only when the accesses of the next
+// repetition follow (the weights' first read of a step reuses the previous step's last access).
+AccessModel repeated(const AccessModel &m, int times) {
+  AccessModel r = m;
+  size_t n = m.op_count();
+  r.op_first.assign(1, 0), r.acc.clear();
+  r.created_first.assign(1, 0), r.created.clear();
+  r.freed_first.assign(1, 0), r.freed.clear();
+  for (int t = 0; t < times; ++t) {
+    for (size_t i = 0; i < n; ++i) {
+      r.acc.insert(r.acc.end(), m.acc.begin() + m.op_first[i], m.acc.begin() + m.op_first[i + 1]);
+      r.op_first.push_back(uint32_t(r.acc.size()));
+      r.created.insert(r.created.end(), m.created.begin() + m.created_first[i], m.created.begin() + m.created_first[i + 1]);
+      r.created_first.push_back(uint32_t(r.created.size()));
+      r.freed.insert(r.freed.end(), m.freed.begin() + m.freed_first[i], m.freed.begin() + m.freed_first[i + 1]);
+      r.freed_first.push_back(uint32_t(r.freed.size()));
+    }
+  }
+  // The bucket after the last op (frees at the window's end) closes the last repetition only.
+  r.freed.insert(r.freed.end(), m.freed.begin() + m.freed_first[n], m.freed.begin() + m.freed_first[n + 1]);
+  r.freed_first.push_back(uint32_t(r.freed.size()));
+  r.created_first.push_back(uint32_t(r.created.size()));
+  r.op_end = r.op_begin + n * times;
+  return r;
+}
+
 }  // namespace
 
 Analysis analyze(Trace trace, uint64_t page_size) {
@@ -64,11 +92,23 @@ Analysis analyze(Trace trace, uint64_t page_size) {
   a.trace = std::move(trace);
   const Trace &t = a.trace;
   if (!page_size) page_size = t.page_size;
-  a.iterations = detect_iterations(op_signatures(t, &a.sig_index));
+  std::vector<uint32_t> sig = op_signatures(t, &a.sig_index);
+  a.iterations = detect_iterations(sig);
+  // As when recording: a period whose regular iterations tile less than half of the trace is a
+  // pattern inside a step, not the step.
+  const Iterations &it = a.iterations;
+  if (it.period &&
+      double(std::count(it.regular.begin(), it.regular.end(), 1)) * it.period < Recorder::kMinCovered * double(sig.size()))
+    a.iterations = Iterations{};
   choose_window(&a);
   a.model = build_access_model(t, page_size, a.window_begin, a.window_end);
-  a.reuse = reuse_distances(a.model);
-  a.live = live_bytes(a.model);
+  // Steady state: figures of the second of two back-to-back repetitions of the window.
+  {
+    AccessModel twice = repeated(a.model, 2);
+    std::vector<uint64_t> reuse = reuse_distances(twice), live = live_bytes(twice);
+    a.reuse.assign(reuse.begin() + a.model.acc.size(), reuse.end());
+    a.live.assign(live.begin() + a.model.op_count(), live.end());
+  }
   size_t n = a.window_end - a.window_begin;
   a.op_seconds.assign(n, 0.0);
   uint64_t first = ~uint64_t(0), last = 0;

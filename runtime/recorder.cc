@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <ctime>
 
 #include "runtime/iterations.h"
 
@@ -22,6 +23,12 @@ Role role_of(OperandRole role) {
 
 // When to look for iterations again: often while the trace is short, then every 1/16 of its
 // length, so the total cost stays linear in the trace.
+uint64_t now_ns() {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC_RAW, &ts);
+  return uint64_t(ts.tv_sec) * 1000000000ull + uint64_t(ts.tv_nsec);
+}
+
 bool check_due(uint64_t ops) {
   if (ops < (1u << 16)) return ops % 4096 == 0;
   uint64_t step = ops / 16;
@@ -30,9 +37,12 @@ bool check_due(uint64_t ops) {
 
 }  // namespace
 
+const double Recorder::kMinCovered = 0.5;
+
 Recorder::Recorder(std::string command, uint64_t page_size, int iterations) : iterations_(iterations) {
   trace_.command = std::move(command);
   trace_.page_size = page_size;
+  trace_.start_ns = now_ns();
   trace_.callsites.emplace_back();  // index 0: unknown
   callsite_pcs_.emplace_back();
 }
@@ -65,6 +75,7 @@ void Recorder::on_free(uint64_t alloc_id) {
 }
 
 void Recorder::on_op(const RecordedOp &r, const AllocMap &allocs) {
+  const uint64_t host_ns = now_ns();
   // Resolve addresses outside the lock: AllocMap has its own.
   std::vector<Ref> refs;
   for (int i = 0; i < r.gemm_count; ++i) {
@@ -100,6 +111,7 @@ void Recorder::on_op(const RecordedOp &r, const AllocMap &allocs) {
   std::copy(r.grid, r.grid + 3, op.grid);
   std::copy(r.block, r.block + 3, op.block);
   op.correlation = r.correlation;
+  op.host_ns = host_ns;
   op.first_ref = uint32_t(trace_.refs.size());
   op.ref_count = uint32_t(unique.size());
   trace_.refs.insert(trace_.refs.end(), unique.begin(), unique.end());
@@ -110,9 +122,15 @@ void Recorder::on_op(const RecordedOp &r, const AllocMap &allocs) {
 
 void Recorder::check_iterations() {
   std::vector<uint64_t> index;
-  Iterations it = detect_iterations(op_signatures(trace_, &index));
+  std::vector<uint32_t> sig = op_signatures(trace_, &index);
+  Iterations it = detect_iterations(sig);
+  size_t regular = std::count(it.regular.begin(), it.regular.end(), 1);
+  // A pattern repeated inside one step (an optimizer's per-tensor loop, a layer) is periodic too,
+  // and it is what the detector finds before the trace holds three steps. The step's iterations
+  // tile most of the trace once it has them; a sub-step pattern never does.
+  if (it.period && double(regular) * it.period < kMinCovered * double(sig.size())) it = Iterations{};
   period_ = it.period;
-  iterations_found_ = it.starts.empty() ? 0 : it.starts.size() - 1;
+  iterations_found_ = regular;
   // The first iteration is a warm-up (lazy loading, autotuning, allocator growth): keep one more.
   if (iterations_ > 0 && iterations_found_ >= size_t(iterations_) + 1) {
     enough_ = true;

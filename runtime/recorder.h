@@ -45,8 +45,11 @@ class Recorder {
   void on_kernel_time(uint64_t correlation, uint64_t graph_node, uint64_t start_ns, uint64_t end_ns);
   void on_copy_time(uint64_t correlation, uint64_t start_ns, uint64_t end_ns);
 
+  // Regular iterations must cover at least this fraction of the ops for a period to count.
+  static const double kMinCovered;
+
   bool recording() const { return recording_; }
-  // True once `iterations` complete iterations follow a first, warm-up one: recording then stops.
+  // True once `iterations` regular iterations follow a first, warm-up one: recording then stops.
   bool enough() const { return enough_; }
   uint64_t ops() const;
   std::string progress() const;  // one line: ops, iterations found, period, bytes

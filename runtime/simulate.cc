@@ -8,7 +8,6 @@
 #include <cmath>
 #include <deque>
 #include <limits>
-#include <queue>
 #include <set>
 #include <utility>
 
@@ -21,42 +20,49 @@ namespace vc {
 // window is created again, empty, every repetition (replacing the previous repetition's instance
 // if it was never freed). A page live at the window start and freed in it returns, on the host
 // with valid data, at the start of the next repetition: the model cannot tell which later
-// allocation holds its successor's data, so the planner never fetches it ahead of that return.
+// allocation holds its successor's data, so the plan never fetches it ahead of that return.
 //
 // Data. An access needs a copy in (H2D) only if the page holds data and the access reads it (any
-// role but kWritten); a page created in the window holds none until written. A page written
-// (kWritten, kReadWritten, kUnknown) since its host copy was made is dirty. Freed pages vanish
-// without write-back under both policies; a free is applied when the op before it has ended.
+// role but kWritten); a page created in the window holds none until written, and one that holds
+// none costs nothing to drop. A page written (kWritten, kReadWritten, kUnknown) since its host copy
+// was made is dirty. Freed pages vanish without write-back under both policies; a free takes
+// effect when the op before it has ended.
 //
 // Reactive (what unified-memory oversubscription does). Per op, synchronously: evict least
 // recently used pages not used by the op, writing dirty ones back (one D2H batch), then bring in
 // what the op reads (one H2D batch), then compute. The two batches run one after the other.
 //
 // Predictive. A planner walks the accesses in op order, up to one window ahead of the first
-// unfinished op, giving each page a frame: with an H2D copy for data the op reads, a bare frame for
-// data it overwrites or that does not exist yet. A victim must not be needed by any op up to the
-// one being planned (its next use strictly later); among those, the furthest next use goes first
-// (Belady). Dead data (next access overwrites it, or the page is freed first) has no next use, goes
-// first and is never written back; a clean page is dropped; a dirty one is written back on the D2H
-// engine and its frame is reused only when that copy completes. Integrated prefetching and
-// caching: the best victim may be a page of the op now running (or next to run), free only when
-// that op ends. The planner waits for it when the H2D queue would not be idle before then anyway
-// (waiting costs no time and keeps Belady's traffic), and otherwise evicts the furthest-used page
-// it can evict now (Cao et al.'s "aggressive" rule: it may move more, but hides copies behind
-// compute). The walk is strictly in order: a page that cannot be placed stops it until an op ends
-// or a copy completes.
+// unfinished op, and promises each page a frame: with an H2D copy for data the op reads, a bare
+// frame for data it overwrites or that does not exist yet. Promises are kept in walk order as
+// bytes free up, so the walk goes on while write-backs for later ops run. A victim must not be
+// needed by any op up to the one being planned (its next use strictly later); among those the
+// furthest next use goes first (Belady). Dead data (the next access overwrites it, or the page is
+// freed first) has no next use, goes first and is never written back; a clean page is dropped; a
+// dirty one is written back on the D2H engine, its frame reused when that copy completes. The
+// planner evicts for all of an op's missing pages at once (one D2H batch).
+// Integrated prefetching and caching: the best victim may be a page still to be used by an op
+// before the one being planned, free only when that op ends. The planner waits for it when that
+// costs no time by its estimate (own rates, no stalls): the H2D queue is busy until then anyway,
+// or the copy would still be done when the planned op can start. Otherwise it evicts the best page
+// it can evict now (Cao et al.'s "aggressive" rule: it may move more, hiding copies behind
+// compute). A page that cannot be placed stops the walk until an op ends or a copy completes.
+// Eager write-back: while the D2H engine idles and room limits the walk, the dirty pages next in
+// line for eviction are written back (8 MB batches) and stay resident, clean.
 //
 // Timing. Each engine runs its batches first in, first out; a batch costs latency_s, then its bytes
 // at the rate link_rates() gives (both directions busy share both_bytes_per_s). An op starts when
 // the previous op has ended and all its pages have arrived; the wait is stall. Bytes are counted
-// for the repetition of the op they are moved for, so the last repetition's prefetches issued
-// during the one before count, and prefetches it issues for a following repetition do not.
+// for the repetition of the op they are moved for (eager write-backs: the repetition running when
+// they are issued), so the last repetition's prefetches issued during the one before count, and
+// prefetches it issues for a following repetition do not.
 //
 // In flight. A page being copied in is never a victim (it is needed before anything being
 // planned). A page being written back that the planner needs again is taken back: it keeps its
-// frame and stays dirty unless no op wrote it before that copy completes. The planner may give a
-// page's frame to the next instance of its allocation ahead of the create, once the old instance's
-// last use has ended (its data is dead); that frame survives the free and the create.
+// frame and stays dirty unless no op wrote it before that copy completes. A victim whose eager
+// write-back is in flight and current frees its frame when that copy completes. The planner may
+// give a page's frame to the next instance of its allocation ahead of the create, once the old
+// instance's last use has ended (its data is dead); that frame survives the free and the create.
 //
 // Ties. Equal next use: clean before dirty, then lower page index. LRU: the pages of one op are
 // ordered as the op lists them.
@@ -64,7 +70,8 @@ namespace vc {
 // Bound. H2D bytes: Belady's fetches, the fewest of any policy for pages of one size. D2H bytes:
 // every interval from a write to the next read of that data that a policy does not keep resident
 // costs a write-back; a greedy keeps as many as room (budget less each op's own pages) allows,
-// which is optimal for pages of one size. Each is the least over the repetitions after the first.
+// which is optimal for pages of one size. Each is the least over the repetitions after the first
+// (a policy's count varies from one repetition to the next). Latency is not charged.
 
 namespace {
 
@@ -112,7 +119,7 @@ std::string check_model(const AccessModel &m) {
   for (size_t i = 0; i + 1 < m.op_first.size(); ++i)
     if (m.op_first[i] > m.op_first[i + 1]) return "op_first is not ascending";
   if (n && m.op_first.back() > m.acc.size()) return "op_first runs past acc";
-  for (size_t i = 0; n && i < m.op_first.back(); ++i)
+  for (size_t i = n ? m.op_first.front() : 0; n && i < m.op_first.back(); ++i)
     if (m.acc[i].page >= pages) return "an access names a page that does not exist";
   auto check_list = [&](const std::vector<uint32_t> &first, const std::vector<uint32_t> &list,
                         const char *what) -> std::string {
@@ -348,6 +355,9 @@ SimResult run_reactive(const AccessModel &m, const Schedule &s, const SimConfig 
 
 // ---- Predictive paging ----
 
+constexpr uint64_t kCleanBatchBytes = 8 << 20;  // DESIGN.md: move data in runs of at least 8 MB
+constexpr uint64_t kCleanHorizonOps = 64;        // how far ahead eager write-back looks for need
+
 class Planner {
  public:
   Planner(const AccessModel &m, const Schedule &s, const SimConfig &c, int reps)
@@ -385,6 +395,8 @@ class Planner {
       walk();
       start_engine(&h2d_);
       start_engine(&d2h_);
+      clean();
+      start_engine(&d2h_);
       if (!running_ && can_start()) continue;
       if (!advance()) return fail("planner stuck with nothing in flight (internal error)");
     }
@@ -393,18 +405,23 @@ class Planner {
   }
 
  private:
-  enum Frame : uint8_t { kNone, kArriving, kResident, kWriting };
-  enum Status : uint8_t { kActive, kRescued, kOrphan };
+  // kWaiting: promised a frame once write-backs free the bytes (waiting_, in walk order).
+  enum Frame : uint8_t { kNone, kWaiting, kArriving, kResident, kWriting };
+  // A copy's effect when it completes. kActive: in, the page arrives; out, its frame is freed.
+  // kCleaning: out, the frame stays; the page is clean if no op wrote it meanwhile. kOrphan: the
+  // page was freed meanwhile; only the frame is given back.
+  enum Status : uint8_t { kActive, kCleaning, kOrphan };
   struct Cand {
     uint64_t key;  // global op of the next need, kNever = dead
     bool clean;
     uint32_t page, stamp;
     uint64_t op;  // placed pages (placed_): the op the page is placed for
-    // Heap order: furthest next use, then clean, then lower page index.
+    // Victim order, best last: furthest next use, then clean, then lower page index.
     bool operator<(const Cand &o) const {
       if (key != o.key) return key < o.key;
       if (clean != o.clean) return !clean;
-      return page > o.page;
+      if (page != o.page) return page > o.page;
+      return stamp < o.stamp;
     }
   };
   struct Page {
@@ -412,8 +429,9 @@ class Planner {
     Frame frame = kNone;
     uint64_t placed_for = kNever;     // latest global op the planner placed this page for
     uint64_t reserved_from = kNever;  // frame given to the instance first used at this op
-    uint32_t stamp = 0;               // bumped to invalidate heap entries
+    uint32_t stamp = 0;               // bumped to invalidate cands_ entries
     uint32_t xfer = 0;                // in-flight copy: index into items_ + 1, 0 = none
+    uint32_t cleaning = 0;            // write-back of the resident page in flight, likewise
     uint64_t epoch = 0;               // count of writes, to tell whether a write-back is current
     Cand placed{0, false, 0, 0, kNever};  // its entry in placed_, op kNever = none
   };
@@ -421,6 +439,11 @@ class Planner {
     uint32_t page;
     uint64_t bytes, epoch;
     Status status;
+  };
+  struct Wait {
+    uint32_t page, stamp;
+    bool fetch;
+    uint64_t op;
   };
   struct Batch {
     uint64_t op = 0, bytes = 0;  // global op the copy is for
@@ -460,7 +483,17 @@ class Planner {
     Page &pg = pages_[p];
     switch (pg.frame) {
       case kResident:
-        held_ -= bytes(p);
+        pg.stamp++;
+        if (pg.cleaning) {  // a write-back still reads the frame: given back when it ends
+          items_[pg.cleaning - 1].status = kOrphan;
+          writing_ += bytes(p);
+          pg.cleaning = 0;
+        } else {
+          held_ -= bytes(p);
+        }
+        break;
+      case kWaiting:
+        waiting_bytes_ -= bytes(p);
         pg.stamp++;
         break;
       case kArriving:
@@ -483,6 +516,8 @@ class Planner {
       if (!(pg.reserved_from != kNever && pg.reserved_from >= g)) release(b.page);
       apply_change(b.change, &pg.data);
     }
+    grant();
+    flush();
   }
   bool can_start() const {
     if (walk_op_ <= P_) return false;
@@ -517,7 +552,7 @@ class Planner {
       Page &pg = pages_[p];
       if (pg.placed_for == P_) unplace(p);
       if (pg.frame != kResident) continue;
-      heap_.push(Cand{keep_until(s_, p, pg.data.has_data, 2 * P_ + 2), !pg.data.dirty, p, pg.stamp, 0});
+      cands_.insert(Cand{keep_until(s_, p, pg.data.has_data, 2 * P_ + 2), !pg.data.dirty, p, pg.stamp, 0});
     }
     P_++;
     if (P_ == last_first_) {
@@ -547,7 +582,7 @@ class Planner {
   }
 
   // Evicts for all of op j's pages still without a frame (accesses [b, e)) at once, so that their
-  // write-backs go in one batch and overlap, rather than one page's eviction waiting for the last.
+  // write-backs go in one batch (one latency).
   void make_room_for_op(uint32_t b, uint32_t e, uint64_t j) {
     uint64_t need = 0;
     bool fetch = false;
@@ -574,17 +609,22 @@ class Planner {
     if (!crosses) {
       switch (pg.frame) {
         case kResident:
+        case kWaiting:
         case kArriving: break;
-        case kWriting:  // needed again: take it back, it keeps its frame
-          items_[pg.xfer - 1].status = kRescued;
+        case kWriting:
+          // Needed again: take it back, it keeps its frame; unless promised frames count on the
+          // bytes its write-back frees, then wait for the copy and fetch it again.
+          if (held_ - writing_ + waiting_bytes_ + bytes(p) > c_.budget_bytes) return false;
+          items_[pg.xfer - 1].status = kCleaning;  // the copy goes on, now as an eager write-back
           writing_ -= bytes(p);
+          pg.cleaning = pg.xfer;
           pg.xfer = 0;
           pg.frame = kResident;
           break;
         case kNone:
           const bool fetch = pg.data.has_data && reads(role);
           if (!room(bytes(p), j, fetch)) return false;
-          allocate(p, fetch, j);
+          promise(p, fetch, j);
           break;
       }
       placed(p, role, j);
@@ -595,7 +635,7 @@ class Planner {
     if (s_.returns[p]) return false;
     if (pg.frame == kNone) {
       if (!room(bytes(p), j, false)) return false;
-      allocate(p, false, j);
+      promise(p, false, j);
     } else if (pg.frame == kResident && !needed_by_unfinished(pg)) {
       pg.stamp++;  // the old instance's data is dead: reuse its frame, no write-back
     } else {
@@ -625,6 +665,28 @@ class Planner {
     pg.placed.op = kNever;
   }
 
+  // Page p gets a frame as soon as the bytes are free, after every page promised one before it.
+  // The walk goes on meanwhile, so write-backs for later ops overlap the copies in for earlier ones.
+  void promise(uint32_t p, bool fetch, uint64_t j) {
+    Page &pg = pages_[p];
+    pg.frame = kWaiting;
+    waiting_bytes_ += bytes(p);
+    waiting_.push_back(Wait{p, pg.stamp, fetch, j});
+    grant();
+  }
+  void grant() {
+    while (!waiting_.empty()) {
+      const Wait w = waiting_.front();
+      Page &pg = pages_[w.page];
+      if (pg.frame == kWaiting && pg.stamp == w.stamp) {
+        if (held_ + bytes(w.page) > c_.budget_bytes) return;
+        waiting_bytes_ -= bytes(w.page);
+        allocate(w.page, w.fetch, w.op);
+      }
+      waiting_.pop_front();
+    }
+  }
+
   void allocate(uint32_t p, bool fetch, uint64_t j) {
     Page &pg = pages_[p];
     grow(bytes(p));
@@ -635,16 +697,16 @@ class Planner {
     items_.push_back(Item{p, bytes(p), 0, kActive});
     pg.xfer = uint32_t(items_.size());
     pg.frame = kArriving;
+    if (!pending_h2d_.items.empty() && pending_h2d_.op != j) enqueue(&h2d_, &pending_h2d_, &result_.h2d_bytes);
     pending_h2d_.op = j;
     pending_h2d_.bytes += bytes(p);
     pending_h2d_.items.push_back(pg.xfer - 1);
   }
 
-  // Makes `need` bytes free for a page used at global op j (copied in if `fetch`); false if the
-  // planner must wait.
+  // Evicts until `need` more bytes can be promised for a page used at global op j (copied in if
+  // `fetch`), counting bytes that write-backs will free; false if the planner must wait.
   bool room(uint64_t need, uint64_t j, bool fetch) {
-    while (held_ + need > c_.budget_bytes) {
-      if (held_ - writing_ + need <= c_.budget_bytes) return false;  // write-backs will free enough
+    while (held_ - writing_ + waiting_bytes_ + need > c_.budget_bytes) {
       Cand ready{}, deferred{};
       const bool have_ready = top_ready(j, &ready);
       const bool have_deferred = best_deferred(j, &deferred);
@@ -652,26 +714,82 @@ class Planner {
         if (!have_ready || waiting_is_free(deferred, need, fetch, j)) return false;
       }
       if (!have_ready) return false;
-      heap_.pop();
+      cands_.erase(ready);
       evict(ready.page, ready.key, j);
     }
     return true;
   }
 
-  // The best page that can be evicted now for a use at j (next use later than j), left on the heap.
+  // The best page that can be evicted now for a use at j (next use later than j), left in cands_.
   bool top_ready(uint64_t j, Cand *out) {
-    while (!heap_.empty()) {
-      const Cand &top = heap_.top();
-      const Page &pg = pages_[top.page];
-      if (pg.stamp != top.stamp || pg.frame != kResident || needed_by_unfinished(pg) || pg.reserved_from != kNever) {
-        heap_.pop();  // stale: evicted, freed, used again or placed again since it was pushed
+    const Cand *top = best_candidate();
+    if (!top || top->key <= j) return false;
+    *out = *top;
+    return true;
+  }
+  // The last valid entry of cands_, dropping stale ones (pages evicted, freed, used or placed
+  // again since the entry was made).
+  const Cand *best_candidate() {
+    while (!cands_.empty()) {
+      auto it = std::prev(cands_.end());
+      const Page &pg = pages_[it->page];
+      if (pg.stamp == it->stamp && pg.frame == kResident && !needed_by_unfinished(pg) && pg.reserved_from == kNever)
+        return &*it;
+      cands_.erase(it);
+    }
+    return nullptr;
+  }
+
+  // Eager write-back. While the D2H engine is idle and the walk is short of room, the dirty pages
+  // the planner will evict next are written back in 8 MB batches and stay resident, so that their
+  // eviction later only drops them. "Next": from the best victim down (pages placed for ops before
+  // the walk count, they are victims once those ops end), as many bytes as the next
+  // kCleanHorizonOps ops still need beyond what is free or being freed. A page written again, or
+  // kept until its data is dead, was copied for nothing.
+  void clean() {
+    if (!c_.eager_writeback || d2h_.busy || !d2h_.queue.empty() || !pending_d2h_.items.empty() ||
+        walk_op_ >= P_ + s_.n)
+      return;
+    uint64_t demand = 0;
+    for (uint64_t g = walk_op_, from = walk_idx_; g < std::min(walk_op_ + kCleanHorizonOps, P_ + s_.n); ++g, from = 0) {
+      auto [b, e] = accesses(g);
+      for (uint32_t k = b + uint32_t(from); k < e; ++k)
+        if (pages_[m_.acc[k].page].frame == kNone) demand += bytes(m_.acc[k].page);
+    }
+    const uint64_t committed = held_ + waiting_bytes_, freeable = c_.budget_bytes + writing_;
+    const uint64_t available = committed < freeable ? freeable - committed : 0;
+    if (demand <= available) return;
+    const uint64_t short_by = demand - available;
+    Batch batch;
+    batch.op = P_;
+    uint64_t seen = 0;
+    auto placed = placed_.rbegin();
+    for (auto it = cands_.rbegin(); it != cands_.rend() && seen < short_by && batch.bytes < kCleanBatchBytes;) {
+      if (placed != placed_.rend() && *it < *placed) {
+        if (placed->key <= walk_op_) break;
+        if (placed->op < walk_op_) seen += bytes(placed->page);
+        ++placed;
         continue;
       }
-      if (top.key <= j) return false;
-      *out = top;
-      return true;
+      Page &pg = pages_[it->page];
+      if (pg.stamp != it->stamp || pg.frame != kResident || needed_by_unfinished(pg) || pg.reserved_from != kNever) {
+        it = std::make_reverse_iterator(cands_.erase(std::next(it).base()));  // stale
+        continue;
+      }
+      if (it->key <= walk_op_) break;
+      seen += bytes(it->page);
+      if (it->key != kNever && pg.data.dirty && !pg.cleaning) {
+        items_.push_back(Item{it->page, bytes(it->page), pg.epoch, kCleaning});
+        pg.cleaning = uint32_t(items_.size());
+        batch.bytes += bytes(it->page);
+        batch.items.push_back(pg.cleaning - 1);
+      }
+      ++it;
     }
-    return false;
+    if (batch.items.empty()) return;
+    if (P_ >= last_first_) result_.d2h_bytes += batch.bytes;
+    d2h_.queued_s += d2h_.batch_s(batch);
+    d2h_.queue.push_back(std::move(batch));
   }
 
   // The best page placed for an op before j and not needed again up to j: its frame is free once
@@ -730,8 +848,23 @@ class Planner {
   void evict(uint32_t q, uint64_t key, uint64_t j) {
     Page &pg = pages_[q];
     pg.stamp++;
-    if (key == kNever || !pg.data.dirty) {
-      if (key == kNever) pg.data.has_data = pg.data.dirty = false;  // dead: dropped unsaved
+    const bool dead = key == kNever;
+    if (dead) pg.data.has_data = pg.data.dirty = false;  // dropped unsaved
+    if (pg.cleaning) {
+      // A write-back still reads the frame: it is free when that copy ends. If the copy is stale
+      // (written since) and the data is needed, a second write-back follows it.
+      Item &it = items_[pg.cleaning - 1];
+      const uint32_t id = pg.cleaning;
+      pg.cleaning = 0;
+      if (dead || !pg.data.dirty || it.epoch == pg.epoch) {
+        it.status = kActive;
+        pg.xfer = id;
+        pg.frame = kWriting;
+        writing_ += bytes(q);
+        return;
+      }
+    }
+    if (dead || !pg.data.dirty) {
       pg.frame = kNone;
       held_ -= bytes(q);
       return;
@@ -808,6 +941,8 @@ class Planner {
       pg.frame = kResident;
       pg.xfer = 0;
     }
+    grant();
+    flush();
   }
 
   void written() {
@@ -818,7 +953,9 @@ class Planner {
       if (it.status == kOrphan) {
         held_ -= it.bytes;
         writing_ -= it.bytes;
-      } else if (it.status == kRescued) {
+      } else if (it.status == kCleaning) {
+        if (pg.cleaning != id + 1) continue;  // superseded by a later write-back
+        pg.cleaning = 0;
         if (pg.frame == kResident && pg.epoch == it.epoch) pg.data.dirty = false;
       } else {
         pg.frame = kNone;
@@ -828,6 +965,8 @@ class Planner {
         writing_ -= it.bytes;
       }
     }
+    grant();
+    flush();
   }
 
   const AccessModel &m_;
@@ -838,12 +977,14 @@ class Planner {
   std::vector<double> prefix_s_;  // compute of window ops [0, i); empty when every op takes 0 s
   std::vector<Page> pages_;
   std::vector<Item> items_;
-  std::priority_queue<Cand> heap_;  // eviction candidates, pushed as ops end
+  std::set<Cand> cands_;  // eviction candidates, made as ops end; the best is last
   std::set<Cand> placed_;           // pages placed for unfinished ops, by next need after that op
   Engine h2d_, d2h_;
   Batch pending_h2d_, pending_d2h_;
   uint64_t held_ = 0;     // bytes of frames in use: resident, arriving or being written back
   uint64_t writing_ = 0;  // bytes of frames freed when their write-back completes
+  std::deque<Wait> waiting_;
+  uint64_t waiting_bytes_ = 0;  // bytes promised to kWaiting pages
   uint64_t P_ = 0;        // first unfinished global op
   uint64_t walk_op_ = 0, walk_idx_ = 0;
   bool running_ = false, tracking_ = false;

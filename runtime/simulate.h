@@ -37,6 +37,7 @@ struct SimConfig {
   Policy policy = Policy::kPredictive;
   std::vector<double> op_seconds;  // compute time of each window op, seconds; empty = all 0
   int repetitions = 3;             // replays of the window; the earlier ones only warm the cache
+  bool eager_writeback = true;     // predictive: write back the next victims while D2H is idle
 };
 
 struct SimResult {

@@ -169,11 +169,58 @@ def overhead(s, size, steps, pairs):
              {"plain": plain, "count": counted, "ratio": ratio})
 
 
+def profile_checks(s, size, py):
+    """Issue 3 on the GPU: profile the GPT sample (iteration period, report, overhead per profiled
+    iteration against a plain run in the same call), and validate the recorded access sets of the
+    CUDA C++ and GPT samples against the access logs the programs write themselves."""
+    cli = os.path.join(ROOT, "build", "vramcache")
+    steps = 8
+    gpt = [py, "samples/gpt/train_gpt.py", "--size", size, "--steps", str(steps)]
+    rc, plain_out, _ = s.run(f"gpt-{size}-plain-for-profile", gpt)
+    if rc == SKIP:
+        return
+    out_dir = os.path.join(s.dir, f"profile-gpt-{size}")
+    rc, prof_out, _ = s.run(f"gpt-{size}-profile", [cli, "profile", "--iterations", "3", "-o", out_dir, "--"] + gpt)
+    summary = open(os.path.join(out_dir, "summary.txt")).read() if os.path.exists(os.path.join(out_dir, "summary.txt")) else ""
+    m = re.search(r"^iterations: period (\d+) ops; (\d+) iterations found, (\d+) regular", summary, re.M)
+    s.record(f"gpt {size}: profile finds the iteration period", rc == 0 and bool(m),
+             f"rc {rc}; " + (m.group(0) if m else "no period line in summary.txt"),
+             {"summary": summary[:4000]})
+    html = os.path.join(out_dir, "report.html")
+    s.record(f"gpt {size}: HTML report written", os.path.exists(html) and os.path.getsize(html) > 1000,
+             f"{os.path.getsize(html) if os.path.exists(html) else 0} bytes")
+    plain_t, prof_t = step_times(plain_out), step_times(prof_out)
+    if len(plain_t) == steps and len(prof_t) == steps:
+        # Steps 1-4 are recorded (step 0 is the warm-up iteration, recorded too); later steps run
+        # after recording stopped.
+        rec = [prof_t[i] - plain_t[i] for i in range(1, 5)]
+        s.record(f"gpt {size}: profiling overhead per profiled iteration", True,
+                 f"plain s/step {[round(x, 4) for x in plain_t]}; profiled run {[round(x, 4) for x in prof_t]}; "
+                 f"median extra per recorded step (steps 1-4) {statistics.median(rec):.4f} s",
+                 {"plain": plain_t, "profiled": prof_t})
+    validations = [
+        ("mlp", [os.path.join(ROOT, "build", "samples", "mlp"), "--steps", "20"]),
+        (f"gpt-{size}", [py, "samples/gpt/train_gpt.py", "--size", size, "--steps", "6"]),
+    ]
+    for name, cmd in validations:
+        d = os.path.join(s.dir, f"access-{name}")
+        os.makedirs(d, exist_ok=True)
+        truth = os.path.join(d, "truth.jsonl")
+        rc, _, _ = s.run(f"{name}-profile-with-access-log",
+                         [cli, "profile", "--iterations", "3", "-o", d, "--"] + cmd + ["--access-log", truth])
+        rc2, vout, _ = s.run(f"{name}-validate", [py, "scripts/validate_access.py", os.path.join(d, "trace.vctrace"), truth,
+                                                  "--json", os.path.join(d, "validation.json")])
+        os.remove(truth) if os.path.exists(truth) else None  # large; validation.json keeps the figures
+        s.record(f"{name}: access sets against the program's own access log", rc == 0 and rc2 == 0,
+                 " | ".join(l for l in vout.splitlines() if l.startswith("page")) or f"rc {rc}/{rc2}",
+                 {"validation": vout})
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--results", default=os.path.join(ROOT, "results", "gpu"))
     ap.add_argument("--quick", action="store_true", help="tiny sizes only (smoke test)")
-    ap.add_argument("--only", default="", help="comma-separated: mlp,gpt,jax,timing,extra")
+    ap.add_argument("--only", default="", help="comma-separated: mlp,gpt,jax,timing,extra,profile")
     args = ap.parse_args()
     only = set(filter(None, args.only.split(",")))
     want = lambda k: not only or k in only
@@ -199,6 +246,8 @@ def main():
         check_sample(s, "jax", [py, "samples/jax/train_jax.py", "--steps", "20", "--deterministic"])
     if want("timing"):
         overhead(s, size, 13 if args.quick else 23, 1 if args.quick else 2)
+    if want("profile"):
+        profile_checks(s, size, py)
     if want("extra"):
         for script in sorted(os.listdir(os.path.join(ROOT, "scripts", "gpu_checks"))):
             if not script.endswith(".py"):

@@ -18,7 +18,9 @@ import time
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
+import torch.utils._pytree as pytree
 from torch.nn.attention import SDPBackend, sdpa_kernel
+from torch.utils._python_dispatch import TorchDispatchMode
 
 SIZES = {  # n_layer, d_model, n_head
     "tiny": (4, 256, 4),
@@ -38,6 +40,9 @@ def parse_args():
     p.add_argument("--warmup", type=int, default=3, help="first steps left out of the timing stats")
     p.add_argument("--deterministic", action="store_true")
     p.add_argument("--json", metavar="PATH", help="also write the summary, losses and times here")
+    p.add_argument("--access-log", metavar="PATH",
+                   help="log every aten op with the host clock and the CUDA tensors it touches (ground truth "
+                        "for vramcache's access sets; slow)")
     args = p.parse_args()
     if args.seq < 1 or args.batch < 1 or args.warmup < 0 or args.steps <= args.warmup:
         p.error("need --seq >= 1, --batch >= 1 and --steps > --warmup >= 0")
@@ -105,6 +110,45 @@ def init_weights(module):
         nn.init.zeros_(module.bias)
 
 
+class AccessLog(TorchDispatchMode):
+    """One JSON line per aten op: the host clock around it (CLOCK_MONOTONIC_RAW, as vramcache's trace)
+    and each CUDA tensor it reads or returns, as (address, bytes spanned by the view, direction).
+    The kernels the op launches are the ones vramcache saw inside that interval on this host.
+    Ops that take a tensor for its shape only (zeros_like, new_empty, ...) do not read it: their
+    inputs are left out."""
+
+    @staticmethod
+    def reads_inputs(func):
+        name = str(func)
+        return "_like" not in name and not name.startswith("aten.new_")
+
+    def __init__(self, path):
+        super().__init__()
+        self.out = open(path, "w")
+
+    @staticmethod
+    def span(t, direction):
+        if t.numel() == 0:
+            return None
+        last = sum((n - 1) * st for n, st in zip(t.shape, t.stride()))
+        return [t.data_ptr(), (last + 1) * t.element_size(), direction]
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        t0 = time.clock_gettime_ns(time.CLOCK_MONOTONIC_RAW)
+        out = func(*args, **(kwargs or {}))
+        t1 = time.clock_gettime_ns(time.CLOCK_MONOTONIC_RAW)
+        spans = []
+        inputs = (args, kwargs) if self.reads_inputs(func) else ()
+        for direction, tree in (("in", inputs), ("out", out)):
+            for t in pytree.tree_leaves(tree):
+                if isinstance(t, torch.Tensor) and t.is_cuda:
+                    sp = self.span(t, direction)
+                    if sp:
+                        spans.append(sp)
+        self.out.write(json.dumps({"t0": t0, "t1": t1, "op": str(func), "t": spans}) + "\n")
+        return out
+
+
 def train_step(model, opt, x, y, attention_backend):
     with torch.autocast(device_type="cuda", dtype=torch.bfloat16), attention_backend():
         logits = model(x)
@@ -140,6 +184,15 @@ def main():
     tokens = torch.randint(0, VOCAB, (args.steps, args.batch, args.seq + 1), generator=gen).cuda()
 
     losses, times = [], []
+    access_log = AccessLog(args.access_log) if args.access_log else contextlib.nullcontext()
+    with access_log:
+        run_steps(args, model, opt, tokens, attention_backend, losses, times)
+    if args.access_log:
+        access_log.out.close()
+    report(args, params, losses, times)
+
+
+def run_steps(args, model, opt, tokens, attention_backend, losses, times):
     for i in range(args.steps):
         x, y = tokens[i, :, :-1], tokens[i, :, 1:]
         torch.cuda.synchronize()
@@ -153,6 +206,8 @@ def main():
             sys.exit(1)
         print(f"step {i} loss {losses[-1].hex()} time {times[-1]:.6f}", flush=True)
 
+
+def report(args, params, losses, times):
     stats = torch.cuda.memory_stats()
     median = statistics.median(times[args.warmup:])
     summary = {

@@ -15,6 +15,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <ctime>
+#include <initializer_list>
 #include <vector>
 
 namespace {
@@ -236,8 +238,43 @@ void free_param(const Param& p) {
   free_runtime(p.v);
 }
 
+// --access-log FILE: one JSON line per cuBLAS call or kernel launch, with the host clock
+// (CLOCK_MONOTONIC_RAW, as vramcache's trace) around the call and every buffer it touches with
+// its exact extent. The program knows its own accesses: ground truth for vramcache's access sets
+// (scripts/validate_access.py).
+struct Span {
+  const void* ptr;
+  size_t count;  // floats
+  const char* dir;  // "in", "out" or "inout"
+};
+struct AccessLog {
+  FILE* f = nullptr;
+  static uint64_t now() {
+    timespec ts;
+    clock_gettime(CLOCK_MONOTONIC_RAW, &ts);
+    return static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec);
+  }
+  // Runs call() and logs it with its spans.
+  template <typename Call>
+  void record(const char* name, std::initializer_list<Span> spans, Call call) {
+    uint64_t t0 = f ? now() : 0;
+    call();
+    if (!f) return;
+    uint64_t t1 = now();
+    fprintf(f, "{\"t0\":%llu,\"t1\":%llu,\"op\":\"%s\",\"t\":[", static_cast<unsigned long long>(t0),
+            static_cast<unsigned long long>(t1), name);
+    const char* sep = "";
+    for (const Span& s : spans) {
+      fprintf(f, "%s[%llu,%llu,\"%s\"]", sep, static_cast<unsigned long long>(reinterpret_cast<uintptr_t>(s.ptr)),
+              static_cast<unsigned long long>(s.count * sizeof(float)), s.dir);
+      sep = ",";
+    }
+    fprintf(f, "]}\n");
+  }
+};
+
 int usage() {
-  fprintf(stderr, "usage: mlp [--steps N] [--deterministic]\n");
+  fprintf(stderr, "usage: mlp [--steps N] [--deterministic] [--access-log FILE]\n");
   return 2;
 }
 
@@ -245,10 +282,17 @@ int usage() {
 
 int main(int argc, char** argv) {
   int steps = 20;
+  AccessLog log;
   for (int i = 1; i < argc; ++i) {
     if (strcmp(argv[i], "--steps") == 0 && i + 1 < argc) {
       steps = atoi(argv[++i]);
       if (steps < 1 || steps > kMaxSteps) return usage();
+    } else if (strcmp(argv[i], "--access-log") == 0 && i + 1 < argc) {
+      log.f = fopen(argv[++i], "w");
+      if (!log.f) {
+        fprintf(stderr, "mlp: cannot write %s\n", argv[i]);
+        return 2;
+      }
     } else if (strcmp(argv[i], "--deterministic") != 0) {  // always deterministic; accepted
       return usage();
     }
@@ -327,30 +371,51 @@ int main(int argc, char** argv) {
     float* partial = alloc_async(kLossBlocks, stream);
 
     // Forward. Layer 1 as one batched GEMM over column blocks of the batch (stride 0 on W1).
-    CUBLAS_CHECK(cublasSgemmStridedBatched(blas, CUBLAS_OP_N, CUBLAS_OP_N, kHidden, chunk, kIn, &one,
-                                           w1.w, kHidden, 0, x, kIn, static_cast<long long>(kIn) * chunk,
-                                           &zero, act_h, kHidden, static_cast<long long>(kHidden) * chunk,
-                                           kChunks));
-    CU_CHECK(launch(f_bias_relu, blocks_for(kHidden * kBatch), stream, act_h, b1.w, kHidden, kBatch));
-    CUBLAS_CHECK(cublasGemmEx(blas, CUBLAS_OP_N, CUBLAS_OP_N, kOut, kBatch, kHidden, &one, w2.w,
-                              CUDA_R_32F, kOut, act_h, CUDA_R_32F, kHidden, &zero, act_y, CUDA_R_32F,
-                              kOut, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
-    CU_CHECK(launch(f_mse_grad, kLossBlocks, stream, act_y, b2.w, t, grad_y, partial, kOut, kBatch));
-    CU_CHECK(launch(f_reduce_loss, 1, stream, partial, kLossBlocks, 1.0f / (kOut * kBatch),
-                    losses + step));
+    const int hb = kHidden * kBatch, ob = kOut * kBatch;
+    log.record("sgemm_strided_batched", {{w1.w, size_t(kHidden) * kIn, "in"}, {x, size_t(kIn) * kBatch, "in"}, {act_h, size_t(hb), "out"}}, [&] {
+      CUBLAS_CHECK(cublasSgemmStridedBatched(blas, CUBLAS_OP_N, CUBLAS_OP_N, kHidden, chunk, kIn, &one,
+                                             w1.w, kHidden, 0, x, kIn, static_cast<long long>(kIn) * chunk,
+                                             &zero, act_h, kHidden, static_cast<long long>(kHidden) * chunk,
+                                             kChunks));
+    });
+    log.record("bias_relu", {{act_h, size_t(hb), "inout"}, {b1.w, size_t(kHidden), "in"}}, [&] {
+      CU_CHECK(launch(f_bias_relu, blocks_for(kHidden * kBatch), stream, act_h, b1.w, kHidden, kBatch));
+    });
+    log.record("gemm_ex", {{w2.w, size_t(kOut) * kHidden, "in"}, {act_h, size_t(hb), "in"}, {act_y, size_t(ob), "out"}}, [&] {
+      CUBLAS_CHECK(cublasGemmEx(blas, CUBLAS_OP_N, CUBLAS_OP_N, kOut, kBatch, kHidden, &one, w2.w,
+                                CUDA_R_32F, kOut, act_h, CUDA_R_32F, kHidden, &zero, act_y, CUDA_R_32F,
+                                kOut, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+    });
+    log.record("mse_grad", {{act_y, size_t(ob), "in"}, {b2.w, size_t(kOut), "in"}, {t, size_t(ob), "in"},
+                            {grad_y, size_t(ob), "out"}, {partial, size_t(kLossBlocks), "out"}}, [&] {
+      CU_CHECK(launch(f_mse_grad, kLossBlocks, stream, act_y, b2.w, t, grad_y, partial, kOut, kBatch));
+    });
+    log.record("reduce_loss", {{partial, size_t(kLossBlocks), "in"}, {losses + step, 1, "out"}}, [&] {
+      CU_CHECK(launch(f_reduce_loss, 1, stream, partial, kLossBlocks, 1.0f / (kOut * kBatch), losses + step));
+    });
 
     // Backward.
-    CUBLAS_CHECK(cublasSgemm(blas, CUBLAS_OP_N, CUBLAS_OP_T, kOut, kHidden, kBatch, &one, grad_y, kOut,
-                             act_h, kHidden, &zero, w2.g, kOut));
-    CU_CHECK(launch(f_row_sum, blocks_for(kOut), stream, grad_y, b2.g, kOut, kBatch));
-    CUBLAS_CHECK(cublasSgemm(blas, CUBLAS_OP_T, CUBLAS_OP_N, kHidden, kBatch, kOut, &one, w2.w, kOut,
-                             grad_y, kOut, &zero, grad_h, kHidden));
-    CU_CHECK(launch(f_relu_backward, blocks_for(kHidden * kBatch), stream, grad_h,
-                    act_h, kHidden * kBatch));
-    CUBLAS_CHECK(cublasSgemm(blas, CUBLAS_OP_N, CUBLAS_OP_T, kHidden, kIn, kBatch, &one, grad_h, kHidden,
-                             x, kIn, &zero, w1.g, kHidden));
-    CU_CHECK(launch(f_row_sum, blocks_for(kHidden), stream, grad_h, b1.g,
-                    kHidden, kBatch));
+    log.record("sgemm_w2", {{grad_y, size_t(ob), "in"}, {act_h, size_t(hb), "in"}, {w2.g, size_t(kOut) * kHidden, "out"}}, [&] {
+      CUBLAS_CHECK(cublasSgemm(blas, CUBLAS_OP_N, CUBLAS_OP_T, kOut, kHidden, kBatch, &one, grad_y, kOut,
+                               act_h, kHidden, &zero, w2.g, kOut));
+    });
+    log.record("row_sum_b2", {{grad_y, size_t(ob), "in"}, {b2.g, size_t(kOut), "out"}}, [&] {
+      CU_CHECK(launch(f_row_sum, blocks_for(kOut), stream, grad_y, b2.g, kOut, kBatch));
+    });
+    log.record("sgemm_h", {{w2.w, size_t(kOut) * kHidden, "in"}, {grad_y, size_t(ob), "in"}, {grad_h, size_t(hb), "out"}}, [&] {
+      CUBLAS_CHECK(cublasSgemm(blas, CUBLAS_OP_T, CUBLAS_OP_N, kHidden, kBatch, kOut, &one, w2.w, kOut,
+                               grad_y, kOut, &zero, grad_h, kHidden));
+    });
+    log.record("relu_backward", {{grad_h, size_t(hb), "inout"}, {act_h, size_t(hb), "in"}}, [&] {
+      CU_CHECK(launch(f_relu_backward, blocks_for(kHidden * kBatch), stream, grad_h, act_h, kHidden * kBatch));
+    });
+    log.record("sgemm_w1", {{grad_h, size_t(hb), "in"}, {x, size_t(kIn) * kBatch, "in"}, {w1.g, size_t(kHidden) * kIn, "out"}}, [&] {
+      CUBLAS_CHECK(cublasSgemm(blas, CUBLAS_OP_N, CUBLAS_OP_T, kHidden, kIn, kBatch, &one, grad_h, kHidden,
+                               x, kIn, &zero, w1.g, kHidden));
+    });
+    log.record("row_sum_b1", {{grad_h, size_t(hb), "in"}, {b1.g, size_t(kHidden), "out"}}, [&] {
+      CU_CHECK(launch(f_row_sum, blocks_for(kHidden), stream, grad_h, b1.g, kHidden, kBatch));
+    });
     free_async(grad_y, stream);
     free_async(partial, stream);
 
@@ -366,7 +431,10 @@ int main(int argc, char** argv) {
       config.hStream = stream;
       float lr = kLr, beta1 = kBeta1, beta2 = kBeta2, eps = kEps;
       void* args[] = {&p->w, &p->g, &p->m, &p->v, &p->n, &lr, &beta1, &beta2, &eps, &c1, &c2};
-      CU_CHECK(cuLaunchKernelEx(&config, f_adam, args, nullptr));
+      size_t n = static_cast<size_t>(p->n);
+      log.record("adam", {{p->w, n, "inout"}, {p->g, n, "in"}, {p->m, n, "inout"}, {p->v, n, "inout"}}, [&] {
+        CU_CHECK(cuLaunchKernelEx(&config, f_adam, args, nullptr));
+      });
     }
 
     CUDA_CHECK(cudaStreamSynchronize(stream));
@@ -384,6 +452,7 @@ int main(int argc, char** argv) {
   free_driver(grad_h);
   free_driver(losses);
   CUBLAS_CHECK(cublasDestroy(blas));
+  if (log.f) fclose(log.f);
   CUDA_CHECK(cudaStreamDestroy(stream));
 
   printf("allocs made %d cudaMalloc %d cuMemAlloc %d cudaMallocAsync %d managed %d\n", g_counts.total(),
