@@ -128,7 +128,7 @@ void Recorder::check_iterations() {
   // A pattern repeated inside one step (an optimizer's per-tensor loop, a layer) is periodic too,
   // and it is what the detector finds before the trace holds three steps. The step's iterations
   // tile most of the trace once it has them; a sub-step pattern never does.
-  if (it.period && double(regular) * it.period < kMinCovered * double(sig.size())) it = Iterations{};
+  if (it.period && double(regular) * it.period < kMinCovered * double(sig.size())) regular = 0, it.period = 0;
   period_ = it.period;
   iterations_found_ = regular;
   // The first iteration is a warm-up (lazy loading, autotuning, allocator growth): keep one more.

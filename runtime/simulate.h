@@ -15,7 +15,8 @@ namespace vc {
 
 // The PCIe link, rates in bytes/s (DESIGN.md, measured: 55 GB/s each way alone, 97-101 GB/s in
 // total with both directions busy). latency_s is charged once per batch of pages that move
-// together: the pages one planning step places for one op, per direction.
+// together: one op's pages per direction (reactive), the pages one planning step places or evicts
+// for one op (predictive), an 8 MB eager write-back batch.
 struct LinkModel {
   double h2d_bytes_per_s = 55e9, d2h_bytes_per_s = 55e9, both_bytes_per_s = 99e9, latency_s = 10e-6;
 };
@@ -43,7 +44,7 @@ struct SimConfig {
 struct SimResult {
   bool feasible = true;
   std::string why;                                // why not feasible
-  uint64_t h2d_bytes = 0, d2h_bytes = 0;          // moved for the last repetition's ops
+  uint64_t h2d_bytes = 0, d2h_bytes = 0;          // moved for the last repetition (see the Note)
   double compute_s = 0, stall_s = 0, step_s = 0;  // step = compute + stall, last repetition
   uint64_t peak_resident = 0;                     // frames held during the last repetition, bytes
   std::vector<uint64_t> resident_after_op;        // frames held as each op of the last repetition ends

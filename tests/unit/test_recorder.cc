@@ -110,6 +110,22 @@ TEST_CASE("recorder: stops once the wanted iterations follow a warm-up") {
   CHECK(rec.ops() == 4096);
 }
 
+TEST_CASE("recorder: a pattern repeated inside a step does not stop recording") {
+  // 3000 distinct initialization kernels, then an optimizer loop of one 8-kernel pattern repeated
+  // 150 times (1200 ops): periodic, but covering less than half of the trace.
+  AllocMap allocs;
+  Recorder rec("", 2 << 20, 3);
+  std::vector<std::string> init;
+  for (int i = 0; i < 3000; ++i) init.push_back("init" + std::to_string(i));
+  for (const std::string &n : init) rec.on_op(kernel(n.c_str(), 1), allocs);
+  const char *loop[] = {"a", "b", "c", "d", "e", "f", "g", "h"};
+  for (int i = 0; i < 1200; ++i) rec.on_op(kernel(loop[i % 8], 1), allocs);
+  CHECK(rec.ops() == 4200);
+  CHECK_FALSE(rec.enough());
+  CHECK(rec.recording());
+  CHECK(rec.progress().find("0 iterations found (period 0 ops)") != std::string::npos);
+}
+
 TEST_CASE("runtime: profile mode records allocations and launches") {
   Options options;
   std::string error;

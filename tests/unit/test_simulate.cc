@@ -455,14 +455,16 @@ TEST_CASE("lower bound: at most either policy's step, and max(compute, traffic)"
     }
     const AccessModel m = b.build();
     uint64_t most = 0;
-    for (size_t i = 0; i < m.op_count(); ++i) most = std::max<uint64_t>(most, (m.op_first[i + 1] - m.op_first[i]) * kSmall);
+    for (size_t i = 0; i < m.op_count(); ++i)
+      most = std::max<uint64_t>(most, (m.op_first[i + 1] - m.op_first[i]) * kSmall);
     const uint64_t budget = std::max<uint64_t>(most, uint64_t(uniform(1, pages)) * kSmall);
     const int reps = uniform(3, 6);
     const vc::Bound bound = vc::lower_bound(m, config(Policy::kPredictive, budget, secs, reps));
     REQUIRE(bound.feasible);
     const vc::LinkModel link;
-    CHECK(bound.traffic_s == std::max({bound.h2d_bytes / link.h2d_bytes_per_s, bound.d2h_bytes / link.d2h_bytes_per_s,
-                                       (bound.h2d_bytes + bound.d2h_bytes) / link.both_bytes_per_s}));
+    const double h2d = double(bound.h2d_bytes), d2h = double(bound.d2h_bytes);
+    CHECK(bound.traffic_s ==
+          std::max({h2d / link.h2d_bytes_per_s, d2h / link.d2h_bytes_per_s, (h2d + d2h) / link.both_bytes_per_s}));
     CHECK(bound.bound_s == std::max(bound.compute_s, bound.traffic_s));
     for (Policy policy : {Policy::kReactive, Policy::kPredictive}) {
       CAPTURE(std::string(vc::policy_name(policy)));
