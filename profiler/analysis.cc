@@ -94,12 +94,8 @@ Analysis analyze(Trace trace, uint64_t page_size) {
   if (!page_size) page_size = t.page_size;
   std::vector<uint32_t> sig = op_signatures(t, &a.sig_index);
   a.iterations = detect_iterations(sig);
-  // As when recording: a period whose regular iterations tile less than half of the trace is a
-  // pattern inside a step, not the step.
-  const Iterations &it = a.iterations;
-  if (it.period &&
-      double(std::count(it.regular.begin(), it.regular.end(), 1)) * it.period < Recorder::kMinCovered * double(sig.size()))
-    a.iterations = Iterations{};
+  // As when recording: a period whose iterations do not tile the trace is a pattern inside a step.
+  if (!iterations_tile(a.iterations, sig.size(), Recorder::kMinCovered)) a.iterations = Iterations{};
   choose_window(&a);
   a.model = build_access_model(t, page_size, a.window_begin, a.window_end);
   // Steady state: figures of the second of two back-to-back repetitions of the window.

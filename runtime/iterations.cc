@@ -164,3 +164,13 @@ Iterations detect_iterations(const std::vector<uint32_t> &sig) {
 }
 
 }  // namespace vc
+
+namespace vc {
+
+bool iterations_tile(const Iterations &it, size_t n, double fraction) {
+  size_t run = 0, longest = 0;
+  for (uint8_t r : it.regular) longest = std::max(longest, run = r ? run + 1 : 0);
+  return it.period && double(longest) * it.period >= fraction * double(n);
+}
+
+}  // namespace vc

@@ -81,4 +81,11 @@ struct Iterations {
 // 2^32 signatures or more are not analysed (period 0).
 Iterations detect_iterations(const std::vector<uint32_t> &sig);
 
+// Whether the iterations are training steps rather than a pattern repeated inside a step (an
+// optimizer's per-tensor loop, a layer): steps follow one another, so a run of consecutive regular
+// iterations tiles at least `fraction` of the `n` signatures. A sub-step pattern repeats densely
+// but only over its own stretch of each step, and in a trace of few steps it can out-score the
+// step in the detector. Callers that act on a period (stop recording, model an iteration) check this.
+bool iterations_tile(const Iterations &it, size_t n, double fraction);
+
 }  // namespace vc

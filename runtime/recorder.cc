@@ -125,10 +125,7 @@ void Recorder::check_iterations() {
   std::vector<uint32_t> sig = op_signatures(trace_, &index);
   Iterations it = detect_iterations(sig);
   size_t regular = std::count(it.regular.begin(), it.regular.end(), 1);
-  // A pattern repeated inside one step (an optimizer's per-tensor loop, a layer) is periodic too,
-  // and it is what the detector finds before the trace holds three steps. The step's iterations
-  // tile most of the trace once it has them; a sub-step pattern never does.
-  if (it.period && double(regular) * it.period < kMinCovered * double(sig.size())) regular = 0, it.period = 0;
+  if (!iterations_tile(it, sig.size(), kMinCovered)) regular = 0, it.period = 0;
   period_ = it.period;
   iterations_found_ = regular;
   // The first iteration is a warm-up (lazy loading, autotuning, allocator growth): keep one more.

@@ -45,7 +45,8 @@ class Recorder {
   void on_kernel_time(uint64_t correlation, uint64_t graph_node, uint64_t start_ns, uint64_t end_ns);
   void on_copy_time(uint64_t correlation, uint64_t start_ns, uint64_t end_ns);
 
-  // Regular iterations must cover at least this fraction of the ops for a period to count.
+  // Consecutive regular iterations must tile this fraction of the ops for a period to count
+  // (iterations_tile).
   static const double kMinCovered;
 
   bool recording() const { return recording_; }
