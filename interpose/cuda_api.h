@@ -41,6 +41,7 @@ const DriverApi *driver_api();
   X(cuptiGetResultString)                \
   X(cuptiActivityRegisterCallbacks)      \
   X(cuptiActivityEnable)                 \
+  X(cuptiActivityDisable)                \
   X(cuptiActivityGetNextRecord)          \
   X(cuptiActivityFlushAll)               \
   X(cuptiActivityGetNumDroppedRecords) \

@@ -612,4 +612,11 @@ void flush_activity(Runtime *rt) {
   if (g_state && rt->counters().activity_on) g_state->cupti->cuptiActivityFlushAll(1);
 }
 
+void stop_device_times(Runtime *rt) {
+  if (!g_state || !rt->counters().activity_on || rt->options().flag(kActivity)) return;
+  for (CUpti_ActivityKind kind : {CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, CUPTI_ACTIVITY_KIND_MEMCPY, CUPTI_ACTIVITY_KIND_MEMSET})
+    g_state->cupti->cuptiActivityDisable(kind);
+  rt->counters().activity_on = false;
+}
+
 }  // namespace vc::interpose

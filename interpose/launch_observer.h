@@ -13,6 +13,9 @@ namespace vc::interpose {
 void start_launch_observer(Runtime *rt);
 // Delivers every pending CUPTI activity record (device times, coverage counts) now.
 void flush_activity(Runtime *rt);
+// Profile mode, once the trace is written: device times are no longer needed, and collecting
+// them costs every launch (kept with VRAMCACHE_ACTIVITY=1).
+void stop_device_times(Runtime *rt);
 
 // The program's own CUPTI client (Note [Sharing the CUPTI subscription]). client_subscribe
 // returns false when vramcache holds no subscription (the call then goes to CUPTI unchanged);

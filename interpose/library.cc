@@ -102,6 +102,7 @@ void profile_thread(Runtime *rt) {
       flush_activity(rt);
       VC_INFO("%s", rec->progress().c_str());
       rt->write_trace_once(symbolize);
+      stop_device_times(rt);
       return;
     }
     if (++ticks % 12 == 0) VC_INFO("%s", rec->progress().c_str());

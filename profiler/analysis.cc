@@ -98,12 +98,14 @@ Analysis analyze(Trace trace, uint64_t page_size) {
   if (!iterations_tile(a.iterations, sig.size(), Recorder::kMinCovered)) a.iterations = Iterations{};
   choose_window(&a);
   a.model = build_access_model(t, page_size, a.window_begin, a.window_end);
-  // Steady state: figures of the second of two back-to-back repetitions of the window.
+  // Steady state: figures of the middle of three back-to-back repetitions of the window, so that
+  // both the previous and the next iteration's accesses are there.
   {
-    AccessModel twice = repeated(a.model, 2);
-    std::vector<uint64_t> reuse = reuse_distances(twice), live = live_bytes(twice);
-    a.reuse.assign(reuse.begin() + a.model.acc.size(), reuse.end());
-    a.live.assign(live.begin() + a.model.op_count(), live.end());
+    AccessModel thrice = repeated(a.model, 3);
+    std::vector<uint64_t> reuse = reuse_distances(thrice), live = live_bytes(thrice);
+    size_t acc = a.model.acc.size(), ops = a.model.op_count();
+    a.reuse.assign(reuse.begin() + acc, reuse.begin() + 2 * acc);
+    a.live.assign(live.begin() + ops, live.begin() + 2 * ops);
   }
   size_t n = a.window_end - a.window_begin;
   a.op_seconds.assign(n, 0.0);

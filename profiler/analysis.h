@@ -29,8 +29,8 @@ struct Analysis {
   int window_iteration = -1;          // which iteration is modelled, -1 = whole trace (no period)
   uint64_t window_begin = 0, window_end = 0;  // its ops
   AccessModel model;
-  // Steady state: computed on the window repeated twice, figures of the second repetition, so a
-  // first access of the window reuses the previous iteration's last one.
+  // Steady state: computed on the window repeated three times, figures of the middle repetition,
+  // so a first access reuses the previous iteration's last one and data the next one reads is live.
   std::vector<uint64_t> reuse;        // per access of the model (reuse_distances)
   std::vector<uint64_t> live;         // per window op (live_bytes)
   std::vector<uint64_t> allocated;    // per window op: bytes of live allocations (what a plain run holds)

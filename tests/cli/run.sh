@@ -26,6 +26,24 @@ check 127 "cannot run" -- run -- /nonexistent/program
 check 2 "unknown command" -- frobnicate
 check 0 "| \`VRAMCACHE_MODE\` |" -- options --markdown
 check 0 "VRAMCACHE_LOG_FILE" -- options
+# report and simulate on the trace that ships with the repository (the README's main job)
+trace=samples/traces/gpt-1.3b.vctrace
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+check 0 "iterations: period 3975 ops" -- report -o "$tmp/r.html" "$trace"
+grep -q "Resident bytes over one iteration" "$tmp/r.html" || bad "report: no resident-bytes chart in the HTML"
+check 0 "predictive" -- simulate --budget 12G "$trace"
+check 0 "bound" -- simulate --budget 16G --link 25 --page-size 512K "$trace"
+check 2 "--budget SIZE is required" -- simulate "$trace"
+check 2 "--budget 12Q is not a size" -- simulate --budget 12Q "$trace"
+check 2 "--page-size must be a power of two" -- simulate --budget 1G --page-size 100K "$trace"
+check 1 "cannot open" -- report /nonexistent.vctrace
+head -c 1000 "$trace" > "$tmp/cut.vctrace"
+check 1 "truncated" -- report "$tmp/cut.vctrace"
+printf 'not a trace' > "$tmp/bad.vctrace"
+check 1 "not a vramcache trace" -- simulate --budget 1G "$tmp/bad.vctrace"
+check 2 "no command given" -- profile -o "$tmp/p"
+
 [ "$(LD_PRELOAD= VRAMCACHE_MODE=count "$cli" run --mode off -- sh -c 'echo $VRAMCACHE_MODE')" = off ] || bad "a flag must override the environment"
 
 [ $fail = 0 ] && echo "cli: all checks passed"

@@ -91,6 +91,7 @@ FAKE_EXPORT CUptiResult cuptiActivityRegisterCallbacks(CUpti_BuffersCallbackRequ
   return CUPTI_ERROR_NOT_SUPPORTED;
 }
 FAKE_EXPORT CUptiResult cuptiActivityEnable(CUpti_ActivityKind) { return CUPTI_ERROR_NOT_SUPPORTED; }
+FAKE_EXPORT CUptiResult cuptiActivityDisable(CUpti_ActivityKind) { return CUPTI_ERROR_NOT_SUPPORTED; }
 FAKE_EXPORT CUptiResult cuptiActivityGetNextRecord(uint8_t *, size_t, CUpti_Activity **) { return CUPTI_ERROR_MAX_LIMIT_REACHED; }
 FAKE_EXPORT CUptiResult cuptiActivityFlushAll(uint32_t) { return CUPTI_SUCCESS; }
 FAKE_EXPORT CUptiResult cuptiActivityGetNumDroppedRecords(CUcontext, uint32_t, size_t *n) {
