@@ -354,6 +354,46 @@ int report_main(int argc, char **argv) {
   return report_command(args.trace, html, "", args.budget);
 }
 
+namespace {
+
+// At most `points` values: the max of each bucket, so peaks survive.
+std::string json_series(const std::vector<uint64_t> &v, size_t points = 2000) {
+  std::string out = "[";
+  size_t bucket = (v.size() + points - 1) / points;
+  for (size_t i = 0; i < v.size(); i += bucket ? bucket : 1) {
+    uint64_t m = 0;
+    for (size_t j = i; j < std::min(v.size(), i + bucket); ++j) m = std::max(m, v[j]);
+    out += (i ? "," : "") + std::to_string(m);
+  }
+  return out + "]";
+}
+
+std::string json_sim(const SimResult &r) {
+  char buf[256];
+  snprintf(buf, sizeof buf, "{\"feasible\":%s,\"h2d_bytes\":%llu,\"d2h_bytes\":%llu,\"stall_s\":%.6f,\"step_s\":%.6f,",
+           r.feasible ? "true" : "false", (unsigned long long)r.h2d_bytes, (unsigned long long)r.d2h_bytes, r.stall_s,
+           r.step_s);
+  std::string why;
+  for (char c : r.why) why += c == '"' || c == '\\' ? '\'' : c;
+  return buf + std::string("\"why\":\"") + why + "\",\"resident_after_op\":" + json_series(r.resident_after_op) + "}";
+}
+
+}  // namespace
+
+// Machine-readable form of one budget's result (simulate --json), for the benchmark suite's plots.
+std::string budget_json(const Analysis &a, const BudgetResult &r) {
+  char head[512];
+  snprintf(head, sizeof head,
+           "{\"budget\":%llu,\"period\":%u,\"window_ops\":%llu,\"compute_s\":%.6f,\"peak_allocated\":%llu,"
+           "\"peak_live\":%llu,\"bound\":{\"bound_s\":%.6f,\"compute_s\":%.6f,\"traffic_s\":%.6f,\"h2d_bytes\":%llu,"
+           "\"d2h_bytes\":%llu},",
+           (unsigned long long)r.budget, a.iterations.period, (unsigned long long)(a.window_end - a.window_begin), a.busy_s,
+           (unsigned long long)a.peak_allocated, (unsigned long long)a.peak_live, r.bound.bound_s, r.bound.compute_s,
+           r.bound.traffic_s, (unsigned long long)r.bound.h2d_bytes, (unsigned long long)r.bound.d2h_bytes);
+  return head + std::string("\"reactive\":") + json_sim(r.reactive) + ",\"predictive\":" + json_sim(r.predictive) +
+         ",\"allocated\":" + json_series(a.allocated) + ",\"live\":" + json_series(a.live) + "}\n";
+}
+
 int simulate_main(int argc, char **argv) {
   Args args;
   if (!parse_args(argc, argv, "simulate", &args)) return 2;
@@ -363,6 +403,7 @@ int simulate_main(int argc, char **argv) {
   Analysis a = analyze(std::move(t), args.page_size);
   BudgetResult r = evaluate_budget(a, args.budget, args.link);
   fputs(summary_text(a, {r}).c_str(), stdout);
+  if (!args.out.empty() && !write_file(args.out, budget_json(a, r))) return 1;
   return 0;
 }
 

@@ -62,6 +62,9 @@ std::string format_bytes(uint64_t bytes);  // "1.50 GiB"
 std::vector<uint64_t> reuse_histogram(const Analysis &a);
 const char *reuse_bucket_name(int bucket);
 
+// One budget's figures as a JSON object (vramcache simulate -o FILE.json).
+std::string budget_json(const Analysis &a, const BudgetResult &r);
+
 // The subcommands. Exit codes: 0 done, 1 unreadable trace (one line says why), 2 usage error.
 int report_main(int argc, char **argv);
 int simulate_main(int argc, char **argv);

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstring>
 
 #include "runtime/log.h"
 #include "runtime/trace_io.h"
@@ -91,10 +92,17 @@ void Runtime::on_api(ApiClass cls, const ApiCall &call) {
     recorder_->on_op(op, allocs_);
   }
   switch (cls) {
-    case ApiClass::kCopy:
+    case ApiClass::kCopy: {
       counters_.copies++;
       counters_.copy_bytes += call.bytes;
+      // Direction: from the API's name where it says, else from which side is device memory we
+      // track (host memory, pinned or not, is never tracked).
+      bool dst_device = strstr(call.name, "HtoD") || (!strstr(call.name, "DtoH") && allocs_.find(call.dst));
+      bool src_device = strstr(call.name, "DtoH") || (!strstr(call.name, "HtoD") && allocs_.find(call.src));
+      if (dst_device && !src_device) counters_.copy_h2d_bytes += call.bytes;
+      if (src_device && !dst_device) counters_.copy_d2h_bytes += call.bytes;
       break;
+    }
     case ApiClass::kSet: counters_.sets++; break;
     case ApiClass::kSync: counters_.syncs++; break;
     case ApiClass::kCaptureBegin: counters_.captures_begun++; break;
@@ -244,6 +252,8 @@ std::string Runtime::summary_json() const {
   add("gemm_operands_tracked", c.gemm_operands_tracked);
   add("copies", c.copies);
   add("copy_bytes", c.copy_bytes);
+  add("copy_h2d_bytes", c.copy_h2d_bytes);
+  add("copy_d2h_bytes", c.copy_d2h_bytes);
   add("sets", c.sets);
   add("syncs", c.syncs);
   add("captures_begun", c.captures_begun);

@@ -69,6 +69,7 @@ struct Counters {
   std::atomic<uint64_t> gemm_operands_tracked{0};  // ... that fall inside a tracked allocation
   std::atomic<uint64_t> copies{0};
   std::atomic<uint64_t> copy_bytes{0};  // of the copies whose size is decoded
+  std::atomic<uint64_t> copy_h2d_bytes{0}, copy_d2h_bytes{0};  // of those, host to device and back
   std::atomic<uint64_t> sets{0};
   std::atomic<uint64_t> syncs{0};
   std::atomic<uint64_t> captures_begun{0};

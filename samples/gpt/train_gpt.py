@@ -40,6 +40,10 @@ def parse_args():
     p.add_argument("--warmup", type=int, default=3, help="first steps left out of the timing stats")
     p.add_argument("--deterministic", action="store_true")
     p.add_argument("--json", metavar="PATH", help="also write the summary, losses and times here")
+    p.add_argument("--offload", choices=["none", "fsdp2", "save_on_cpu"], default="none",
+                   help="the classic alternatives vramcache is compared with: fsdp2 = FSDP2 on one GPU with "
+                        "CPUOffloadPolicy (parameters, gradients and optimizer state on the CPU, optimizer "
+                        "step on the CPU); save_on_cpu = activations saved for backward kept in pinned host memory")
     p.add_argument("--access-log", metavar="PATH",
                    help="log every aten op with the host clock and the CUDA tensors it touches (ground truth "
                         "for vramcache's access sets; slow)")
@@ -149,8 +153,24 @@ class AccessLog(TorchDispatchMode):
         return out
 
 
-def train_step(model, opt, x, y, attention_backend):
-    with torch.autocast(device_type="cuda", dtype=torch.bfloat16), attention_backend():
+def shard_with_cpu_offload(model):
+    """FSDP2 on a one-process group: every block and the root sharded with CPUOffloadPolicy."""
+    import torch.distributed as dist
+    from torch.distributed.fsdp import CPUOffloadPolicy, fully_shard
+
+    os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
+    os.environ.setdefault("MASTER_PORT", "29533")
+    dist.init_process_group("nccl", rank=0, world_size=1, device_id=torch.device("cuda", 0))
+    policy = CPUOffloadPolicy(pin_memory=True)
+    for block in model.blocks:
+        fully_shard(block, offload_policy=policy)
+    fully_shard(model, offload_policy=policy)
+    return model
+
+
+def train_step(model, opt, x, y, attention_backend, save_on_cpu=False):
+    saving = torch.autograd.graph.save_on_cpu(pin_memory=True) if save_on_cpu else contextlib.nullcontext()
+    with torch.autocast(device_type="cuda", dtype=torch.bfloat16), attention_backend(), saving:
         logits = model(x)
         # 2-D logits: the 3-D form dispatches to nll_loss2d, which uses atomics.
         loss = F.cross_entropy(logits.view(-1, logits.shape[-1]), y.reshape(-1))
@@ -173,6 +193,8 @@ def main():
     with torch.device("cuda"):
         model = GPT(n_layer, d_model, n_head, VOCAB, args.seq)
     params = sum(p.numel() for p in model.parameters())  # the tied weight counts once
+    if args.offload == "fsdp2":
+        model = shard_with_cpu_offload(model)
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=False)
     # The math backend is deterministic in backward; flash and memory-efficient may not be.
     if args.deterministic:
@@ -190,6 +212,8 @@ def main():
     if args.access_log:
         access_log.out.close()
     report(args, params, losses, times)
+    if args.offload == "fsdp2":
+        torch.distributed.destroy_process_group()
 
 
 def run_steps(args, model, opt, tokens, attention_backend, losses, times):
@@ -197,7 +221,7 @@ def run_steps(args, model, opt, tokens, attention_backend, losses, times):
         x, y = tokens[i, :, :-1], tokens[i, :, 1:]
         torch.cuda.synchronize()
         start = time.perf_counter()
-        loss = train_step(model, opt, x, y, attention_backend)
+        loss = train_step(model, opt, x, y, attention_backend, args.offload == "save_on_cpu")
         torch.cuda.synchronize()
         times.append(time.perf_counter() - start)
         losses.append(loss.item())
@@ -224,6 +248,7 @@ def report(args, params, losses, times):
         "segments_allocated": stats["segment.all.allocated"],
         "segments_freed": stats["segment.all.freed"],
         "deterministic": args.deterministic,
+        "offload": args.offload,
     }
     print("summary " + json.dumps(summary), flush=True)
     if args.json:

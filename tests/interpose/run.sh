@@ -32,7 +32,7 @@ if run count VRAMCACHE_MODE=count; then
     launches=6 launches_decoded=5 launches_captured=1 graph_launches=2 graph_kernels=6 graph_kernels_decoded=6 \
     kernels_seen=11 refs=15 gemms_cublas=3 gemms_cublas_pointer_array=1 gemms_cublaslt=1 \
     gemm_operands_exact=10 gemm_operands_tracked=10 copies=1 copy_bytes=4096 sets=1 syncs=1 \
-    captures_begun=1 captures_ended=1 unmatched_lookups=3 launch_observer_on=1
+    captures_begun=1 captures_ended=1 unmatched_lookups=3 launch_observer_on=1 copy_h2d_bytes=4096 copy_d2h_bytes=0
   grep -q "vramcache summary (mode count)" "$out/count.log" || bad "count mode printed no summary"
 else
   bad "count mode: test program failed"; cat "$out/count.log"
