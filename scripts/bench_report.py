@@ -28,7 +28,7 @@ def table(res, rel_results):
         base = runs.get(("in_vram", None), {}).get("median_step_s")
         fsdp = runs.get(("fsdp2", None), {}).get("median_step_s")
         lines += [f"### GPT {size}", "",
-                  "| mode | budget | s/step | tokens/s | vs in VRAM | vs FSDP2 | peak GPU (NVML) | peak reserved (PyTorch) | H2D | D2H |",
+                  "| mode | budget | s/step | tokens/s | vs in VRAM | vs FSDP2 | peak GPU (NVML) | peak reserved (PyTorch) | H2D, whole run | D2H, whole run |",
                   "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
         for (mode, budget), r in sorted(runs.items(), key=lambda kv: ([m for m, _ in MODES].index(kv[0][0]), kv[0][1] or 0)):
             label = dict(MODES)[mode]
