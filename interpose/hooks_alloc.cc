@@ -12,19 +12,9 @@ using vc::AllocKind;
 using vc::Runtime;
 using vc::interpose::HookGroup;
 using vc::interpose::HookScope;
+using vc::interpose::addr;
 
 namespace {
-
-// A hooked symbol whose real function cannot be found (its library is not loaded): the call
-// cannot be forwarded, so it fails with the library's not-initialized code.
-#define VC_REAL_OR_FAIL(symbol, error)                                                    \
-  auto real = VC_REAL(symbol);                                                            \
-  if (!real) {                                                                            \
-    VC_WARN_CAPPED("%s called but its library is not loaded; returning an error", #symbol); \
-    return error;                                                                         \
-  }
-
-inline uint64_t addr(const void *p) { return reinterpret_cast<uintptr_t>(p); }
 
 // Starts the observer (first CUDA call) and returns the runtime to report to, if any.
 Runtime *enter(const HookScope &scope) {

@@ -18,6 +18,7 @@ using vc::Runtime;
 using vc::interpose::HookGroup;
 using vc::interpose::HookScope;
 using vc::interpose::Lib;
+using vc::interpose::addr;
 
 // The numbers runtime/gemm.cc assumes for cudaDataType_t.
 static_assert(CUDA_R_32F == 0 && CUDA_R_64F == 1 && CUDA_R_16F == 2 && CUDA_R_8I == 3 &&
@@ -26,19 +27,10 @@ static_assert(CUDA_R_32F == 0 && CUDA_R_64F == 1 && CUDA_R_16F == 2 && CUDA_R_8I
 
 namespace {
 
-#define VC_REAL_OR_FAIL(symbol)                                                             \
-  auto real = VC_REAL(symbol);                                                              \
-  if (!real) {                                                                              \
-    VC_WARN_CAPPED("%s called but its library is not loaded; returning an error", #symbol); \
-    return CUBLAS_STATUS_NOT_INITIALIZED;                                                   \
-  }
-
 template <class Fn>
 Fn helper(Lib lib, const char *name) {
   return reinterpret_cast<Fn>(vc::interpose::real_symbol(lib, name));
 }
-
-inline uint64_t addr(const void *p) { return reinterpret_cast<uintptr_t>(p); }
 
 bool is_complex(int type) { return type == CUDA_C_16F || type == CUDA_C_32F || type == CUDA_C_64F || type == CUDA_C_16BF || type == CUDA_C_8I; }
 
@@ -108,7 +100,7 @@ BlasGemm describe(cublasHandle_t handle, cublasOperation_t ta, cublasOperation_t
                                   int m, int n, int k, const T *alpha, const T *a, int lda,        \
                                   const T *b, int ldb, const T *beta, T *c, int ldc) {             \
     HookScope scope(HookGroup::kBlas);                                                             \
-    VC_REAL_OR_FAIL(symbol);                                                                       \
+    VC_REAL_OR_FAIL(symbol, CUBLAS_STATUS_NOT_INITIALIZED);                                                                       \
     if (Runtime *rt = scope.runtime())                                                             \
       report(rt, GemmApi::kCublas,                                                                 \
              describe(h, ta, tb, m, n, k, a, cuda_type, lda, b, cuda_type, ldb, beta, sizeof(T), c, \
@@ -125,7 +117,7 @@ VC_TYPED_GEMM(cublasHgemm, __half, CUDA_R_16F)
                                   long long sa, const T *b, int ldb, long long sb, const T *beta,  \
                                   T *c, int ldc, long long sc, int batch) {                        \
     HookScope scope(HookGroup::kBlas);                                                             \
-    VC_REAL_OR_FAIL(symbol);                                                                       \
+    VC_REAL_OR_FAIL(symbol, CUBLAS_STATUS_NOT_INITIALIZED);                                                                       \
     if (Runtime *rt = scope.runtime()) {                                                           \
       BlasGemm g = describe(h, ta, tb, m, n, k, a, cuda_type, lda, b, cuda_type, ldb, beta,        \
                             sizeof(T), c, cuda_type, ldc);                                         \
@@ -145,7 +137,7 @@ VC_EXPORT cublasStatus_t cublasGemmEx(cublasHandle_t h, cublasOperation_t ta, cu
                                       cudaDataType type_c, int ldc, cublasComputeType_t compute,
                                       cublasGemmAlgo_t algo) {
   HookScope scope(HookGroup::kBlas);
-  VC_REAL_OR_FAIL(cublasGemmEx);
+  VC_REAL_OR_FAIL(cublasGemmEx, CUBLAS_STATUS_NOT_INITIALIZED);
   if (Runtime *rt = scope.runtime())
     report(rt, GemmApi::kCublas,
            describe(h, ta, tb, m, n, k, a, type_a, lda, b, type_b, ldb, beta,
@@ -160,7 +152,7 @@ VC_EXPORT cublasStatus_t cublasGemmStridedBatchedEx(
     cudaDataType type_b, int ldb, long long sb, const void *beta, void *c, cudaDataType type_c,
     int ldc, long long sc, int batch, cublasComputeType_t compute, cublasGemmAlgo_t algo) {
   HookScope scope(HookGroup::kBlas);
-  VC_REAL_OR_FAIL(cublasGemmStridedBatchedEx);
+  VC_REAL_OR_FAIL(cublasGemmStridedBatchedEx, CUBLAS_STATUS_NOT_INITIALIZED);
   if (Runtime *rt = scope.runtime()) {
     BlasGemm g = describe(h, ta, tb, m, n, k, a, type_a, lda, b, type_b, ldb, beta,
                           compute_scalar_bytes(compute, type_c), c, type_c, ldc);
@@ -182,7 +174,7 @@ VC_EXPORT cublasStatus_t cublasGemmBatchedEx(cublasHandle_t h, cublasOperation_t
                                              int batch, cublasComputeType_t compute,
                                              cublasGemmAlgo_t algo) {
   HookScope scope(HookGroup::kBlas);
-  VC_REAL_OR_FAIL(cublasGemmBatchedEx);
+  VC_REAL_OR_FAIL(cublasGemmBatchedEx, CUBLAS_STATUS_NOT_INITIALIZED);
   if (Runtime *rt = scope.runtime()) publish(rt, GemmApi::kCublasBatchedPointers, nullptr, 0);
   return real(h, ta, tb, m, n, k, alpha, a, type_a, lda, b, type_b, ldb, beta, c, type_c, ldc,
               batch, compute, algo);
@@ -241,7 +233,7 @@ VC_EXPORT cublasStatus_t cublasLtMatmul(cublasLtHandle_t lt, cublasLtMatmulDesc_
                                         const cublasLtMatmulAlgo_t *algo, void *workspace,
                                         size_t workspace_bytes, cudaStream_t stream) {
   HookScope scope(HookGroup::kBlas);
-  VC_REAL_OR_FAIL(cublasLtMatmul);
+  VC_REAL_OR_FAIL(cublasLtMatmul, CUBLAS_STATUS_NOT_INITIALIZED);
   if (Runtime *rt = scope.runtime()) {
     int32_t mode = desc_attr<int32_t>(desc, CUBLASLT_MATMUL_DESC_POINTER_MODE, CUBLASLT_POINTER_MODE_DEVICE);
     int scale_type = desc_attr<int32_t>(desc, CUBLASLT_MATMUL_DESC_SCALE_TYPE, CUDA_R_32F);

@@ -9,13 +9,6 @@
 
 using namespace vc::interpose;
 
-#define VC_REAL_OR_FAIL(symbol)                                                             \
-  auto real = VC_REAL(symbol);                                                              \
-  if (!real) {                                                                              \
-    VC_WARN_CAPPED("%s called but its library is not loaded; returning an error", #symbol); \
-    return CUPTI_ERROR_NOT_INITIALIZED;                                                     \
-  }
-
 namespace {
 // Subscribing is the program's first CUPTI call: start vramcache's subscription first, so the two
 // share it rather than vramcache being refused later.
@@ -27,7 +20,7 @@ bool share(CUpti_SubscriberHandle *handle, CUpti_CallbackFunc callback, void *us
 }  // namespace
 
 VC_EXPORT CUptiResult cuptiSubscribe(CUpti_SubscriberHandle *handle, CUpti_CallbackFunc callback, void *userdata) {
-  VC_REAL_OR_FAIL(cuptiSubscribe);
+  VC_REAL_OR_FAIL(cuptiSubscribe, CUPTI_ERROR_NOT_INITIALIZED);
   CUptiResult r;
   if (share(handle, callback, userdata, &r)) return r;
   return real(handle, callback, userdata);
@@ -35,35 +28,35 @@ VC_EXPORT CUptiResult cuptiSubscribe(CUpti_SubscriberHandle *handle, CUpti_Callb
 
 VC_EXPORT CUptiResult cuptiSubscribe_v2(CUpti_SubscriberHandle *handle, CUpti_CallbackFunc callback, void *userdata,
                                         CUpti_SubscriberParams *params) {
-  VC_REAL_OR_FAIL(cuptiSubscribe_v2);
+  VC_REAL_OR_FAIL(cuptiSubscribe_v2, CUPTI_ERROR_NOT_INITIALIZED);
   CUptiResult r;
   if (share(handle, callback, userdata, &r)) return r;
   return real(handle, callback, userdata, params);
 }
 
 VC_EXPORT CUptiResult cuptiUnsubscribe(CUpti_SubscriberHandle handle) {
-  VC_REAL_OR_FAIL(cuptiUnsubscribe);
+  VC_REAL_OR_FAIL(cuptiUnsubscribe, CUPTI_ERROR_NOT_INITIALIZED);
   return client_owned(handle) ? client_unsubscribe() : real(handle);
 }
 
 VC_EXPORT CUptiResult cuptiEnableCallback(uint32_t enable, CUpti_SubscriberHandle handle, CUpti_CallbackDomain domain,
                                           CUpti_CallbackId cbid) {
-  VC_REAL_OR_FAIL(cuptiEnableCallback);
+  VC_REAL_OR_FAIL(cuptiEnableCallback, CUPTI_ERROR_NOT_INITIALIZED);
   return client_owned(handle) ? client_enable_callback(enable, domain, cbid) : real(enable, handle, domain, cbid);
 }
 
 VC_EXPORT CUptiResult cuptiEnableDomain(uint32_t enable, CUpti_SubscriberHandle handle, CUpti_CallbackDomain domain) {
-  VC_REAL_OR_FAIL(cuptiEnableDomain);
+  VC_REAL_OR_FAIL(cuptiEnableDomain, CUPTI_ERROR_NOT_INITIALIZED);
   return client_owned(handle) ? client_enable_domain(enable, domain, false) : real(enable, handle, domain);
 }
 
 VC_EXPORT CUptiResult cuptiEnableAllDomains(uint32_t enable, CUpti_SubscriberHandle handle) {
-  VC_REAL_OR_FAIL(cuptiEnableAllDomains);
+  VC_REAL_OR_FAIL(cuptiEnableAllDomains, CUPTI_ERROR_NOT_INITIALIZED);
   return client_owned(handle) ? client_enable_domain(enable, CUPTI_CB_DOMAIN_INVALID, true) : real(enable, handle);
 }
 
 VC_EXPORT CUptiResult cuptiGetCallbackState(uint32_t *enable, CUpti_SubscriberHandle handle, CUpti_CallbackDomain domain,
                                             CUpti_CallbackId cbid) {
-  VC_REAL_OR_FAIL(cuptiGetCallbackState);
+  VC_REAL_OR_FAIL(cuptiGetCallbackState, CUPTI_ERROR_NOT_INITIALIZED);
   return client_owned(handle) ? client_callback_state(enable, domain, cbid) : real(enable, handle, domain, cbid);
 }

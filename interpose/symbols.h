@@ -20,6 +20,8 @@
 #include <atomic>
 #include <type_traits>
 
+#include "runtime/log.h"
+
 // cuda.h maps cuGetProcAddress to cuGetProcAddress_v2; the table needs both ABI names.
 #undef cuGetProcAddress
 
@@ -77,6 +79,8 @@ void *wrap_dlsym_result(const char *name, void *found);
 // Same for what cuGetProcAddress returned for `base`.
 void *wrap_proc_address(const char *base, void *found);
 
+inline uint64_t addr(const void *p) { return reinterpret_cast<uintptr_t>(p); }
+
 // glibc's own dlsym, never ours.
 void *real_dlsym(void *handle, const char *name);
 // A function of `lib` that is not hooked (a helper we call, such as cublasGetPointerMode_v2).
@@ -87,6 +91,15 @@ void *real_symbol(Lib lib, const char *name);
 // Typed real pointer of a hooked symbol, e.g. VC_REAL(cudaMalloc)(ptr, size).
 #define VC_REAL(symbol) \
   reinterpret_cast<::vc::interpose::Type_##symbol>(::vc::interpose::real_function(::vc::interpose::kHook_##symbol))
+
+// In a wrapper: `real` = the real function, or return `error` (the library's not-initialized code)
+// when its library is not loaded and the call cannot be forwarded.
+#define VC_REAL_OR_FAIL(symbol, error)                                                      \
+  auto real = VC_REAL(symbol);                                                              \
+  if (!real) {                                                                              \
+    VC_WARN_CAPPED("%s called but its library is not loaded; returning an error", #symbol); \
+    return error;                                                                           \
+  }
 
 namespace vc::interpose {
 #define VC_HOOK(lib, symbol, base, version, ptds, type) using Type_##symbol = type;
