@@ -48,7 +48,7 @@ bool managed_admitted(Runtime *rt, uint64_t size) {
   // Unknown free memory admits nothing: refusing is safe, oversubscribing a shared GPU is not.
   if (rt->admit_managed(size, free_bytes)) return true;
   VC_ERROR("managed allocation of %llu bytes refused: total managed memory would exceed the "
-           "device's free memory at start (set VRAMCACHE_ALLOW_OVERSUBSCRIBE=1 to allow)",
+           "device's free memory read at the first managed allocation (set VRAMCACHE_ALLOW_OVERSUBSCRIBE=1 to allow)",
            (unsigned long long)size);
   return false;
 }
@@ -70,9 +70,11 @@ VC_EXPORT cudaError_t cudaFree(void *ptr) {
   HookScope scope(HookGroup::kAlloc);
   VC_REAL_OR_FAIL(cudaFree, cudaErrorInitializationError);
   Runtime *rt = enter(scope);
-  cudaError_t r = real(ptr);
-  if (rt && r == cudaSuccess) rt->on_free(addr(ptr));
-  return r;
+  // Note [Free before the real free]: recorded first, because once the real free returns another
+  // thread may be handed the same address, and recording the free after that would drop the new
+  // allocation. If the real free fails, the pointer was not a live allocation anyway.
+  if (rt) rt->on_free(addr(ptr));
+  return real(ptr);
 }
 
 #define VC_CUDA_MALLOC_ASYNC(symbol)                                                             \
@@ -104,9 +106,8 @@ VC_CUDA_MALLOC_FROM_POOL(cudaMallocFromPoolAsync_ptsz)
     HookScope scope(HookGroup::kAlloc);                                   \
     VC_REAL_OR_FAIL(symbol, cudaErrorInitializationError);                \
     Runtime *rt = enter(scope);                                           \
-    cudaError_t r = real(ptr, stream);                                    \
-    if (rt && r == cudaSuccess) rt->on_free(addr(ptr));                   \
-    return r;                                                             \
+    if (rt) rt->on_free(addr(ptr)); /* Note [Free before the real free] */ \
+    return real(ptr, stream);                                             \
   }
 VC_CUDA_FREE_ASYNC(cudaFreeAsync)
 VC_CUDA_FREE_ASYNC(cudaFreeAsync_ptsz)
@@ -186,9 +187,8 @@ VC_EXPORT CUresult cuMemFree_v2(CUdeviceptr ptr) {
   HookScope scope(HookGroup::kAlloc);
   VC_REAL_OR_FAIL(cuMemFree_v2, CUDA_ERROR_NOT_INITIALIZED);
   Runtime *rt = enter(scope);
-  CUresult r = real(ptr);
-  if (rt && r == CUDA_SUCCESS) rt->on_free(ptr);
-  return r;
+  if (rt) rt->on_free(ptr);  // Note [Free before the real free]
+  return real(ptr);
 }
 
 #define VC_CU_MEM_ALLOC_ASYNC(symbol)                                                           \
@@ -220,9 +220,8 @@ VC_CU_MEM_ALLOC_FROM_POOL(cuMemAllocFromPoolAsync_ptsz)
     HookScope scope(HookGroup::kAlloc);                             \
     VC_REAL_OR_FAIL(symbol, CUDA_ERROR_NOT_INITIALIZED);            \
     Runtime *rt = enter(scope);                                     \
-    CUresult r = real(ptr, stream);                                 \
-    if (rt && r == CUDA_SUCCESS) rt->on_free(ptr);                  \
-    return r;                                                       \
+    if (rt) rt->on_free(ptr); /* Note [Free before the real free] */ \
+    return real(ptr, stream);                                       \
   }
 VC_CU_MEM_FREE_ASYNC(cuMemFreeAsync)
 VC_CU_MEM_FREE_ASYNC(cuMemFreeAsync_ptsz)
@@ -271,7 +270,6 @@ VC_EXPORT CUresult cuMemUnmap(CUdeviceptr ptr, size_t size) {
   HookScope scope(HookGroup::kAlloc);
   VC_REAL_OR_FAIL(cuMemUnmap, CUDA_ERROR_NOT_INITIALIZED);
   Runtime *rt = enter(scope);
-  CUresult r = real(ptr, size);
-  if (rt && r == CUDA_SUCCESS) rt->on_free(ptr);
-  return r;
+  if (rt) rt->on_free(ptr);  // Note [Free before the real free]
+  return real(ptr, size);
 }

@@ -212,13 +212,13 @@ GemmOperand lt_operand(char name, const void *ptr, cublasLtMatrixLayout_t layout
   op.ptr = addr(ptr);
   op.role = role;
   op.type = int(layout_attr<uint32_t>(layout, CUBLASLT_MATRIX_LAYOUT_TYPE, ~0u));
-  op.row_major = layout_attr<int32_t>(layout, CUBLASLT_MATRIX_LAYOUT_ORDER, CUBLASLT_ORDER_COL) == CUBLASLT_ORDER_ROW;
+  int32_t order = layout_attr<int32_t>(layout, CUBLASLT_MATRIX_LAYOUT_ORDER, CUBLASLT_ORDER_COL);
+  op.row_major = order == CUBLASLT_ORDER_ROW;
   op.rows = layout_attr<uint64_t>(layout, CUBLASLT_MATRIX_LAYOUT_ROWS, 0);
   op.cols = layout_attr<uint64_t>(layout, CUBLASLT_MATRIX_LAYOUT_COLS, 0);
   op.ld = uint64_t(layout_attr<int64_t>(layout, CUBLASLT_MATRIX_LAYOUT_LD, 0));
   op.batch = layout_attr<int32_t>(layout, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, 1);
   op.stride = layout_attr<int64_t>(layout, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, 0);
-  int32_t order = layout_attr<int32_t>(layout, CUBLASLT_MATRIX_LAYOUT_ORDER, CUBLASLT_ORDER_COL);
   if (order != CUBLASLT_ORDER_COL && order != CUBLASLT_ORDER_ROW) op.type = ~0;  // tiled: extent unknown
   return op;
 }

@@ -51,12 +51,25 @@ class KernelCache {
   const KernelInfo *get(uint64_t handle) {
     struct Slot {
       uint64_t handle;
+      uint64_t generation;
       const KernelInfo *info;
     };
     thread_local Slot recent[256] = {};
     Slot &slot = recent[(handle >> 4) & 255];
-    if (slot.handle != handle || !slot.info) slot = Slot{handle, lookup(handle)};
+    uint64_t generation = generation_.load(std::memory_order_acquire);
+    if (slot.handle != handle || slot.generation != generation || !slot.info)
+      slot = Slot{handle, generation, lookup(handle)};
     return slot.info;
+  }
+
+  // A module is being unloaded: its handles may be reused for other kernels, whose parameters a
+  // cached layout would misread (past the end of the launch's parameter array). Every layout is
+  // forgotten; the entries stay allocated, since graph records and other threads may hold them.
+  void forget_all() {
+    std::unique_lock lock(mu_);
+    for (auto &entry : map_) retired_.push_back(std::move(entry.second));
+    map_.clear();
+    generation_.fetch_add(1, std::memory_order_release);
   }
 
  private:
@@ -105,6 +118,8 @@ class KernelCache {
 
   std::shared_mutex mu_;
   std::unordered_map<uint64_t, std::unique_ptr<KernelInfo>> map_;
+  std::vector<std::unique_ptr<KernelInfo>> retired_;
+  std::atomic<uint64_t> generation_{0};
 };
 
 // Copies a launch's parameters into one buffer laid out as the kernel sees it. Handles both
@@ -343,14 +358,18 @@ void on_driver_api(CUpti_CallbackId cbid, const CUpti_CallbackData *cb) {
         ApiCall call;
         call.name = cb->functionName;
         call.correlation = cb->correlationId;
+        // The Async forms add hStream after these fields.
+        bool async = strstr(cb->functionName, "Async") != nullptr;
         if (g_state->linear_copy[cbid]) {
-          struct Linear { uint64_t dst, src; size_t bytes; };  // see is_linear_copy()
+          struct Linear { uint64_t dst, src; size_t bytes; CUstream stream; };  // see is_linear_copy()
           auto *p = static_cast<const Linear *>(cb->functionParams);
           call.dst = p->dst, call.src = p->src, call.bytes = p->bytes;
+          if (async) call.stream = reinterpret_cast<uint64_t>(p->stream);
         } else if (int element = g_state->memset_bytes[cbid]) {
-          struct Set { uint64_t dst; uint32_t value; size_t count; };  // see memset_element_bytes()
+          struct Set { uint64_t dst; uint32_t value; size_t count; CUstream stream; };  // see memset_element_bytes()
           auto *p = static_cast<const Set *>(cb->functionParams);
           call.dst = p->dst, call.bytes = p->count * size_t(element);
+          if (async) call.stream = reinterpret_cast<uint64_t>(p->stream);
         }
         g_state->rt->on_api(cls, call);
         break;
@@ -376,6 +395,10 @@ void on_driver_api(CUpti_CallbackId cbid, const CUpti_CallbackData *cb) {
 }
 
 void on_resource(CUpti_CallbackId cbid, const CUpti_ResourceData *rd) {
+  if (cbid == CUPTI_CBID_RESOURCE_MODULE_UNLOAD_STARTING) {
+    g_state->kernels.forget_all();
+    return;
+  }
   auto *g = static_cast<const CUpti_GraphData *>(rd->resourceDescriptor);
   if (!g) return;
   if (cbid == CUPTI_CBID_RESOURCE_GRAPHEXEC_CREATED) {
@@ -386,21 +409,25 @@ void on_resource(CUpti_CallbackId cbid, const CUpti_ResourceData *rd) {
   }
 }
 
-bool is_graph_exec_event(CUpti_CallbackId cbid) {
-  return cbid == CUPTI_CBID_RESOURCE_GRAPHEXEC_CREATED || cbid == CUPTI_CBID_RESOURCE_GRAPHEXEC_DESTROY_STARTING;
+// The resource callbacks vramcache needs: graph instantiation and destruction, module unloads.
+constexpr CUpti_CallbackId kResourceEvents[] = {CUPTI_CBID_RESOURCE_GRAPHEXEC_CREATED,
+                                                CUPTI_CBID_RESOURCE_GRAPHEXEC_DESTROY_STARTING,
+                                                CUPTI_CBID_RESOURCE_MODULE_UNLOAD_STARTING};
+bool is_resource_event(CUpti_CallbackId cbid) {
+  return std::find(std::begin(kResourceEvents), std::end(kResourceEvents), cbid) != std::end(kResourceEvents);
 }
 
 // True for the callbacks vramcache itself needs.
 bool ours(CUpti_CallbackDomain domain, CUpti_CallbackId cbid) {
   if (domain == CUPTI_CB_DOMAIN_DRIVER_API) return cbid < CUPTI_DRIVER_TRACE_CBID_SIZE && g_state->classes[cbid] != ApiClass::kNone;
-  return domain == CUPTI_CB_DOMAIN_RESOURCE && is_graph_exec_event(cbid);
+  return domain == CUPTI_CB_DOMAIN_RESOURCE && is_resource_event(cbid);
 }
 
 void CUPTIAPI on_callback(void *, CUpti_CallbackDomain domain, CUpti_CallbackId cbid, const void *data) {
   try {
     if (domain == CUPTI_CB_DOMAIN_DRIVER_API && cbid < CUPTI_DRIVER_TRACE_CBID_SIZE) {
       if (g_state->classes[cbid] != ApiClass::kNone) on_driver_api(cbid, static_cast<const CUpti_CallbackData *>(data));
-    } else if (domain == CUPTI_CB_DOMAIN_RESOURCE && is_graph_exec_event(cbid)) {
+    } else if (domain == CUPTI_CB_DOMAIN_RESOURCE && is_resource_event(cbid)) {
       on_resource(cbid, static_cast<const CUpti_ResourceData *>(data));
     }
   } catch (...) {
@@ -494,9 +521,9 @@ void start_launch_observer(Runtime *rt) {
     state->memset_bytes[cbid] = uint8_t(memset_element_bytes(name));
     ++enabled;
   }
-  for (CUpti_CallbackId cbid : {CUPTI_CBID_RESOURCE_GRAPHEXEC_CREATED, CUPTI_CBID_RESOURCE_GRAPHEXEC_DESTROY_STARTING})
+  for (CUpti_CallbackId cbid : kResourceEvents)
     if (cupti->cuptiEnableCallback(1, state->subscriber, CUPTI_CB_DOMAIN_RESOURCE, cbid) != CUPTI_SUCCESS)
-      VC_WARN("cannot enable CUPTI graph callbacks: kernels inside CUDA graphs are not reported");
+      VC_WARN("cannot enable CUPTI resource callback %u: graph kernels or module unloads are not seen", cbid);
   rt->counters().launch_observer_on = true;
   VC_INFO("launch observer on: %d driver callbacks", enabled);
 
@@ -533,12 +560,12 @@ void restore_ours(CUpti_CallbackDomain d) {
     for (CUpti_CallbackId id = 1; id < CUPTI_DRIVER_TRACE_CBID_SIZE; ++id)
       if (g_state->classes[id] != ApiClass::kNone) g_state->cupti->cuptiEnableCallback(1, g_state->subscriber, d, id);
   } else if (d == CUPTI_CB_DOMAIN_RESOURCE) {
-    for (CUpti_CallbackId id : {CUPTI_CBID_RESOURCE_GRAPHEXEC_CREATED, CUPTI_CBID_RESOURCE_GRAPHEXEC_DESTROY_STARTING})
-      g_state->cupti->cuptiEnableCallback(1, g_state->subscriber, d, id);
+    for (CUpti_CallbackId id : kResourceEvents) g_state->cupti->cuptiEnableCallback(1, g_state->subscriber, d, id);
   }
 }
 
-CUptiResult client_enable_domain(uint32_t enable, CUpti_CallbackDomain d) {
+// With client_mu held.
+CUptiResult enable_domain_locked(uint32_t enable, CUpti_CallbackDomain d) {
   if (d <= 0 || d >= CUPTI_CB_DOMAIN_SIZE) return CUPTI_ERROR_INVALID_PARAMETER;
   Client &c = g_state->client;
   c.domain_all[d] = enable != 0;
@@ -574,7 +601,7 @@ bool client_subscribe(CUpti_SubscriberHandle *handle, CUpti_CallbackFunc callbac
 CUptiResult client_unsubscribe() {
   std::unique_lock lock(g_state->client_mu);
   for (int d = 1; d < CUPTI_CB_DOMAIN_SIZE; ++d)
-    if (g_state->client.domain_all[d]) client_enable_domain(0, CUpti_CallbackDomain(d));
+    if (g_state->client.domain_all[d]) enable_domain_locked(0, CUpti_CallbackDomain(d));
   auto ids = g_state->client.ids;
   g_state->client = Client{};
   for (auto [d, id] : ids) sync_callback(CUpti_CallbackDomain(d), id);
@@ -592,10 +619,10 @@ CUptiResult client_enable_callback(uint32_t enable, CUpti_CallbackDomain d, CUpt
 
 CUptiResult client_enable_domain(uint32_t enable, CUpti_CallbackDomain d, bool all_domains) {
   std::unique_lock lock(g_state->client_mu);
-  if (!all_domains) return client_enable_domain(enable, d);
+  if (!all_domains) return enable_domain_locked(enable, d);
   CUptiResult r = CUPTI_SUCCESS;
   for (int dom = 1; dom < CUPTI_CB_DOMAIN_SIZE; ++dom) {
-    CUptiResult one = client_enable_domain(enable, CUpti_CallbackDomain(dom));
+    CUptiResult one = enable_domain_locked(enable, CUpti_CallbackDomain(dom));
     if (r == CUPTI_SUCCESS) r = one;
   }
   return r;

@@ -6,6 +6,8 @@
 #include <link.h>
 
 #include <cstring>
+#include <string>
+#include <vector>
 
 #include "interpose/library.h"
 #include "runtime/log.h"
@@ -51,15 +53,43 @@ void *real_dlsym(void *handle, const char *name) {
   return fn(handle, name);
 }
 
-void *real_symbol(Lib lib, const char *name) {
-  void *p = real_dlsym(RTLD_NEXT, name);
-  if (!p) {
-    if (void *h = dlopen(lib_soname(lib), RTLD_LAZY | RTLD_NOLOAD)) {
-      p = real_dlsym(h, name);
-      dlclose(h);  // drops only the reference RTLD_NOLOAD added
-    }
-  }
+namespace {
+
+// `name` in the already-loaded object `path`, or null. RTLD_NOLOAD only takes a reference.
+void *lookup_in(const char *path, const char *name) {
+  void *h = dlopen(path, RTLD_LAZY | RTLD_NOLOAD);
+  if (!h) return nullptr;
+  void *p = real_dlsym(h, name);
+  dlclose(h);
   return p;
+}
+
+bool in_this_library(const void *p) {
+  Dl_info mine, theirs;
+  return dladdr(reinterpret_cast<const void *>(&lookup_in), &mine) && dladdr(p, &theirs) &&
+         mine.dli_fbase == theirs.dli_fbase;
+}
+
+}  // namespace
+
+void *real_symbol(Lib lib, const char *name) {
+  // RTLD_NEXT finds libraries in the global scope; the soname finds ours when opened RTLD_LOCAL.
+  void *p = real_dlsym(RTLD_NEXT, name);
+  if (!p) p = lookup_in(lib_soname(lib), name);
+  if (p) return p;
+  // Another version of the library (libcudart.so.12, say) opened RTLD_LOCAL by an extension:
+  // its callers still reach our export, so find the definition in whatever object has it. Names
+  // are collected first: dlopen must not run inside dl_iterate_phdr, which holds a loader lock.
+  std::vector<std::string> objects;
+  dl_iterate_phdr(
+      [](struct dl_phdr_info *info, size_t, void *arg) {
+        if (info->dlpi_name && *info->dlpi_name) static_cast<std::vector<std::string> *>(arg)->push_back(info->dlpi_name);
+        return 0;
+      },
+      &objects);
+  for (const std::string &object : objects)
+    if (void *q = lookup_in(object.c_str(), name); q && !in_this_library(q)) return q;
+  return nullptr;
 }
 
 void *real_function(HookId id) {
@@ -114,11 +144,7 @@ void *next_after(const void *caller, const char *name) {
     return real_dlsym(RTLD_NEXT, name);
   for (struct link_map *m = map->l_next; m; m = m->l_next) {
     if (!m->l_name || !*m->l_name) continue;
-    void *h = dlopen(m->l_name, RTLD_LAZY | RTLD_NOLOAD);
-    if (!h) continue;
-    void *p = real_dlsym(h, name);
-    dlclose(h);
-    if (p) return p;
+    if (void *p = lookup_in(m->l_name, name)) return p;
   }
   return nullptr;
 }
@@ -128,8 +154,14 @@ void *next_after(const void *caller, const char *name) {
 
 VC_EXPORT void *dlsym(void *handle, const char *name) {
   using namespace vc::interpose;
-  void *found = handle == RTLD_NEXT ? next_after(__builtin_return_address(0), name)
-                                    : real_dlsym(handle, name);
+  void *caller = __builtin_return_address(0);
+  void *found = handle == RTLD_NEXT ? next_after(caller, name) : real_dlsym(handle, name);
+  // RTLD_DEFAULT searches the caller's own scope too (its RTLD_LOCAL dependencies), which glibc
+  // would take from us, not from the caller: search the caller's object and its dependencies.
+  if (!found && handle == RTLD_DEFAULT) {
+    Dl_info info;
+    if (dladdr(caller, &info) && info.dli_fname && *info.dli_fname) found = lookup_in(info.dli_fname, name);
+  }
   if (!hooks_enabled()) return found;
   return wrap_dlsym_result(name, found);
 }

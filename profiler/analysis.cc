@@ -326,12 +326,12 @@ bool parse_args(int argc, char **argv, const char *cmd, Args *args) {
 }  // namespace
 
 int report_command(const std::string &trace_path, const std::string &html_path, const std::string &summary_path,
-                   uint64_t budget) {
+                   uint64_t budget, uint64_t page_size, const LinkModel &link) {
   Trace t;
   if (!load(trace_path, &t)) return 1;
-  Analysis a = analyze(std::move(t), 0);
+  Analysis a = analyze(std::move(t), page_size);
   std::vector<BudgetResult> results;
-  for (uint64_t b : default_budgets(a, budget)) results.push_back(evaluate_budget(a, b, LinkModel{}));
+  for (uint64_t b : default_budgets(a, budget)) results.push_back(evaluate_budget(a, b, link));
   std::string text = summary_text(a, results);
   fputs(text.c_str(), stdout);
   if (!summary_path.empty() && !write_file(summary_path, text)) return 1;
@@ -351,7 +351,7 @@ int report_main(int argc, char **argv) {
     size_t dot = html.rfind(".vctrace");
     html = (dot != std::string::npos ? html.substr(0, dot) : html) + ".html";
   }
-  return report_command(args.trace, html, "", args.budget);
+  return report_command(args.trace, html, "", args.budget, args.page_size, args.link);
 }
 
 namespace {

@@ -70,6 +70,6 @@ int report_main(int argc, char **argv);
 int simulate_main(int argc, char **argv);
 // `vramcache profile` after the run: writes the summary and the report next to the trace.
 int report_command(const std::string &trace_path, const std::string &html_path, const std::string &summary_path,
-                   uint64_t budget);
+                   uint64_t budget, uint64_t page_size = 0, const LinkModel &link = LinkModel{});
 
 }  // namespace vc

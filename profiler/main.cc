@@ -28,7 +28,7 @@ void usage(FILE *out) {
           "usage: vramcache run [OPTIONS] -- COMMAND [ARGS...]   run COMMAND with libvramcache.so preloaded\n"
           "       vramcache profile [--iterations N] [-o DIR] [OPTIONS] -- COMMAND [ARGS...]\n"
           "                                                      record COMMAND's access trace, then report it\n"
-          "       vramcache report [--budget SIZE] [-o FILE.html] TRACE\n"
+          "       vramcache report [--budget SIZE] [--link GBPS] [--page-size SIZE] [-o FILE.html] TRACE\n"
           "                                                      summary and HTML report of a recorded trace\n"
           "       vramcache simulate --budget SIZE [--link GBPS] [--page-size SIZE] [-o FILE.json] TRACE\n"
           "                                                      predicted traffic, stalls and step time for a budget\n"

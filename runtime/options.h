@@ -30,14 +30,16 @@ namespace vc {
     "and allocations seen against what CUPTI recorded (adds tracing overhead; profile mode always " \
     "collects kernel and copy times)")                                                             \
   X(kTraceFile, "VRAMCACHE_TRACE_FILE", kPath, "vramcache.vctrace", "/tmp/job.vctrace",              \
-    "profile mode: where the trace is written")                                                    \
+    "profile mode: where the trace is written; `%p` in it becomes the process id (one trace per "    \
+    "process when several run under the library)")                                                    \
   X(kProfileIterations, "VRAMCACHE_PROFILE_ITERATIONS", kCount, "3", "5",                            \
     "profile mode: iterations to record after the first (warm-up) one; recording then stops and "   \
     "the trace is written while the program goes on")                                             \
   X(kPageSize, "VRAMCACHE_PAGE_SIZE", kSize, "2M", "256K",                                           \
     "unit of bookkeeping and reuse distances: a power of two from 64K to 1G")                      \
   X(kAllowOversubscribe, "VRAMCACHE_ALLOW_OVERSUBSCRIBE", kBool, "0", "1",                           \
-    "let managed allocations exceed the device's free memory at start; without it such an "         \
+    "let managed allocations exceed the device's free memory (read at the first managed "           \
+    "allocation); without it such an "                                                             \
     "allocation fails with the out-of-memory code (never set this on a shared machine)")
 
 enum class OptionKind { kChoice, kBool, kPath, kSize, kCount };

@@ -21,19 +21,15 @@ Role role_of(OperandRole role) {
   return Role::kUnknown;
 }
 
-// When to look for iterations again: often while the trace is short, then every 1/16 of its
-// length, so the total cost stays linear in the trace.
 uint64_t now_ns() {
   timespec ts;
   clock_gettime(CLOCK_MONOTONIC_RAW, &ts);
   return uint64_t(ts.tv_sec) * 1000000000ull + uint64_t(ts.tv_nsec);
 }
 
-bool check_due(uint64_t ops) {
-  if (ops < (1u << 16)) return ops % 4096 == 0;
-  uint64_t step = ops / 16;
-  return ops % (step ? step : 1) == 0;
-}
+// When to look for iterations next: every 4096 ops while the trace is short, then every 1/16 of
+// its length, so the total cost stays linear in the trace.
+uint64_t next_check(uint64_t ops) { return ops + std::max<uint64_t>(4096, ops / 16); }
 
 }  // namespace
 
@@ -117,7 +113,11 @@ void Recorder::on_op(const RecordedOp &r, const AllocMap &allocs) {
   trace_.refs.insert(trace_.refs.end(), unique.begin(), unique.end());
   trace_.ops.push_back(op);
   graph_nodes_.push_back(r.graph_node);
-  if (check_due(trace_.ops.size())) check_iterations();
+  if (trace_.ops.size() >= next_check_) {
+    next_check_ = next_check(trace_.ops.size());
+    ++checks_;
+    check_iterations();
+  }
 }
 
 void Recorder::check_iterations() {
@@ -137,12 +137,12 @@ void Recorder::check_iterations() {
 
 void Recorder::on_kernel_time(uint64_t correlation, uint64_t graph_node, uint64_t start_ns, uint64_t end_ns) {
   std::lock_guard lock(mu_);
-  kernel_times_.push_back({correlation, graph_node, start_ns, end_ns});
+  if (!finished_) kernel_times_.push_back({correlation, graph_node, start_ns, end_ns});
 }
 
 void Recorder::on_copy_time(uint64_t correlation, uint64_t start_ns, uint64_t end_ns) {
   std::lock_guard lock(mu_);
-  copy_times_.push_back({correlation, 0, start_ns, end_ns});
+  if (!finished_) copy_times_.push_back({correlation, 0, start_ns, end_ns});
 }
 
 uint64_t Recorder::ops() const {
@@ -162,6 +162,7 @@ Trace Recorder::finish(const std::function<std::string(uint64_t)> &symbolize) {
   std::lock_guard lock(mu_);
   if (recording_) check_iterations();
   recording_ = false;
+  finished_ = true;
   // Join device times: direct launches, copies and sets by correlation id; graph kernels by
   // (correlation of their graph launch, node id).
   std::unordered_map<uint64_t, size_t> by_correlation;
@@ -186,7 +187,8 @@ Trace Recorder::finish(const std::function<std::string(uint64_t)> &symbolize) {
     trace_.callsites[s].frames.clear();
     for (uint64_t pc : callsite_pcs_[s]) trace_.callsites[s].frames.push_back(symbolize(pc));
   }
-  return trace_;
+  kernel_times_.clear(), copy_times_.clear();
+  return std::move(trace_);
 }
 
 }  // namespace vc

@@ -5,6 +5,7 @@
 // the end. Thread-safe; no CUDA.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -49,14 +50,15 @@ class Recorder {
   // (iterations_tile).
   static const double kMinCovered;
 
-  bool recording() const { return recording_; }
+  bool recording() const { return recording_.load(std::memory_order_relaxed); }
   // True once `iterations` regular iterations follow a first, warm-up one: recording then stops.
-  bool enough() const { return enough_; }
+  bool enough() const { return enough_.load(std::memory_order_relaxed); }
+  uint64_t iteration_checks() const { return checks_; }
   uint64_t ops() const;
   std::string progress() const;  // one line: ops, iterations found, period, bytes
 
   // The trace, device times joined, call sites symbolized by `symbolize` (pc -> "module!sym+0xoff").
-  // Stops recording.
+  // Stops recording; the recorder is empty afterwards (call once).
   Trace finish(const std::function<std::string(uint64_t)> &symbolize);
 
  private:
@@ -65,7 +67,9 @@ class Recorder {
   mutable std::mutex mu_;
   Trace trace_;
   int iterations_;
-  bool recording_ = true, enough_ = false;
+  std::atomic<bool> recording_{true}, enough_{false};
+  bool finished_ = false;
+  uint64_t next_check_ = 4096, checks_ = 0;
   uint32_t period_ = 0;
   size_t iterations_found_ = 0;
   std::unordered_map<std::string, uint32_t> name_ids_;

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
+#include <unistd.h>
 
 #include "runtime/log.h"
 #include "runtime/trace_io.h"
@@ -123,10 +124,15 @@ void Runtime::on_copy_time(uint64_t correlation, uint64_t start_ns, uint64_t end
 }
 
 bool Runtime::write_trace_once(const std::function<std::string(uint64_t)> &symbolize) {
-  if (!recorder_ || trace_written_.exchange(true)) return false;
+  // A second caller (the exit path while the profile thread writes) waits for the first write.
+  std::lock_guard lock(trace_mu_);
+  if (!recorder_ || trace_written_) return false;
+  trace_written_ = true;
   Trace trace = recorder_->finish(symbolize);
   std::string error;
-  const std::string &path = options_.str[kTraceFile];
+  // %p becomes the process id: several processes (ranks, forked children) then write apart.
+  std::string path = options_.str[kTraceFile];
+  if (size_t at = path.find("%p"); at != std::string::npos) path.replace(at, 2, std::to_string(getpid()));
   if (!write_trace(trace, path, &error)) {
     VC_ERROR("profile: %s", error.c_str());
     return false;

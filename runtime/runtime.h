@@ -7,6 +7,7 @@
 #include <atomic>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -129,7 +130,8 @@ class Runtime {
   Counters counters_;
   AllocMap allocs_;
   std::unique_ptr<Recorder> recorder_;
-  std::atomic<bool> trace_written_{false};
+  std::mutex trace_mu_;
+  bool trace_written_ = false;  // guarded by trace_mu_
   std::atomic<uint64_t> managed_bytes_{0};
   std::atomic<uint64_t> managed_limit_{0};
 };

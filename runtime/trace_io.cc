@@ -4,6 +4,7 @@
 
 #include <cstdio>
 #include <cstring>
+#include <unistd.h>
 #include <unordered_set>
 
 namespace vc {
@@ -332,7 +333,7 @@ bool decode_trace(const uint8_t *data, size_t size, Trace *out, std::string *err
 
 bool write_trace(const Trace &trace, const std::string &path, std::string *error) {
   std::vector<uint8_t> bytes = encode_trace(trace);
-  std::string tmp = path + ".tmp";
+  std::string tmp = path + "." + std::to_string(getpid()) + ".tmp";  // writers never share a temp file
   FILE *f = fopen(tmp.c_str(), "wb");
   if (!f) return *error = "cannot create " + tmp + ": " + strerror(errno), false;
   bool ok = fwrite(bytes.data(), 1, bytes.size(), f) == bytes.size();

@@ -168,7 +168,7 @@ TEST_CASE("return codes pass through unchanged") {
   void *p = nullptr;
   set_result("libcudart.so.13", "cudart", 217);
   CHECK(cudaMalloc(&p, 1 << 20) == cudaError_t(217));  // counted as a failed allocation
-  CHECK(cudaFree(reinterpret_cast<void *>(0x1234)) == cudaError_t(217));
+  CHECK(cudaFree(reinterpret_cast<void *>(0x1234)) == cudaError_t(217));  // a free of an untracked address
   CHECK(cudaMemGetInfo(nullptr, nullptr) == cudaError_t(217));
   set_result("libcudart.so.13", "cudart", 0);
   set_result("libcuda.so.1", "cuda", 999);

@@ -28,7 +28,7 @@ expect_json() {  # expect_json FILE key=value...
 # 1. count mode: every figure of the scenario in interpose_test.cc.
 if run count VRAMCACHE_MODE=count; then
   expect_json "$out/count.json" allocs=8 allocs_device=4 allocs_async=2 allocs_managed=1 allocs_vmm_map=1 \
-    alloc_failures=2 managed_refused=1 frees=5 frees_untracked=1 vmm_creates=1 \
+    alloc_failures=2 managed_refused=1 frees=6 frees_untracked=2 vmm_creates=1 \
     launches=6 launches_decoded=5 launches_captured=1 graph_launches=2 graph_kernels=6 graph_kernels_decoded=6 \
     kernels_seen=11 refs=15 gemms_cublas=3 gemms_cublas_pointer_array=1 gemms_cublaslt=1 \
     gemm_operands_exact=10 gemm_operands_tracked=10 copies=1 copy_bytes=4096 sets=1 syncs=1 \

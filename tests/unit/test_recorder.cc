@@ -126,6 +126,19 @@ TEST_CASE("recorder: a pattern repeated inside a step does not stop recording") 
   CHECK(rec.progress().find("0 iterations found (period 0 ops)") != std::string::npos);
 }
 
+TEST_CASE("recorder: iteration checks stay few as the trace grows") {
+  // No period ever (every name distinct): the recorder keeps recording and checking. Checks come
+  // every 4096 ops, then every 1/16 of the trace: 15 up to 65536 ops, about 12 per doubling after.
+  AllocMap allocs;
+  Recorder rec("", 2 << 20, 3);
+  std::vector<std::string> names;
+  for (int i = 0; i < 200000; ++i) names.push_back("k" + std::to_string(i));
+  for (const std::string &n : names) rec.on_op(kernel(n.c_str(), 1), allocs);
+  CHECK(rec.recording());
+  CHECK(rec.iteration_checks() >= 15);
+  CHECK(rec.iteration_checks() <= 40);
+}
+
 TEST_CASE("runtime: profile mode records allocations and launches") {
   Options options;
   std::string error;
