@@ -270,6 +270,6 @@ VC_EXPORT CUresult cuMemUnmap(CUdeviceptr ptr, size_t size) {
   HookScope scope(HookGroup::kAlloc);
   VC_REAL_OR_FAIL(cuMemUnmap, CUDA_ERROR_NOT_INITIALIZED);
   Runtime *rt = enter(scope);
-  if (rt) rt->on_free(ptr);  // Note [Free before the real free]
+  if (rt) rt->on_free_range(ptr, size);  // Note [Free before the real free]
   return real(ptr, size);
 }

@@ -18,10 +18,8 @@ namespace {
 uint64_t extent(uint64_t size) { return size ? size : 1; }
 }  // namespace
 
-std::vector<Allocation> AllocMap::insert(uint64_t base, uint64_t size, AllocKind kind) {
-  std::vector<Allocation> replaced;
-  const uint64_t end = base + extent(size);
-  std::unique_lock lock(mu_);
+std::vector<Allocation> AllocMap::erase_overlapping(uint64_t base, uint64_t end) {
+  std::vector<Allocation> gone;
   auto it = by_base_.lower_bound(base);
   if (it != by_base_.begin()) {
     auto prev = std::prev(it);
@@ -29,9 +27,21 @@ std::vector<Allocation> AllocMap::insert(uint64_t base, uint64_t size, AllocKind
   }
   while (it != by_base_.end() && it->second.base < end) {
     bytes_ -= it->second.size;
-    replaced.push_back(it->second);
+    gone.push_back(it->second);
     it = by_base_.erase(it);
   }
+  return gone;
+}
+
+std::vector<Allocation> AllocMap::erase_range(uint64_t base, uint64_t size) {
+  std::unique_lock lock(mu_);
+  return erase_overlapping(base, base + extent(size));
+}
+
+std::vector<Allocation> AllocMap::insert(uint64_t base, uint64_t size, AllocKind kind) {
+  const uint64_t end = base + extent(size);
+  std::unique_lock lock(mu_);
+  std::vector<Allocation> replaced = erase_overlapping(base, end);
   by_base_.emplace(base, Allocation{base, size, kind, next_id_++});
   bytes_ += size;
   if (base < lo_.load()) lo_.store(base);

@@ -37,6 +37,8 @@ class AllocMap {
   std::vector<Allocation> insert(uint64_t base, uint64_t size, AllocKind kind);
   // Removes the allocation starting exactly at `base`; returns it if there was one.
   std::optional<Allocation> erase(uint64_t base);
+  // Removes every allocation overlapping [base, base + size) and returns them.
+  std::vector<Allocation> erase_range(uint64_t base, uint64_t size);
   std::optional<AddressHit> find(uint64_t address) const;
   size_t count() const;
 
@@ -61,6 +63,7 @@ class AllocMap {
 
  private:
   std::optional<AddressHit> find_locked(uint64_t address) const;
+  std::vector<Allocation> erase_overlapping(uint64_t base, uint64_t end);  // with mu_ held
 
   mutable std::shared_mutex mu_;
   // Bounds of every range ever inserted (never shrunk): a value outside cannot be a hit.

@@ -30,16 +30,28 @@ void Runtime::on_alloc(uint64_t ptr, uint64_t size, AllocKind kind, uint64_t str
     if (auto hit = allocs_.find(ptr)) recorder_->on_alloc(hit->alloc, stream, pcs, depth);
 }
 
+void Runtime::forget(const Allocation &gone) {
+  if (gone.kind == AllocKind::kManaged) managed_bytes_ -= gone.size;
+  if (recorder_) recorder_->on_free(gone.id);
+}
+
 void Runtime::on_free(uint64_t ptr) {
   if (ptr == 0) return;  // cudaFree(nullptr) is a no-op the API allows
   counters_.frees++;
-  auto gone = allocs_.erase(ptr);
-  if (!gone) {
+  if (auto gone = allocs_.erase(ptr)) forget(*gone);
+  else counters_.frees_untracked++;
+}
+
+void Runtime::on_free_range(uint64_t ptr, uint64_t size) {
+  std::vector<Allocation> gone = allocs_.erase_range(ptr, size);
+  if (gone.empty()) {
+    counters_.frees++;
     counters_.frees_untracked++;
-    return;
   }
-  if (gone->kind == AllocKind::kManaged) managed_bytes_ -= gone->size;
-  if (recorder_) recorder_->on_free(gone->id);
+  for (const Allocation &a : gone) {
+    counters_.frees++;
+    forget(a);
+  }
 }
 
 void Runtime::on_launch(const Launch &launch) {

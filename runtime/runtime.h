@@ -98,6 +98,8 @@ class Runtime {
                 const uint64_t *pcs = nullptr, int depth = 0);
   void on_alloc_failed() { counters_.alloc_failures++; }
   void on_free(uint64_t ptr);
+  // A VMM unmap: every mapping that overlaps [ptr, ptr + size) goes (a partly unmapped one whole).
+  void on_free_range(uint64_t ptr, uint64_t size);
   void on_vmm_create() { counters_.vmm_creates++; }
   void on_launch(const Launch &launch);
   void on_gemm(GemmApi api, const GemmOperand *ops, int n);
@@ -119,13 +121,14 @@ class Runtime {
   // Managed-memory guard (DESIGN.md, "Safety"): returns false when `size` more managed bytes
   // would exceed `device_free_at_start` (the free memory read at the first managed allocation).
   bool admit_managed(uint64_t size, uint64_t device_free_at_start);
-  void release_managed(uint64_t size) { managed_bytes_ -= size; }
 
   // The exit summary: one screen of text, and the same figures as JSON.
   std::string summary_text() const;
   std::string summary_json() const;
 
  private:
+  void forget(const Allocation &gone);  // bookkeeping of a freed allocation
+
   Options options_;
   Counters counters_;
   AllocMap allocs_;

@@ -353,16 +353,24 @@ TEST_CASE("runtime: admit_managed without VRAMCACHE_ALLOW_OVERSUBSCRIBE") {
   CHECK_FALSE(rt->admit_managed(1, 0));
   CHECK(c.managed_refused == 5);
 
-  // A caller that frees after admission (the real call failed) releases what it was admitted.
-  rt->on_free(0x200000);
-  CHECK(rt->admit_managed(400, 0));
-  rt->release_managed(400);
-  CHECK(rt->admit_managed(400, 0));
-  CHECK(c.managed_refused == 5);
 
   auto v = json_values(*rt);
   CHECK(v["managed_refused"] == 5);
   CHECK(occurrences(rt->summary_json(), "\"managed_refused\":5") == 1);
+}
+
+TEST_CASE("runtime: an unmap frees every mapping in its range") {
+  auto rt = make_runtime();
+  rt->on_alloc(0x100000, 0x10000, AllocKind::kVmmMap);
+  rt->on_alloc(0x110000, 0x10000, AllocKind::kVmmMap);
+  rt->on_alloc(0x120000, 0x10000, AllocKind::kVmmMap);
+  rt->on_free_range(0x100000, 0x20000);  // the first two
+  CHECK(rt->allocs().count() == 1);
+  CHECK(rt->allocs().find(0x120000).has_value());
+  CHECK_FALSE(rt->allocs().find(0x110000).has_value());
+  CHECK(rt->counters().frees == 2);
+  rt->on_free_range(0x500000, 0x1000);  // nothing there
+  CHECK(rt->counters().frees_untracked == 1);
 }
 
 TEST_CASE("runtime: admit_managed refuses a single allocation larger than the free memory") {
