@@ -229,6 +229,23 @@ std::string summary_text(const Analysis &a, const std::vector<BudgetResult> &bud
   appendf(&s, "memory: peak allocated %s, peak live %s (the least a perfect pager keeps resident), touched per iteration %s in %zu pages\n",
           format_bytes(a.peak_allocated).c_str(), format_bytes(a.peak_live).c_str(), format_bytes(a.touched_bytes).c_str(),
           a.model.pages.size());
+  // What is known of the data of each touched page, and how much of it is dead between two uses
+  // (the next access overwrites it: no write-back, no prefetch needed).
+  uint64_t read_only = 0, written = 0, unknown_only = 0, dead = 0;
+  std::vector<PageStats> stats = page_stats(a.model);
+  for (size_t p = 0; p < stats.size(); ++p) {
+    uint64_t bytes = a.model.pages[p].bytes;
+    if (!stats[p].accesses) continue;
+    if (stats[p].unknown == stats[p].accesses) unknown_only += bytes;
+    else if (stats[p].writes) written += bytes;
+    else read_only += bytes;
+  }
+  NextUse next = next_uses(a.model);
+  for (size_t i = 0; i < a.model.acc.size(); ++i)
+    if (next.next_op[i] != kNever && !next.next_reads[i]) dead += a.model.pages[a.model.acc[i].page].bytes;
+  appendf(&s, "pages touched: %s read and never known to be written, %s known to be written (GEMM, copy and memset extents), %s only through kernel parameters (role unknown); %s of page accesses are followed by an overwrite (dead data)\n",
+          format_bytes(read_only).c_str(), format_bytes(written).c_str(), format_bytes(unknown_only).c_str(),
+          format_bytes(dead).c_str());
   std::map<AllocKind, uint64_t> by_kind;
   for (const TraceAlloc &al : t.allocs) by_kind[al.kind] += al.size;
   s += "bytes allocated by kind:";

@@ -33,6 +33,7 @@ trap 'rm -rf "$tmp"' EXIT
 check 0 "iterations: period 3975 ops" -- report -o "$tmp/r.html" "$trace"
 grep -q "Resident bytes over one iteration" "$tmp/r.html" || bad "report: no resident-bytes chart in the HTML"
 check 0 "predictive" -- simulate --budget 12G "$trace"
+check 0 "only through kernel parameters (role unknown); 3.58 GiB of page accesses are followed by an overwrite" -- report -o "$tmp/r2.html" "$trace"
 check 0 "bound" -- simulate --budget 16G --link 25 --page-size 512K "$trace"
 check 2 "--budget SIZE is required" -- simulate "$trace"
 check 2 "--budget 12Q is not a size" -- simulate --budget 12Q "$trace"
