@@ -21,7 +21,21 @@ namespace vc::interpose {
   X(cuGraphNodeGetType, 10000)        \
   X(cuGraphKernelNodeGetParams, 12000) \
   X(cuGraphChildGraphNodeGetGraph, 10000) \
-  X(cuMemGetInfo, 3020)
+  X(cuMemGetInfo, 3020)               \
+  X(cuMemAllocManaged, 6000)          \
+  X(cuMemFree, 3020)                  \
+  X(cuMemAdvise, 12020)               \
+  X(cuMemPrefetchAsync, 12020)        \
+  X(cuCtxGetCurrent, 4000)            \
+  X(cuCtxSetCurrent, 4000)            \
+  X(cuCtxGetDevice, 2000)             \
+  X(cuDeviceGetAttribute, 2000)       \
+  X(cuStreamCreate, 2000)             \
+  X(cuEventCreate, 2000)              \
+  X(cuEventRecord, 2000)              \
+  X(cuEventQuery, 2000)               \
+  X(cuEventSynchronize, 2000)         \
+  X(cuStreamWaitEvent, 3020)
 
 struct DriverApi {
 #define VC_DRIVER_FIELD(name, version) PFN_##name##_v##version name = nullptr;
@@ -45,7 +59,8 @@ const DriverApi *driver_api();
   X(cuptiActivityGetNextRecord)          \
   X(cuptiActivityFlushAll)               \
   X(cuptiActivityGetNumDroppedRecords) \
-  X(cuptiGetGraphNodeId)
+  X(cuptiGetGraphNodeId)                 \
+  X(cuptiActivityConfigureUnifiedMemoryCounter)
 
 struct CuptiApi {
 #define VC_CUPTI_FIELD(name) decltype(&::name) name = nullptr;

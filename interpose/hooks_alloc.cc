@@ -1,10 +1,13 @@
 // Allocation hooks: runtime and driver API. Each wrapper calls the real function and returns its
-// result unchanged; on success it tells the runtime what was allocated or freed. The one thing a
-// wrapper may change is a managed allocation past the device's free memory (DESIGN.md, "Safety").
+// result unchanged; on success it tells the runtime what was allocated or freed. What a wrapper may
+// change: a managed allocation past the device's free memory fails (DESIGN.md, "Safety"); under a
+// budget, device allocations become paged managed memory (paging.h) and the memory figures report
+// the budget.
 #include <cstdint>
 
 #include "interpose/cuda_api.h"
 #include "interpose/library.h"
+#include "interpose/paging.h"
 #include "interpose/symbols.h"
 #include "runtime/log.h"
 
@@ -27,7 +30,7 @@ Runtime *enter(const HookScope &scope) {
 constexpr int kStackDepth = 12;
 
 __attribute__((noinline)) void report_alloc(Runtime *rt, bool ok, uint64_t ptr, uint64_t size, AllocKind kind,
-                                            uint64_t stream = 0) {
+                                            uint64_t stream = 0, bool paged = false) {
   if (!rt) return;
   if (!ok) {
     rt->on_alloc_failed();
@@ -35,22 +38,32 @@ __attribute__((noinline)) void report_alloc(Runtime *rt, bool ok, uint64_t ptr, 
   }
   uint64_t pcs[kStackDepth];
   int depth = rt->recorder() ? vc::interpose::capture_stack(pcs, kStackDepth) : 0;
-  rt->on_alloc(ptr, size, kind, stream, pcs, depth);
+  rt->on_alloc(ptr, size, kind, stream, pcs, depth, paged);
 }
 
-// Managed guard: after a successful managed allocation, checks the total against the device's
-// free memory; past it, the caller frees the allocation and returns out-of-memory.
-bool managed_admitted(Runtime *rt, uint64_t size) {
-  uint64_t free_bytes = 0;
-  const vc::interpose::DriverApi *api = vc::interpose::driver_api();
-  size_t f = 0, t = 0;
-  if (api && api->cuMemGetInfo && api->cuMemGetInfo(&f, &t) == CUDA_SUCCESS) free_bytes = f;
-  // Unknown free memory admits nothing: refusing is safe, oversubscribing a shared GPU is not.
-  if (rt->admit_managed(size, free_bytes)) return true;
-  VC_ERROR("managed allocation of %llu bytes refused: total managed memory would exceed the "
-           "device's free memory read at the first managed allocation (set VRAMCACHE_ALLOW_OVERSUBSCRIBE=1 to allow)",
-           (unsigned long long)size);
-  return false;
+using vc::interpose::managed_admitted;
+using vc::interpose::PagedAlloc;
+
+// Under a budget: a device allocation made paged through the same API's managed allocator.
+bool cudart_managed(uint64_t size, uint64_t *ptr) {
+  auto real = VC_REAL(cudaMallocManaged);
+  void *p = nullptr;
+  if (!real || real(&p, size, cudaMemAttachGlobal) != cudaSuccess) return false;
+  *ptr = addr(p);
+  return true;
+}
+void cudart_free(uint64_t ptr) {
+  if (auto real = VC_REAL(cudaFree)) (void)real(reinterpret_cast<void *>(ptr));
+}
+bool driver_managed(uint64_t size, uint64_t *ptr) {
+  auto real = VC_REAL(cuMemAllocManaged);
+  CUdeviceptr p = 0;
+  if (!real || real(&p, size, CU_MEM_ATTACH_GLOBAL) != CUDA_SUCCESS) return false;
+  *ptr = p;
+  return true;
+}
+void driver_free(uint64_t ptr) {
+  if (auto real = VC_REAL(cuMemFree_v2)) (void)real(ptr);
 }
 
 }  // namespace
@@ -61,6 +74,15 @@ VC_EXPORT cudaError_t cudaMalloc(void **ptr, size_t size) {
   HookScope scope(HookGroup::kAlloc);
   VC_REAL_OR_FAIL(cudaMalloc, cudaErrorInitializationError);
   Runtime *rt = enter(scope);
+  uint64_t paged = 0;
+  switch (rt ? vc::interpose::paged_alloc(rt, size, &paged, cudart_managed, cudart_free) : PagedAlloc::kPassThrough) {
+    case PagedAlloc::kDone:
+      *ptr = reinterpret_cast<void *>(paged);
+      report_alloc(rt, true, paged, size, AllocKind::kDevice, 0, true);
+      return cudaSuccess;
+    case PagedAlloc::kRefused: rt->on_alloc_failed(); return cudaErrorMemoryAllocation;
+    case PagedAlloc::kPassThrough: break;
+  }
   cudaError_t r = real(ptr, size);
   report_alloc(rt, r == cudaSuccess, r == cudaSuccess ? addr(*ptr) : 0, size, AllocKind::kDevice);
   return r;
@@ -127,10 +149,11 @@ VC_EXPORT cudaError_t cudaMallocManaged(void **ptr, size_t size, unsigned int fl
 }
 
 VC_EXPORT cudaError_t cudaMemGetInfo(size_t *free_bytes, size_t *total_bytes) {
-  // Passed through for now; the paging runtime will report its budget here.
   HookScope scope(HookGroup::kAlloc);
   VC_REAL_OR_FAIL(cudaMemGetInfo, cudaErrorInitializationError);
-  return real(free_bytes, total_bytes);
+  cudaError_t r = real(free_bytes, total_bytes);
+  if (r == cudaSuccess) vc::interpose::budget_mem_info(scope.runtime(), free_bytes, total_bytes);
+  return r;
 }
 
 // ---- Driver API ----
@@ -167,6 +190,15 @@ VC_EXPORT CUresult cuMemAlloc_v2(CUdeviceptr *ptr, size_t size) {
   HookScope scope(HookGroup::kAlloc);
   VC_REAL_OR_FAIL(cuMemAlloc_v2, CUDA_ERROR_NOT_INITIALIZED);
   Runtime *rt = enter(scope);
+  uint64_t paged = 0;
+  switch (rt ? vc::interpose::paged_alloc(rt, size, &paged, driver_managed, driver_free) : PagedAlloc::kPassThrough) {
+    case PagedAlloc::kDone:
+      *ptr = paged;
+      report_alloc(rt, true, paged, size, AllocKind::kDevice, 0, true);
+      return CUDA_SUCCESS;
+    case PagedAlloc::kRefused: rt->on_alloc_failed(); return CUDA_ERROR_OUT_OF_MEMORY;
+    case PagedAlloc::kPassThrough: break;
+  }
   CUresult r = real(ptr, size);
   report_alloc(rt, r == CUDA_SUCCESS, r == CUDA_SUCCESS ? *ptr : 0, size, AllocKind::kDevice);
   return r;
@@ -241,9 +273,11 @@ VC_EXPORT CUresult cuMemAllocManaged(CUdeviceptr *ptr, size_t size, unsigned int
 }
 
 VC_EXPORT CUresult cuMemGetInfo_v2(size_t *free_bytes, size_t *total_bytes) {
-  // Passed through for now; the paging runtime will report its budget here.
+  HookScope scope(HookGroup::kAlloc);
   VC_REAL_OR_FAIL(cuMemGetInfo_v2, CUDA_ERROR_NOT_INITIALIZED);
-  return real(free_bytes, total_bytes);
+  CUresult r = real(free_bytes, total_bytes);
+  if (r == CUDA_SUCCESS) vc::interpose::budget_mem_info(scope.runtime(), free_bytes, total_bytes);
+  return r;
 }
 
 VC_EXPORT CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size,

@@ -284,7 +284,8 @@ void on_launch(CUpti_CallbackId cbid, const CUpti_CallbackData *cb) {
   const GemmInProgress &gemm = gemm_in_progress();
   launch.gemm = gemm.ops;
   launch.gemm_count = gemm.n;
-  launch.stream = reinterpret_cast<uint64_t>(stream);
+  // The per-thread default stream as an explicit handle, so that the pager orders work on it.
+  launch.stream = reinterpret_cast<uint64_t>(per_thread && !stream ? CU_STREAM_PER_THREAD : stream);
   launch.captured = stream_capturing(stream, per_thread);
   thread_local std::vector<uint8_t> buf;
   const KernelInfo *info = handle ? g_state->kernels.get(handle) : nullptr;
@@ -371,6 +372,8 @@ void on_driver_api(CUpti_CallbackId cbid, const CUpti_CallbackData *cb) {
           call.dst = p->dst, call.bytes = p->count * size_t(element);
           if (async) call.stream = reinterpret_cast<uint64_t>(p->stream);
         }
+        if (async && !call.stream && strstr(cb->functionName, "_pt"))
+          call.stream = reinterpret_cast<uint64_t>(CU_STREAM_PER_THREAD);
         g_state->rt->on_api(cls, call);
         break;
       }
@@ -464,6 +467,15 @@ void CUPTIAPI activity_buffer_completed(CUcontext ctx, uint32_t stream, uint8_t 
       c.activity_kernels++;
       auto *k = reinterpret_cast<const CUpti_ActivityKernel10 *>(record);
       g_state->rt->on_kernel_time(k->correlationId, k->graphNodeId, k->start, k->end);
+    } else if (record->kind == CUPTI_ACTIVITY_KIND_UNIFIED_MEMORY_COUNTER) {
+      auto *u = reinterpret_cast<const CUpti_ActivityUnifiedMemoryCounter3 *>(record);
+      bool prefetch = u->flags == CUPTI_ACTIVITY_UNIFIED_MEMORY_MIGRATION_CAUSE_PREFETCH;
+      if (u->counterKind == CUPTI_ACTIVITY_UNIFIED_MEMORY_COUNTER_KIND_BYTES_TRANSFER_HTOD)
+        (prefetch ? c.um_prefetch_h2d : c.um_other_h2d) += u->value;
+      else if (u->counterKind == CUPTI_ACTIVITY_UNIFIED_MEMORY_COUNTER_KIND_BYTES_TRANSFER_DTOH)
+        (prefetch ? c.um_prefetch_d2h : c.um_other_d2h) += u->value;
+      else if (u->counterKind == CUPTI_ACTIVITY_UNIFIED_MEMORY_COUNTER_KIND_GPU_PAGE_FAULT)
+        c.um_gpu_faults += u->value;
     } else if (record->kind == CUPTI_ACTIVITY_KIND_MEMCPY) {
       auto *m = reinterpret_cast<const CUpti_ActivityMemcpy6 *>(record);
       g_state->rt->on_copy_time(m->correlationId, m->start, m->end);
@@ -635,12 +647,32 @@ CUptiResult client_callback_state(uint32_t *enable, CUpti_CallbackDomain d, CUpt
   return CUPTI_SUCCESS;
 }
 
+void count_migrations(Runtime *rt, int device) {
+  if (!g_state) return;
+  const CuptiApi *cupti = g_state->cupti;
+  CUpti_ActivityUnifiedMemoryCounterConfig config[3];
+  CUpti_ActivityUnifiedMemoryCounterKind kinds[3] = {CUPTI_ACTIVITY_UNIFIED_MEMORY_COUNTER_KIND_BYTES_TRANSFER_HTOD,
+                                                     CUPTI_ACTIVITY_UNIFIED_MEMORY_COUNTER_KIND_BYTES_TRANSFER_DTOH,
+                                                     CUPTI_ACTIVITY_UNIFIED_MEMORY_COUNTER_KIND_GPU_PAGE_FAULT};
+  for (int i = 0; i < 3; ++i)
+    config[i] = {CUPTI_ACTIVITY_UNIFIED_MEMORY_COUNTER_SCOPE_PROCESS_SINGLE_DEVICE, kinds[i], uint32_t(device), 1};
+  CUptiResult r = cupti->cuptiActivityRegisterCallbacks(activity_buffer_requested, activity_buffer_completed);
+  if (r == CUPTI_SUCCESS) r = cupti->cuptiActivityConfigureUnifiedMemoryCounter(config, 3);
+  if (r == CUPTI_SUCCESS) r = cupti->cuptiActivityEnable(CUPTI_ACTIVITY_KIND_UNIFIED_MEMORY_COUNTER);
+  if (r != CUPTI_SUCCESS) {
+    VC_WARN("cannot count unified-memory migrations with CUPTI (%s): unplanned migrations are not measured",
+            result_string(r));
+    return;
+  }
+  rt->counters().activity_on = true;
+}
+
 void flush_activity(Runtime *rt) {
   if (g_state && rt->counters().activity_on) g_state->cupti->cuptiActivityFlushAll(1);
 }
 
 void stop_device_times(Runtime *rt) {
-  if (!g_state || !rt->counters().activity_on || rt->options().flag(kActivity)) return;
+  if (!g_state || !rt->counters().activity_on || rt->options().flag(kActivity) || rt->paging_wanted()) return;
   for (CUpti_ActivityKind kind : {CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, CUPTI_ACTIVITY_KIND_MEMCPY, CUPTI_ACTIVITY_KIND_MEMSET})
     g_state->cupti->cuptiActivityDisable(kind);
   rt->counters().activity_on = false;

@@ -27,4 +27,8 @@ CUptiResult client_enable_callback(uint32_t enable, CUpti_CallbackDomain domain,
 CUptiResult client_enable_domain(uint32_t enable, CUpti_CallbackDomain domain, bool all_domains);
 CUptiResult client_callback_state(uint32_t *enable, CUpti_CallbackDomain domain, CUpti_CallbackId cbid);
 
+// Paging: counts unified-memory migrations by cause and GPU page faults (CUPTI activity records;
+// needs a current context). Logs once and does nothing if CUPTI refuses.
+void count_migrations(Runtime *rt, int device);
+
 }  // namespace vc::interpose

@@ -101,7 +101,7 @@ void profile_thread(Runtime *rt) {
       if (g_stopping.load()) return;
       flush_activity(rt);
       VC_INFO("%s", rec->progress().c_str());
-      rt->write_trace_once(symbolize);
+      rt->finish_recording(symbolize);
       stop_device_times(rt);
       return;
     }
@@ -155,7 +155,7 @@ __attribute__((destructor)) void library_stop() {
   if (!rt || g_observer_state.load() == 0) return;
   g_stopping.store(true);
   flush_activity(rt);
-  rt->write_trace_once(symbolize);
+  rt->finish_recording(symbolize);
   std::string text = rt->summary_text();
   fputs(text.c_str(), stderr);
   const std::string &path = rt->options().str[kSummaryFile];

@@ -37,6 +37,24 @@ namespace vc {
     "the trace is written while the program goes on")                                             \
   X(kPageSize, "VRAMCACHE_PAGE_SIZE", kSize, "2M", "256K",                                           \
     "unit of bookkeeping and reuse distances: a power of two from 64K to 1G")                      \
+  X(kBudget, "VRAMCACHE_BUDGET", kSize, "0", "24G",                                                 \
+    "page the application's device memory under this many GPU-resident bytes (`vramcache run "     \
+    "--budget` sets it); its allocations become managed memory placed on the host, and the "       \
+    "policy moves what kernels need into the budget; 0: no paging")                               \
+  X(kPolicy, "VRAMCACHE_POLICY", kChoice, "predictive", "predictive|reactive",                       \
+    "with a budget: `reactive` brings data in when a kernel uses it and evicts the least recently " \
+    "used (what unified-memory oversubscription does); `predictive` learns the first iterations "   \
+    "and then prefetches ahead of use and evicts what is needed last, falling back to reactive "    \
+    "while the program departs from what it learned")                                              \
+  X(kHostLimit, "VRAMCACHE_HOST_LIMIT", kSize, "0", "96G",                                           \
+    "with a budget: most bytes of paged allocations in total (each may live on the host); past "    \
+    "it an allocation fails with the out-of-memory code; 0: 85% of physical memory")              \
+  X(kStatusInterval, "VRAMCACHE_STATUS_INTERVAL", kCount, "10", "2",                                 \
+    "with a budget: seconds between status lines (resident bytes, bytes moved each way, misses) "   \
+    "at log level info")                                                                          \
+  X(kResidencyFile, "VRAMCACHE_RESIDENCY_FILE", kPath, "", "/tmp/residency-%p.csv",                  \
+    "with a budget: write resident bytes over time (ours and the device's own figure, every 100 "   \
+    "ms) to this CSV file; `%p` becomes the process id (`vramcache run --report` sets it)")       \
   X(kAllowOversubscribe, "VRAMCACHE_ALLOW_OVERSUBSCRIBE", kBool, "0", "1",                           \
     "let managed allocations exceed the device's free memory (read at the first managed "           \
     "allocation); without it such an "                                                             \
@@ -62,6 +80,8 @@ extern const OptionSpec kOptionSpecs[kOptionCount];
 
 // Values of kMode, in the order of its choices.
 enum class Mode : int { kOff = 0, kCount = 1, kProfile = 2 };
+// Values of kPolicy.
+enum class PagingPolicy : int { kPredictive = 0, kReactive = 1 };
 
 struct Options {
   int64_t num[kOptionCount] = {};  // kChoice: index; kBool: 0/1; kSize: bytes; kCount: the number

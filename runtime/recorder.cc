@@ -70,10 +70,9 @@ void Recorder::on_free(uint64_t alloc_id) {
   if (it != alloc_index_.end()) trace_.allocs[it->second].free_seq = trace_.ops.size();
 }
 
-void Recorder::on_op(const RecordedOp &r, const AllocMap &allocs) {
-  const uint64_t host_ns = now_ns();
-  // Resolve addresses outside the lock: AllocMap has its own.
-  std::vector<Ref> refs;
+void collect_refs(const RecordedOp &r, const AllocMap &allocs, std::vector<Ref> *out) {
+  thread_local std::vector<Ref> refs;
+  refs.clear();
   for (int i = 0; i < r.gemm_count; ++i) {
     const GemmOperand &g = r.gemm[i];
     if (auto hit = allocs.find(g.ptr)) refs.push_back({hit->alloc.id, hit->offset, gemm_operand_bytes(g), role_of(g.role)});
@@ -87,14 +86,17 @@ void Recorder::on_op(const RecordedOp &r, const AllocMap &allocs) {
       if (auto hit = allocs.find(r.src)) refs.push_back({hit->alloc.id, hit->offset, r.bytes, Role::kRead});
   }
   // One ref per (allocation, offset): exact refs come first and win.
-  std::vector<Ref> unique;
+  out->clear();
   for (const Ref &ref : refs) {
-    bool dup = std::any_of(unique.begin(), unique.end(), [&](const Ref &u) {
+    bool dup = std::any_of(out->begin(), out->end(), [&](const Ref &u) {
       return u.alloc_id == ref.alloc_id && u.offset == ref.offset && (ref.bytes == 0 || u.bytes == ref.bytes);
     });
-    if (!dup) unique.push_back(ref);
+    if (!dup) out->push_back(ref);
   }
+}
 
+void Recorder::on_op(const RecordedOp &r, const std::vector<Ref> &unique) {
+  const uint64_t host_ns = now_ns();
   std::lock_guard lock(mu_);
   if (!recording_) return;
   Op op;

@@ -36,13 +36,22 @@ struct RecordedOp {
   uint64_t dst = 0, src = 0, bytes = 0;
 };
 
+// The refs of an op: exact GEMM operands, kernel-parameter pointers, copy and set ranges; one per
+// (allocation, offset), exact ones winning.
+void collect_refs(const RecordedOp &op, const AllocMap &allocs, std::vector<Ref> *out);
+
 class Recorder {
  public:
   Recorder(std::string command, uint64_t page_size, int iterations);
 
   void on_alloc(const Allocation &a, uint64_t stream, const uint64_t *pcs, int depth);
   void on_free(uint64_t alloc_id);
-  void on_op(const RecordedOp &op, const AllocMap &allocs);
+  void on_op(const RecordedOp &op, const std::vector<Ref> &refs);  // refs: collect_refs
+  void on_op(const RecordedOp &op, const AllocMap &allocs) {
+    std::vector<Ref> refs;
+    collect_refs(op, allocs, &refs);
+    on_op(op, refs);
+  }
   void on_kernel_time(uint64_t correlation, uint64_t graph_node, uint64_t start_ns, uint64_t end_ns);
   void on_copy_time(uint64_t correlation, uint64_t start_ns, uint64_t end_ns);
 

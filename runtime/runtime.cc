@@ -12,27 +12,35 @@
 namespace vc {
 
 Runtime::Runtime(const Options &options, std::string command) : options_(options) {
-  if (options_.mode() == Mode::kProfile)
+  bool learn = paging_wanted() && PagingPolicy(options_.num[kPolicy]) == PagingPolicy::kPredictive;
+  if (options_.mode() == Mode::kProfile || learn)
     recorder_ = std::make_unique<Recorder>(std::move(command), uint64_t(options_.num[kPageSize]),
                                            int(options_.num[kProfileIterations]));
 }
 
-void Runtime::on_alloc(uint64_t ptr, uint64_t size, AllocKind kind, uint64_t stream, const uint64_t *pcs, int depth) {
+void Runtime::on_alloc(uint64_t ptr, uint64_t size, AllocKind kind, uint64_t stream, const uint64_t *pcs, int depth,
+                       bool paged) {
   counters_.allocs[int(kind)]++;
   counters_.alloc_bytes += size;
   for (const Allocation &gone : allocs_.insert(ptr, size, kind)) {
     VC_DEBUG("allocation at 0x%llx overlaps a tracked one whose free we did not see",
              (unsigned long long)ptr);
-    if (gone.kind == AllocKind::kManaged) managed_bytes_ -= gone.size;
-    if (recorder_) recorder_->on_free(gone.id);
+    forget(gone);
   }
-  if (recorder_)
-    if (auto hit = allocs_.find(ptr)) recorder_->on_alloc(hit->alloc, stream, pcs, depth);
+  if (!recorder_ && !paged) return;
+  auto hit = allocs_.find(ptr);
+  if (!hit) return;
+  if (recorder_) recorder_->on_alloc(hit->alloc, stream, pcs, depth);
+  if (paged) pager()->on_alloc(hit->alloc);
 }
 
 void Runtime::forget(const Allocation &gone) {
   if (gone.kind == AllocKind::kManaged) managed_bytes_ -= gone.size;
   if (recorder_) recorder_->on_free(gone.id);
+  if (Pager *pg = pager(); pg && pg->on_free(gone.id)) {
+    paged_bytes_ -= gone.size;
+    managed_bytes_ -= gone.size;
+  }
 }
 
 void Runtime::on_free(uint64_t ptr) {
@@ -68,7 +76,7 @@ void Runtime::on_launch(const Launch &launch) {
   refs.clear();
   if (launch.decoded) decode_params(launch.params, launch.params_size, *launch.slots, allocs_, &refs);
   c.refs += refs.size();
-  if (!recorder_ || !recorder_->recording()) return;
+  if (!pager() && !(recorder_ && recorder_->recording())) return;
   RecordedOp op;
   op.kind = launch.in_graph ? OpKind::kGraphKernel : OpKind::kKernel;
   op.name = launch.name;
@@ -81,7 +89,18 @@ void Runtime::on_launch(const Launch &launch) {
   op.param_refs = &refs;
   op.gemm = launch.gemm;
   op.gemm_count = launch.gemm_count;
-  recorder_->on_op(op, allocs_);
+  page_op(op, launch.captured);
+}
+
+void Runtime::page_op(const RecordedOp &op, bool captured) {
+  thread_local std::vector<Ref> refs;
+  Pager *pg = pager();
+  bool recording = recorder_ && recorder_->recording();
+  if (!pg && !recording) return;
+  collect_refs(op, allocs_, &refs);
+  if (recording) recorder_->on_op(op, refs);
+  // Nothing is issued into a stream capture: what a captured op touches stays where it is.
+  if (pg && !captured && op.kind != OpKind::kSync) pg->on_op({op.kind, op.name}, op.stream, refs);
 }
 
 void Runtime::on_gemm(GemmApi api, const GemmOperand *ops, int n) {
@@ -94,7 +113,7 @@ void Runtime::on_gemm(GemmApi api, const GemmOperand *ops, int n) {
 }
 
 void Runtime::on_api(ApiClass cls, const ApiCall &call) {
-  if (recorder_ && recorder_->recording() &&
+  if ((pager() || (recorder_ && recorder_->recording())) &&
       (cls == ApiClass::kCopy || cls == ApiClass::kSet || cls == ApiClass::kSync)) {
     RecordedOp op;
     op.kind = cls == ApiClass::kCopy ? OpKind::kCopy : cls == ApiClass::kSet ? OpKind::kSet : OpKind::kSync;
@@ -102,7 +121,7 @@ void Runtime::on_api(ApiClass cls, const ApiCall &call) {
     op.stream = call.stream;
     op.correlation = call.correlation;
     op.dst = call.dst, op.src = call.src, op.bytes = call.bytes;
-    recorder_->on_op(op, allocs_);
+    page_op(op, false);
   }
   switch (cls) {
     case ApiClass::kCopy: {
@@ -135,13 +154,18 @@ void Runtime::on_copy_time(uint64_t correlation, uint64_t start_ns, uint64_t end
   if (recorder_) recorder_->on_copy_time(correlation, start_ns, end_ns);
 }
 
-bool Runtime::write_trace_once(const std::function<std::string(uint64_t)> &symbolize) {
+bool Runtime::finish_recording(const std::function<std::string(uint64_t)> &symbolize) {
   // A second caller (the exit path while the profile thread writes) waits for the first write.
   std::lock_guard lock(trace_mu_);
   if (!recorder_ || trace_written_) return false;
   trace_written_ = true;
   Trace trace = recorder_->finish(symbolize);
   std::string error;
+  if (Pager *pg = pager(); pg && PagingPolicy(options_.num[kPolicy]) == PagingPolicy::kPredictive) {
+    std::string why;
+    if (!pg->learn(trace, &why)) VC_WARN("predictive paging: %s; paging stays reactive", why.c_str());
+  }
+  if (options_.mode() != Mode::kProfile) return true;
   // %p becomes the process id: several processes (ranks, forked children) then write apart.
   std::string path = options_.str[kTraceFile];
   if (size_t at = path.find("%p"); at != std::string::npos) path.replace(at, 2, std::to_string(getpid()));
@@ -151,6 +175,46 @@ bool Runtime::write_trace_once(const std::function<std::string(uint64_t)> &symbo
   }
   VC_INFO("profile: trace written to %s (%zu ops, %zu allocations)", path.c_str(), trace.ops.size(), trace.allocs.size());
   return true;
+}
+
+Pager *Runtime::start_paging(Mover *mover) {
+  auto *pg = new Pager(mover, uint64_t(options_.num[kBudget]), uint64_t(options_.num[kPageSize]),
+                       PagingPolicy(options_.num[kPolicy]));
+  Pager *none = nullptr;
+  if (!pager_.compare_exchange_strong(none, pg)) {
+    delete pg;
+    return none;
+  }
+  VC_INFO("paging on: budget %.2f GB, policy %s, pages of %llu KB", double(options_.num[kBudget]) / 1e9,
+          options_.str[kPolicy].c_str(), (unsigned long long)(options_.num[kPageSize] >> 10));
+  return pg;
+}
+
+bool Runtime::admit_paged(uint64_t size, uint64_t physical) {
+  uint64_t limit = options_.num[kHostLimit] ? uint64_t(options_.num[kHostLimit]) : physical / 100 * 85;
+  uint64_t now = paged_bytes_.fetch_add(size) + size;
+  if (now <= limit) return true;
+  paged_bytes_ -= size;
+  counters_.managed_refused++;
+  return false;
+}
+
+std::string Runtime::paging_status() const {
+  Pager *pg = const_cast<Runtime *>(this)->pager();
+  if (!pg) return "paging: not started";
+  const PagerStats &s = pg->stats();
+  char buf[512];
+  snprintf(buf, sizeof buf,
+           "paging: resident %.2f of %.2f GB (peak %.2f) in %llu allocations of %.2f GB; moved in %.2f GB, "
+           "out %.2f GB; misses %llu pages, waits %llu, remote %llu; plan %s, %llu ops followed, %llu "
+           "divergences%s",
+           s.resident / 1e9, pg->budget() / 1e9, s.peak_resident / 1e9, (unsigned long long)s.paged_allocs.load(),
+           s.paged_bytes / 1e9, s.h2d_bytes / 1e9, s.d2h_bytes / 1e9, (unsigned long long)s.misses.load(),
+           (unsigned long long)s.waits.load(), (unsigned long long)s.remote.load(),
+           s.plans ? (pg->tracking() ? "tracking" : "searching") : "none",
+           (unsigned long long)s.planned_ops.load(), (unsigned long long)s.divergences.load(),
+           s.failed ? "; STOPPED after a failure" : "");
+  return buf;
 }
 
 bool Runtime::admit_managed(uint64_t size, uint64_t device_free_at_start) {
@@ -230,6 +294,15 @@ std::string Runtime::summary_text() const {
              (unsigned long long)c.activity_dropped.load());
     out += buf;
   }
+  if (paging_wanted()) {
+    out += "  " + paging_status() + "\n";
+    snprintf(buf, sizeof buf,
+             "  measured      device used above start: peak %.2f GB; CUPTI migrations by prefetch in %.2f GB, "
+             "out %.2f GB; unplanned in %.2f GB, out %.2f GB; GPU page faults %llu\n",
+             c.device_used_peak / 1e9, c.um_prefetch_h2d / 1e9, c.um_prefetch_d2h / 1e9, c.um_other_h2d / 1e9,
+             c.um_other_d2h / 1e9, (unsigned long long)c.um_gpu_faults.load());
+    out += buf;
+  }
   if (c.unmatched_lookups)
     out += "  note: " + std::to_string(c.unmatched_lookups.load()) +
            " symbol lookups returned functions vramcache did not know (not hooked)\n";
@@ -282,6 +355,34 @@ std::string Runtime::summary_json() const {
   add("activity_kernels", c.activity_kernels);
   add("activity_allocs", c.activity_allocs);
   add("activity_dropped", c.activity_dropped);
+  if (Pager *pg = const_cast<Runtime *>(this)->pager()) {
+    const PagerStats &s = pg->stats();
+    add("budget", pg->budget());
+    add("paged_allocs", s.paged_allocs);
+    add("paged_bytes", s.paged_bytes);
+    add("resident", s.resident);
+    add("peak_resident", s.peak_resident);
+    add("paging_h2d_bytes", s.h2d_bytes);
+    add("paging_d2h_bytes", s.d2h_bytes);
+    add("paging_fetches", s.fetches);
+    add("paging_evictions", s.evictions);
+    add("paging_ops", s.ops);
+    add("paging_misses", s.misses);
+    add("paging_waits", s.waits);
+    add("paging_remote", s.remote);
+    add("paging_prefetched", s.prefetched);
+    add("paging_planned_ops", s.planned_ops);
+    add("paging_divergences", s.divergences);
+    add("paging_resyncs", s.resyncs);
+    add("paging_plans", s.plans);
+    add("paging_failed", s.failed);
+    add("device_used_peak", c.device_used_peak);
+    add("um_prefetch_h2d", c.um_prefetch_h2d);
+    add("um_prefetch_d2h", c.um_prefetch_d2h);
+    add("um_unplanned_h2d", c.um_other_h2d);
+    add("um_unplanned_d2h", c.um_other_d2h);
+    add("um_gpu_faults", c.um_gpu_faults);
+  }
   return j + "}";
 }
 

@@ -1,7 +1,7 @@
 // The runtime core: what the hooks tell, and what vramcache knows. Hooks call these entry points
 // after decoding their arguments; nothing here includes a CUDA header (pointers are uint64_t,
 // streams and functions opaque handles), so every decision is unit-tested without a GPU.
-// In this version the runtime observes and counts; nothing is moved yet.
+// With a budget, the pager (pager.h) decides what is moved; the hooks give it a Mover.
 #pragma once
 
 #include <atomic>
@@ -16,6 +16,7 @@
 #include "runtime/api_class.h"
 #include "runtime/gemm.h"
 #include "runtime/options.h"
+#include "runtime/pager.h"
 #include "runtime/param_decode.h"
 #include "runtime/recorder.h"
 
@@ -81,6 +82,12 @@ struct Counters {
   std::atomic<uint64_t> activity_allocs{0};  // allocation records of device and managed memory (VMM maps included)
   std::atomic<uint64_t> activity_dropped{0};
   std::atomic<bool> activity_on{false};
+  // Paging, measured outside the pager: the device's used memory above its level when paging
+  // started (sampled every 100 ms), and CUPTI's unified-memory migration counters by cause.
+  std::atomic<uint64_t> device_used_peak{0};
+  std::atomic<uint64_t> um_prefetch_h2d{0}, um_prefetch_d2h{0};  // migrations the pager asked for
+  std::atomic<uint64_t> um_other_h2d{0}, um_other_d2h{0};        // any other cause: not planned
+  std::atomic<uint64_t> um_gpu_faults{0};
   std::atomic<bool> launch_observer_on{false};  // CUPTI callbacks subscribed
 };
 
@@ -94,8 +101,9 @@ class Runtime {
   const AllocMap &allocs() const { return allocs_; }
 
   // `pcs` (innermost first) is the allocation's call stack, recorded when profiling.
+  // `paged`: an allocation made managed for the pager (pager() not null).
   void on_alloc(uint64_t ptr, uint64_t size, AllocKind kind, uint64_t stream = 0,
-                const uint64_t *pcs = nullptr, int depth = 0);
+                const uint64_t *pcs = nullptr, int depth = 0, bool paged = false);
   void on_alloc_failed() { counters_.alloc_failures++; }
   void on_free(uint64_t ptr);
   // A VMM unmap: every mapping that overlaps [ptr, ptr + size) goes (a partly unmapped one whole).
@@ -113,14 +121,28 @@ class Runtime {
   void on_kernel_time(uint64_t correlation, uint64_t graph_node, uint64_t start_ns, uint64_t end_ns);
   void on_copy_time(uint64_t correlation, uint64_t start_ns, uint64_t end_ns);
 
-  // Profile mode: the recorder (null otherwise), and writing its trace to VRAMCACHE_TRACE_FILE
-  // once (later calls do nothing). `symbolize` names a return address.
+  // The recorder (profile mode, or learning for the predictive pager; null otherwise), and the end
+  // of recording, once (later calls do nothing): the pager learns its plan from the trace, and in
+  // profile mode it is written to VRAMCACHE_TRACE_FILE. `symbolize` names a return address.
   Recorder *recorder() { return recorder_.get(); }
-  bool write_trace_once(const std::function<std::string(uint64_t)> &symbolize);
+  bool finish_recording(const std::function<std::string(uint64_t)> &symbolize);
+
+  // Paging (VRAMCACHE_BUDGET): whether it is asked for, and the pager once the hooks have started
+  // it with their Mover (null before, and when paging is off or could not start).
+  bool paging_wanted() const { return observing() && options_.num[kBudget] > 0; }
+  Pager *pager() { return pager_.load(std::memory_order_acquire); }
+  Pager *start_paging(Mover *mover);
+  // Host-memory cap of paged allocations (VRAMCACHE_HOST_LIMIT, default 85% of `physical`):
+  // reserves `size` bytes, or returns false (nothing reserved).
+  bool admit_paged(uint64_t size, uint64_t physical);
+  void release_paged(uint64_t size) { paged_bytes_ -= size; }
 
   // Managed-memory guard (DESIGN.md, "Safety"): returns false when `size` more managed bytes
   // would exceed `device_free_at_start` (the free memory read at the first managed allocation).
   bool admit_managed(uint64_t size, uint64_t device_free_at_start);
+
+  // One line: resident bytes against the budget, bytes moved each way, misses, plan state.
+  std::string paging_status() const;
 
   // The exit summary: one screen of text, and the same figures as JSON.
   std::string summary_text() const;
@@ -128,6 +150,7 @@ class Runtime {
 
  private:
   void forget(const Allocation &gone);  // bookkeeping of a freed allocation
+  void page_op(const RecordedOp &op, bool captured);  // refs of an op to the pager and the recorder
 
   Options options_;
   Counters counters_;
@@ -135,6 +158,8 @@ class Runtime {
   std::unique_ptr<Recorder> recorder_;
   std::mutex trace_mu_;
   bool trace_written_ = false;  // guarded by trace_mu_
+  std::atomic<Pager *> pager_{nullptr};
+  std::atomic<uint64_t> paged_bytes_{0};
   std::atomic<uint64_t> managed_bytes_{0};
   std::atomic<uint64_t> managed_limit_{0};
 };

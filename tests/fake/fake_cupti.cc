@@ -94,6 +94,7 @@ FAKE_EXPORT CUptiResult cuptiActivityEnable(CUpti_ActivityKind) { return CUPTI_E
 FAKE_EXPORT CUptiResult cuptiActivityDisable(CUpti_ActivityKind) { return CUPTI_ERROR_NOT_SUPPORTED; }
 FAKE_EXPORT CUptiResult cuptiActivityGetNextRecord(uint8_t *, size_t, CUpti_Activity **) { return CUPTI_ERROR_MAX_LIMIT_REACHED; }
 FAKE_EXPORT CUptiResult cuptiActivityFlushAll(uint32_t) { return CUPTI_SUCCESS; }
+FAKE_EXPORT CUptiResult cuptiActivityConfigureUnifiedMemoryCounter(CUpti_ActivityUnifiedMemoryCounterConfig *, uint32_t) { return CUPTI_ERROR_NOT_SUPPORTED; }
 FAKE_EXPORT CUptiResult cuptiActivityGetNumDroppedRecords(CUcontext, uint32_t, size_t *n) {
   *n = 0;
   return CUPTI_SUCCESS;

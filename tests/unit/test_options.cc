@@ -210,9 +210,9 @@ TEST_CASE("options: unknown VRAMCACHE_* variables are rejected, others ignored")
     CHECK(contains(p.error, "VRAMCACHE_MODE="));  // a valid example
   }
   SUBCASE("an unknown name with no '='") {
-    Parsed p = parse({}, {"VRAMCACHE_BUDGET"});
+    Parsed p = parse({}, {"VRAMCACHE_BUDGETS"});
     CHECK_FALSE(p.ok);
-    CHECK(contains(p.error, "VRAMCACHE_BUDGET"));
+    CHECK(contains(p.error, "VRAMCACHE_BUDGETS"));
   }
   SUBCASE("an unknown option after known ones") {
     Parsed p = parse({{"VRAMCACHE_MODE", "off"}}, {"PATH=/usr/bin", "VRAMCACHE_LOGLEVEL=debug"});
@@ -290,4 +290,16 @@ TEST_CASE("options: options_markdown has one row per option") {
   CHECK(contains(lines[2 + vc::kLogLevel], "| error, warn, info, debug | `warn` |"));
   CHECK(contains(lines[2 + vc::kActivity], "| 0, 1 | `0` |"));
   CHECK(contains(lines[2 + vc::kLogFile], "| a path | (unset) |"));
+}
+
+TEST_CASE("options: the budget is 0 (off) or at least 64M; the policy is one of two") {
+  CHECK(parse({}).ok);
+  CHECK(parse({{"VRAMCACHE_BUDGET", "12G"}}).ok);
+  CHECK(parse({{"VRAMCACHE_BUDGET", "0"}}).ok);
+  Parsed small = parse({{"VRAMCACHE_BUDGET", "1M"}});
+  CHECK_FALSE(small.ok);
+  CHECK(contains(small.error, "at least 64M"));
+  Parsed policy = parse({{"VRAMCACHE_POLICY", "lru"}});
+  CHECK_FALSE(policy.ok);
+  CHECK(contains(policy.error, "predictive, reactive"));
 }

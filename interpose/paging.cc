@@ -1,0 +1,222 @@
+// Managed-memory Mover, paged allocations and the status thread.
+#include "interpose/paging.h"
+
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdio>
+#include <ctime>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "interpose/cuda_api.h"
+#include "interpose/launch_observer.h"
+#include "runtime/log.h"
+
+namespace vc::interpose {
+namespace {
+
+// Note [Managed placement]: a paged allocation prefers the host and is mapped for the device
+// (accessed-by), so a kernel that touches a page the pager did not bring in reads it over the link
+// where it is, without a fault-driven migration: correct, slower, and never over the budget. The
+// pager's prefetches move pages to the device and back; the driver keeps every access coherent.
+class ManagedMover final : public Mover {
+ public:
+  // Needs a current context. False: paging cannot start (logged).
+  bool start(const DriverApi *api) {
+    api_ = api;
+    if (!api->cuCtxGetCurrent || !api->cuCtxGetDevice || !api->cuMemAdvise || !api->cuMemPrefetchAsync ||
+        !api->cuStreamCreate || !api->cuEventCreate || !api->cuEventRecord || !api->cuEventQuery ||
+        !api->cuEventSynchronize || !api->cuStreamWaitEvent || !api->cuDeviceGetAttribute)
+      return why("the driver lacks a function paging needs");
+    if (api->cuCtxGetCurrent(&ctx_) != CUDA_SUCCESS || !ctx_) return why("no current CUDA context");
+    if (api->cuCtxGetDevice(&dev_) != CUDA_SUCCESS) return why("cuCtxGetDevice failed");
+    int concurrent = 0;
+    if (api->cuDeviceGetAttribute(&concurrent, CU_DEVICE_ATTRIBUTE_CONCURRENT_MANAGED_ACCESS, dev_) != CUDA_SUCCESS ||
+        !concurrent)
+      return why("the device has no concurrent managed access");
+    if (api->cuStreamCreate(&stream_, CU_STREAM_NON_BLOCKING) != CUDA_SUCCESS) return why("cuStreamCreate failed");
+    if (api->cuEventCreate(&scratch_, CU_EVENT_DISABLE_TIMING) != CUDA_SUCCESS) return why("cuEventCreate failed");
+    events_.resize(kEvents);
+    for (CUevent &e : events_)
+      if (api->cuEventCreate(&e, CU_EVENT_DISABLE_TIMING) != CUDA_SUCCESS) return why("cuEventCreate failed");
+    return true;
+  }
+  CUcontext context() const { return ctx_; }
+  int device() const { return int(dev_); }
+
+  bool place_on_host(uint64_t addr, uint64_t bytes) override {
+    CUmemLocation host = {CU_MEM_LOCATION_TYPE_HOST, 0}, device = {CU_MEM_LOCATION_TYPE_DEVICE, dev_};
+    return api_->cuMemAdvise(addr, bytes, CU_MEM_ADVISE_SET_PREFERRED_LOCATION, host) == CUDA_SUCCESS &&
+           api_->cuMemAdvise(addr, bytes, CU_MEM_ADVISE_SET_ACCESSED_BY, device) == CUDA_SUCCESS;
+  }
+  bool to_device(uint64_t addr, uint64_t bytes) override {
+    CUmemLocation device = {CU_MEM_LOCATION_TYPE_DEVICE, dev_};
+    return api_->cuMemPrefetchAsync(addr, bytes, device, 0, stream_) == CUDA_SUCCESS;
+  }
+  bool to_host(uint64_t addr, uint64_t bytes) override {
+    CUmemLocation host = {CU_MEM_LOCATION_TYPE_HOST, 0};
+    return api_->cuMemPrefetchAsync(addr, bytes, host, 0, stream_) == CUDA_SUCCESS;
+  }
+  bool copy_after(uint64_t stream) override {
+    return api_->cuEventRecord(scratch_, CUstream(stream)) == CUDA_SUCCESS &&
+           api_->cuStreamWaitEvent(stream_, scratch_, 0) == CUDA_SUCCESS;
+  }
+  uint64_t fence() override {
+    uint64_t f = ++issued_;
+    // The slot's previous fence must have passed before its event is recorded again.
+    if (f > kEvents && !passed(f - kEvents)) {
+      if (api_->cuEventSynchronize(events_[f % kEvents]) != CUDA_SUCCESS) return 0;
+      passed_ = f - kEvents;
+    }
+    return api_->cuEventRecord(events_[f % kEvents], stream_) == CUDA_SUCCESS ? f : 0;
+  }
+  bool stream_wait(uint64_t stream, uint64_t f) override {
+    if (passed(f)) return true;
+    return api_->cuStreamWaitEvent(CUstream(stream), events_[f % kEvents], 0) == CUDA_SUCCESS;
+  }
+  bool passed(uint64_t f) override {
+    if (f <= passed_) return true;
+    if (api_->cuEventQuery(events_[f % kEvents]) != CUDA_SUCCESS) return false;
+    passed_ = f;  // the copy stream runs in order: every earlier fence has passed too
+    return true;
+  }
+
+ private:
+  static constexpr uint64_t kEvents = 4096;
+  bool why(const char *reason) {
+    VC_ERROR("paging cannot start: %s; running without a budget", reason);
+    return false;
+  }
+  const DriverApi *api_ = nullptr;
+  CUcontext ctx_ = nullptr;
+  CUdevice dev_ = 0;
+  CUstream stream_ = nullptr;
+  CUevent scratch_ = nullptr;
+  std::vector<CUevent> events_;
+  uint64_t issued_ = 0, passed_ = 0;
+};
+
+std::mutex g_start_mu;
+std::atomic<int> g_state{0};  // 0 not started, 1 paging, 2 cannot page (pass-through)
+ManagedMover *g_mover = nullptr;
+
+double seconds_since(const timespec &t0) {
+  timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return double(t.tv_sec - t0.tv_sec) + double(t.tv_nsec - t0.tv_nsec) * 1e-9;
+}
+
+// Every 100 ms: the device's own used memory (above what it was when paging started), the peak of
+// it, and a CSV row; every VRAMCACHE_STATUS_INTERVAL seconds a status line at INFO.
+void status_thread(Runtime *rt, CUcontext ctx) {
+  const DriverApi *api = driver_api();
+  if (api->cuCtxSetCurrent(ctx) != CUDA_SUCCESS) return;
+  auto used = [&]() -> uint64_t {
+    size_t f = 0, t = 0;
+    return api->cuMemGetInfo(&f, &t) == CUDA_SUCCESS ? uint64_t(t - f) : 0;
+  };
+  const uint64_t baseline = used();
+  std::string path = rt->options().str[kResidencyFile];
+  if (size_t at = path.find("%p"); at != std::string::npos) path.replace(at, 2, std::to_string(getpid()));
+  FILE *csv = path.empty() ? nullptr : fopen(path.c_str(), "w");
+  if (!path.empty() && !csv) VC_WARN("cannot write the residency file %s", path.c_str());
+  if (csv) fprintf(csv, "time_s,resident_bytes,device_used_bytes,moved_h2d_bytes,moved_d2h_bytes,misses\n");
+  timespec t0;
+  clock_gettime(CLOCK_MONOTONIC, &t0);
+  const PagerStats &s = rt->pager()->stats();
+  Counters &c = rt->counters();
+  const int per_line = int(rt->options().num[kStatusInterval] * 10);
+  for (int tick = 1;; ++tick) {
+    usleep(100 * 1000);
+    uint64_t u = used(), above = u > baseline ? u - baseline : 0;
+    if (above > c.device_used_peak) c.device_used_peak = above;
+    if (csv) {
+      fprintf(csv, "%.3f,%llu,%llu,%llu,%llu,%llu\n", seconds_since(t0), (unsigned long long)s.resident.load(),
+              (unsigned long long)above, (unsigned long long)s.h2d_bytes.load(), (unsigned long long)s.d2h_bytes.load(),
+              (unsigned long long)s.misses.load());
+      if (tick % 10 == 0) fflush(csv);
+    }
+    if (tick % per_line == 0)
+      VC_INFO("%s; device used %.2f GB above start (peak %.2f)", rt->paging_status().c_str(), above / 1e9,
+              c.device_used_peak / 1e9);
+  }
+}
+
+// Starts the pager once, with a current context (after the first managed allocation).
+bool ensure_paging(Runtime *rt) {
+  int state = g_state.load(std::memory_order_acquire);
+  if (state) return state == 1;
+  std::lock_guard lock(g_start_mu);
+  if ((state = g_state.load())) return state == 1;
+  const DriverApi *api = driver_api();
+  auto *mover = new ManagedMover();
+  if (!api || !mover->start(api)) {
+    g_state = 2;
+    return false;
+  }
+  g_mover = mover;
+  rt->start_paging(mover);
+  count_migrations(rt, mover->device());
+  std::thread(status_thread, rt, mover->context()).detach();
+  g_state = 1;
+  return true;
+}
+
+uint64_t physical_memory() {
+  long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+  return pages > 0 && page > 0 ? uint64_t(pages) * uint64_t(page) : 0;
+}
+
+}  // namespace
+
+bool managed_admitted(Runtime *rt, uint64_t size) {
+  uint64_t free_bytes = 0;
+  const DriverApi *api = driver_api();
+  size_t f = 0, t = 0;
+  if (api && api->cuMemGetInfo && api->cuMemGetInfo(&f, &t) == CUDA_SUCCESS) free_bytes = f;
+  // Unknown free memory admits nothing: refusing is safe, oversubscribing a shared GPU is not.
+  if (rt->admit_managed(size, free_bytes)) return true;
+  VC_ERROR("managed allocation of %llu bytes refused: total managed memory would exceed the "
+           "device's free memory read at the first managed allocation (set VRAMCACHE_ALLOW_OVERSUBSCRIBE=1 to allow)",
+           (unsigned long long)size);
+  return false;
+}
+
+PagedAlloc paged_alloc(Runtime *rt, uint64_t size, uint64_t *ptr, bool (*allocate_managed)(uint64_t, uint64_t *),
+                       void (*free_managed)(uint64_t)) {
+  if (!rt->paging_wanted() || size == 0 || g_state.load() == 2) return PagedAlloc::kPassThrough;
+  if (!rt->admit_paged(size, physical_memory())) {
+    VC_WARN_CAPPED("allocation of %llu bytes refused: paged allocations would exceed the host limit "
+                   "(VRAMCACHE_HOST_LIMIT, default 85%% of physical memory)", (unsigned long long)size);
+    return PagedAlloc::kRefused;
+  }
+  PagedAlloc result = PagedAlloc::kRefused;
+  uint64_t p = 0;
+  if (allocate_managed(size, &p)) {
+    if (!ensure_paging(rt)) {
+      result = PagedAlloc::kPassThrough;
+    } else if (managed_admitted(rt, size)) {
+      if (!g_mover->place_on_host(p, size))
+        VC_WARN_CAPPED("cannot place a paged allocation on the host: its pages may fill the device outside the budget");
+      *ptr = p;
+      return PagedAlloc::kDone;
+    }
+    free_managed(p);
+  }
+  rt->release_paged(size);
+  return result;
+}
+
+bool budget_mem_info(Runtime *rt, size_t *free_bytes, size_t *total_bytes) {
+  if (!rt || !rt->paging_wanted() || g_state.load() == 2) return false;
+  uint64_t budget = uint64_t(rt->options().num[kBudget]);
+  uint64_t resident = rt->pager() ? rt->pager()->stats().resident.load() : 0;
+  if (free_bytes) *free_bytes = budget - std::min(budget, resident);
+  if (total_bytes) *total_bytes = budget;
+  return true;
+}
+
+}  // namespace vc::interpose

@@ -1,0 +1,424 @@
+// The pager: residency bookkeeping, the reactive policy and the replay of the learned plan.
+#include "runtime/pager.h"
+
+#include <algorithm>
+#include <functional>
+#include <string_view>
+
+#include "runtime/iterations.h"
+#include "runtime/log.h"
+#include "runtime/pages.h"
+#include "runtime/recorder.h"
+
+namespace vc {
+
+// Note [Paging policies]
+// Both policies keep `resident` (bytes of pages on the device or with a to_device issued) at or
+// under the budget at every point of the copy stream: evictions are issued before the fetches
+// that need their room, on the same stream, so the device never holds more than the pager counts.
+// An op's stream waits for the fetches of the pages it needs (a fence), so a kernel finds them
+// resident; a page that did not fit is still correct where it is (Mover::place_on_host).
+// Evictions wait for everything the evicting op's stream enqueued before (Mover::copy_after).
+//
+// reactive: what unified-memory oversubscription does. Pages come in when an op first needs them
+// (a miss: the op waits for the copy), and the least recently used pages not needed by that op
+// leave to make room.
+//
+// predictive: learns from a trace of the first iterations (learn): the period of the op
+// sequence, and for one regular iteration which pages each position touches. It then follows the
+// program op by op (its kind and name must match the plan's position). While it does:
+//  - Evictions take the page whose next use in the plan is furthest (Belady), never one that the
+//    current op or any op up to the one being prefetched for needs.
+//  - After each op it walks ahead of the program, up to one iteration, fetching what the next
+//    positions need as long as a victim with a later next use exists (Cao et al.'s aggressive
+//    prefetching) and fewer than `prefetch_limit` bytes are on their way.
+// An op whose pages were fetched ahead waits only if their copy is still in flight (`waits`); one
+// whose pages are missing anyway is a miss, served as in reactive. When an op does not match its
+// position the program has diverged: the pager falls back to reactive and looks, at every op, for
+// a position whose recent history matches the last ops seen, then resumes there.
+//
+// Note [Extent of a live parameter pointer]
+// Like the profiler's Note [Extent of a parameter pointer], but learned as the program runs: a
+// pointer at offset o reaches up to the next larger offset at which any op so far started a ref into
+// the same allocation, or the allocation's end. Early on extents are wider than later.
+//
+// Note [Paging failures]
+// A failed device call stops paging for good (logged once): nothing is moved any more, budget
+// accounting freezes, and the program goes on with its data wherever it is (still correct, as
+// paged memory is accessible from both sides).
+
+namespace {
+
+constexpr uint64_t kNoUse = ~uint64_t(0);
+constexpr size_t kHistory = 16;        // ops compared when looking for the position again
+constexpr uint64_t kVictimsStale = 256;  // positions after which the Belady list is rebuilt
+
+uint64_t op_hash(const OpKey &key) {
+  return std::hash<std::string_view>()(key.name) * 31 + uint64_t(key.kind);
+}
+
+}  // namespace
+
+struct Pager::Plan {
+  uint64_t period = 0;
+  std::vector<uint64_t> sig;  // op_hash per position
+  std::unordered_map<uint64_t, std::vector<uint32_t>> positions_of;
+  std::vector<uint32_t> first;  // pages of position k: acc[first[k], first[k + 1])
+  std::vector<PageKey> acc;
+};
+
+Pager::Pager(Mover *mover, uint64_t budget, uint64_t page_size, PagingPolicy policy)
+    : mover_(mover), budget_(budget), page_size_(page_size), policy_(policy), prefetch_limit_(budget / 2) {}
+
+Pager::~Pager() = default;
+
+void Pager::on_alloc(const Allocation &a) {
+  std::lock_guard lock(mu_);
+  Alloc &al = allocs_[a.id];
+  al.base = a.base, al.size = a.size;
+  al.pages.assign((a.size + page_size_ - 1) / page_size_, Page{});
+  stats_.paged_allocs++;
+  stats_.paged_bytes += a.size;
+}
+
+bool Pager::on_free(uint64_t alloc_id) {
+  std::lock_guard lock(mu_);
+  auto it = allocs_.find(alloc_id);
+  if (it == allocs_.end()) return false;
+  for (uint32_t i = 0; i < it->second.pages.size(); ++i) {
+    Page &p = it->second.pages[i];
+    if (!p.resident) continue;
+    resident_ -= page_bytes({alloc_id, i});
+    lru_.erase({p.last_use, {alloc_id, i}});
+  }
+  stats_.resident = resident_;
+  stats_.paged_allocs--;
+  stats_.paged_bytes -= it->second.size;
+  allocs_.erase(it);
+  return true;
+}
+
+bool Pager::is_paged(uint64_t alloc_id) const {
+  std::lock_guard lock(mu_);
+  return allocs_.count(alloc_id) != 0;
+}
+
+bool Pager::tracking() const {
+  std::lock_guard lock(mu_);
+  return tracking_;
+}
+
+Pager::Page *Pager::page(PageKey k) {
+  auto it = allocs_.find(k.first);
+  if (it == allocs_.end() || k.second >= it->second.pages.size()) return nullptr;
+  return &it->second.pages[k.second];
+}
+
+uint64_t Pager::page_bytes(PageKey k) const {
+  const Alloc &a = allocs_.at(k.first);
+  uint64_t begin = uint64_t(k.second) * page_size_;
+  return std::min(page_size_, a.size - begin);
+}
+
+void Pager::pages_of(const std::vector<Touch> &touches, std::vector<PageKey> *out) {
+  out->clear();
+  for (const Touch &t : touches) {
+    auto it = allocs_.find(t.alloc_id);
+    if (it == allocs_.end() || t.offset >= it->second.size) continue;
+    Alloc &a = it->second;
+    uint64_t end = a.size;
+    if (t.bytes) {
+      end = std::min(a.size, t.offset + t.bytes);
+    } else {
+      auto next = a.starts.upper_bound(t.offset);
+      if (next != a.starts.end()) end = *next;
+    }
+    a.starts.insert(t.offset);
+    for (uint64_t i = t.offset / page_size_; i * page_size_ < end; ++i) out->push_back({t.alloc_id, uint32_t(i)});
+  }
+  std::sort(out->begin(), out->end());
+  out->erase(std::unique(out->begin(), out->end()), out->end());
+}
+
+void Pager::touch_lru(PageKey k) {
+  Page *p = page(k);
+  if (!p || !p->resident) return;
+  lru_.erase({p->last_use, k});
+  p->last_use = clock_;
+  lru_.insert({p->last_use, k});
+}
+
+uint64_t Pager::next_use(const Page &p, uint64_t from) const {
+  if (p.uses.empty() || !plan_) return kNoUse;
+  uint64_t f = from % plan_->period;
+  auto it = std::lower_bound(p.uses.begin(), p.uses.end(), f);
+  return it != p.uses.end() ? *it - f : p.uses.front() + plan_->period - f;
+}
+
+void Pager::fail(const char *what) {
+  if (!stats_.failed.exchange(true))
+    VC_ERROR("paging stopped: %s failed; the program goes on with its data where it is", what);
+}
+
+// Runs of consecutive pages of one allocation, as (address, bytes).
+bool Pager::evict(const std::vector<PageKey> &victims, uint64_t stream) {
+  if (victims.empty()) return true;
+  if (!mover_->copy_after(stream)) return fail("ordering an eviction after the program's work"), false;
+  std::vector<PageKey> sorted = victims;
+  std::sort(sorted.begin(), sorted.end());
+  for (size_t i = 0; i < sorted.size();) {
+    size_t j = i + 1;
+    while (j < sorted.size() && sorted[j].first == sorted[i].first && sorted[j].second == sorted[j - 1].second + 1) ++j;
+    const Alloc &a = allocs_.at(sorted[i].first);
+    uint64_t addr = a.base + uint64_t(sorted[i].second) * page_size_, bytes = 0;
+    for (size_t k = i; k < j; ++k) bytes += page_bytes(sorted[k]);
+    if (!mover_->to_host(addr, bytes)) return fail("a migration to the host"), false;
+    for (size_t k = i; k < j; ++k) {
+      Page *p = page(sorted[k]);
+      lru_.erase({p->last_use, sorted[k]});
+      p->resident = false;
+      p->fence = 0;
+    }
+    resident_ -= bytes;
+    stats_.d2h_bytes += bytes;
+    stats_.evictions += j - i;
+    i = j;
+  }
+  stats_.resident = resident_;
+  return true;
+}
+
+// Frees `bytes` of the budget. Victims: not in `keep`; when following the plan, the furthest next
+// use, which must lie beyond `horizon` positions from pos_; otherwise least recently used.
+bool Pager::make_room(uint64_t bytes, uint64_t stream, uint64_t horizon, const std::vector<PageKey> &keep) {
+  if (resident_ + bytes <= budget_) return true;
+  uint64_t need = resident_ + bytes - budget_, found = 0;
+  std::vector<PageKey> chosen;
+  auto kept = [&](PageKey k) { return std::binary_search(keep.begin(), keep.end(), k); };
+  if (tracking_) {
+    for (int attempt = 0; attempt < 2 && found < need; ++attempt) {
+      if (victims_.empty() || pos_ - victims_pos_ > kVictimsStale || attempt == 1) {
+        std::vector<std::pair<uint64_t, PageKey>> all;
+        for (const auto &[last, k] : lru_) all.push_back({next_use(*page(k), pos_), k});
+        std::stable_sort(all.begin(), all.end(), [](const auto &a, const auto &b) { return a.first < b.first; });
+        victims_.clear();
+        for (const auto &e : all) victims_.push_back(e.second);
+        victims_pos_ = pos_;
+      }
+      while (found < need && !victims_.empty()) {
+        PageKey k = victims_.back();
+        Page *p = page(k);
+        if (!p || !p->resident || kept(k) ||
+            std::find(chosen.begin(), chosen.end(), k) != chosen.end()) {
+          victims_.pop_back();
+          continue;
+        }
+        if (uint64_t nu = next_use(*p, pos_); nu != kNoUse && nu <= horizon) break;  // needed too soon
+        victims_.pop_back();
+        chosen.push_back(k);
+        found += page_bytes(k);
+      }
+    }
+    if (found < need && horizon > 0) return false;  // the walk ahead waits; a miss takes any page
+  }
+  for (auto it = lru_.begin(); found < need && it != lru_.end(); ++it) {
+    PageKey k = it->second;
+    if (kept(k) || std::find(chosen.begin(), chosen.end(), k) != chosen.end()) continue;
+    chosen.push_back(k);
+    found += page_bytes(k);
+  }
+  if (found < need) return false;
+  return evict(chosen, stream);
+}
+
+bool Pager::fetch(const std::vector<PageKey> &keys) {
+  for (size_t i = 0; i < keys.size();) {
+    size_t j = i + 1;
+    while (j < keys.size() && keys[j].first == keys[i].first && keys[j].second == keys[j - 1].second + 1) ++j;
+    const Alloc &a = allocs_.at(keys[i].first);
+    uint64_t addr = a.base + uint64_t(keys[i].second) * page_size_, bytes = 0;
+    for (size_t k = i; k < j; ++k) bytes += page_bytes(keys[k]);
+    if (!mover_->to_device(addr, bytes)) return fail("a migration to the device"), false;
+    resident_ += bytes;
+    stats_.h2d_bytes += bytes;
+    stats_.fetches += j - i;
+    i = j;
+  }
+  uint64_t f = mover_->fence();
+  if (!f) return fail("recording a fence"), false;
+  for (PageKey k : keys) {
+    Page *p = page(k);
+    p->resident = true;
+    p->fence = f;
+    p->last_use = clock_;
+    lru_.insert({clock_, k});
+  }
+  stats_.resident = resident_;
+  if (resident_ > stats_.peak_resident) stats_.peak_resident = resident_;
+  return true;
+}
+
+void Pager::track(const OpKey &key) {
+  const Plan &plan = *plan_;
+  uint64_t h = op_hash(key);
+  if (tracking_) {
+    if (plan.sig[pos_ % plan.period] == h) return;
+    tracking_ = false;
+    stats_.divergences++;
+    VC_DEBUG("op %s departs from the plan at position %llu: paging reactively until it is found again", key.name,
+             (unsigned long long)(pos_ % plan.period));
+  }
+  // Resync: a position with this op whose preceding positions match the recent history.
+  auto it = plan.positions_of.find(h);
+  if (it == plan.positions_of.end() || history_.size() < std::min<uint64_t>(kHistory, plan.period)) return;
+  size_t depth = std::min<size_t>(history_.size(), std::min<uint64_t>(kHistory, plan.period - 1));
+  for (uint32_t k : it->second) {
+    bool match = true;
+    for (size_t j = 1; j <= depth && match; ++j)
+      match = plan.sig[(k + plan.period * kHistory - j) % plan.period] == history_[history_.size() - j];
+    if (!match) continue;
+    tracking_ = true;
+    pos_ = cursor_ = k + plan.period;  // absolute positions stay above kHistory
+    ahead_.clear();
+    ahead_bytes_ = 0;
+    victims_.clear();
+    stats_.resyncs++;
+    return;
+  }
+}
+
+void Pager::prefetch_ahead(uint64_t stream, const std::vector<PageKey> &keep) {
+  const Plan &plan = *plan_;
+  while (!ahead_.empty() && mover_->passed(ahead_.front().first)) {
+    ahead_bytes_ -= ahead_.front().second;
+    ahead_.pop_front();
+  }
+  if (cursor_ < pos_) cursor_ = pos_;
+  std::vector<PageKey> missing;
+  while (cursor_ < pos_ + plan.period && ahead_bytes_ < prefetch_limit_ && !stats_.failed) {
+    uint64_t k = cursor_ % plan.period;
+    missing.clear();
+    uint64_t bytes = 0;
+    for (uint32_t a = plan.first[k]; a < plan.first[k + 1]; ++a) {
+      Page *p = page(plan.acc[a]);
+      if (p && !p->resident) missing.push_back(plan.acc[a]), bytes += page_bytes(plan.acc[a]);
+    }
+    if (!missing.empty() && bytes <= budget_) {
+      std::vector<PageKey> protect = keep;
+      protect.insert(protect.end(), missing.begin(), missing.end());
+      std::sort(protect.begin(), protect.end());
+      if (!make_room(bytes, stream, cursor_ - pos_, protect)) break;
+      if (!fetch(missing)) break;
+      ahead_.push_back({page(missing.front())->fence, bytes});
+      ahead_bytes_ += bytes;
+      stats_.prefetched += missing.size();
+    }
+    ++cursor_;
+  }
+}
+
+void Pager::on_op(const OpKey &key, uint64_t stream, const std::vector<Touch> &touches) {
+  std::lock_guard lock(mu_);
+  if (stats_.failed) return;
+  ++clock_;
+  thread_local std::vector<PageKey> need;
+  pages_of(touches, &need);
+  if (plan_) {
+    track(key);
+    history_.push_back(op_hash(key));
+    if (history_.size() > kHistory) history_.pop_front();
+  }
+  if (!need.empty()) {
+    stats_.ops++;
+    std::vector<PageKey> missing;
+    uint64_t missing_bytes = 0, wait = 0;
+    for (PageKey k : need) {
+      Page *p = page(k);
+      if (!p->resident) {
+        uint64_t b = page_bytes(k);
+        if (missing_bytes + b > budget_) {
+          stats_.remote++;  // more than the budget in one op: the rest stays on the host
+          continue;
+        }
+        missing.push_back(k);
+        missing_bytes += b;
+      } else if (p->fence) {
+        if (p->fence <= passed_upto_ || mover_->passed(p->fence)) {
+          passed_upto_ = std::max(passed_upto_, p->fence);
+          p->fence = 0;
+        } else {
+          wait = std::max(wait, p->fence);
+        }
+      }
+    }
+    if (wait) stats_.waits++;
+    if (!missing.empty()) {
+      stats_.misses += missing.size();
+      if (make_room(missing_bytes, stream, 0, need) && fetch(missing)) wait = std::max(wait, page(missing.front())->fence);
+    }
+    if (wait && !stats_.failed && !mover_->stream_wait(stream, wait)) fail("ordering a launch after its prefetch");
+    for (PageKey k : need) touch_lru(k);
+  }
+  if (tracking_) {
+    stats_.planned_ops++;
+    ++pos_;
+    prefetch_ahead(stream, need);
+  }
+}
+
+bool Pager::learn(const Trace &trace, std::string *why) {
+  std::vector<uint64_t> index;
+  std::vector<uint32_t> sig = op_signatures(trace, &index);
+  Iterations it = detect_iterations(sig);
+  if (!iterations_tile(it, sig.size(), Recorder::kMinCovered)) {
+    *why = "no repeating iteration in the first " + std::to_string(trace.ops.size()) + " ops";
+    return false;
+  }
+  int w = -1;
+  for (int i = int(it.regular.size()) - 1; i >= 0 && w < 0; --i)
+    if (it.regular[i]) w = i;
+  if (w < 0) {
+    *why = "no regular iteration";
+    return false;
+  }
+  uint64_t s0 = it.starts[w], s1 = it.starts[w + 1];
+  uint64_t op_begin = index[s0], op_end = index[s1 - 1] + 1;
+  AccessModel model = build_access_model(trace, page_size_, op_begin, op_end);
+
+  auto plan = std::make_unique<Plan>();
+  plan->period = s1 - s0;
+  plan->first.push_back(0);
+  for (uint64_t s = s0; s < s1; ++s) {
+    const Op &op = trace.ops[index[s]];
+    OpKey key{op.kind, trace.names[op.name].c_str()};
+    uint64_t h = op_hash(key);
+    plan->positions_of[h].push_back(uint32_t(s - s0));
+    plan->sig.push_back(h);
+    uint64_t i = index[s] - op_begin;
+    for (uint32_t a = model.op_first[i]; a < model.op_first[i + 1]; ++a) {
+      const AccessModel::Page &pg = model.pages[model.acc[a].page];
+      plan->acc.push_back({pg.alloc_id, uint32_t(pg.index)});
+    }
+    plan->first.push_back(uint32_t(plan->acc.size()));
+  }
+
+  std::lock_guard lock(mu_);
+  for (auto &[id, a] : allocs_)
+    for (Page &p : a.pages) p.uses.clear();
+  uint64_t known = 0;
+  for (uint32_t k = 0; k < plan->period; ++k)
+    for (uint32_t a = plan->first[k]; a < plan->first[k + 1]; ++a)
+      if (Page *p = page(plan->acc[a])) {
+        if (p->uses.empty() || p->uses.back() != k) p->uses.push_back(k);
+        ++known;
+      }
+  VC_INFO("plan learned: period %llu ops, %llu page accesses (%llu on live paged allocations)",
+          (unsigned long long)plan->period, (unsigned long long)plan->acc.size(), (unsigned long long)known);
+  plan_ = std::move(plan);
+  tracking_ = false;
+  victims_.clear();
+  stats_.plans++;
+  return true;
+}
+
+}  // namespace vc

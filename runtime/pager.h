@@ -1,0 +1,151 @@
+// Paging under a budget (VRAMCACHE_BUDGET): which pages of the application's paged allocations are
+// on the GPU, what an op needs there, what to evict and what to fetch ahead. The device is reached
+// only through Mover (interpose/managed_mover.cc for CUDA managed memory, a fake in the tests), so
+// every decision here is tested without a GPU. What the policies do is Note [Paging policies].
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "runtime/alloc_map.h"
+#include "runtime/options.h"
+#include "runtime/trace.h"
+
+namespace vc {
+
+// The device side of paging. Moves are issued on vramcache's own copy stream and run in issue
+// order; an app stream is ordered after them with a fence. Every call returns false (or fence 0)
+// on failure; the pager then stops moving anything (Note [Paging failures]).
+class Mover {
+ public:
+  virtual ~Mover() = default;
+  // A new paged allocation: its data lives on the host and stays accessible to the device, so an
+  // access the plan did not foresee is correct, only slower.
+  virtual bool place_on_host(uint64_t addr, uint64_t bytes) = 0;
+  // Migrations on the copy stream.
+  virtual bool to_device(uint64_t addr, uint64_t bytes) = 0;
+  virtual bool to_host(uint64_t addr, uint64_t bytes) = 0;
+  // The copy stream waits for everything `stream` has enqueued so far.
+  virtual bool copy_after(uint64_t stream) = 0;
+  // A fence at the current end of the copy stream: nonzero, increasing with issue order.
+  virtual uint64_t fence() = 0;
+  // `stream` waits for fence `f` before what it enqueues next.
+  virtual bool stream_wait(uint64_t stream, uint64_t f) = 0;
+  // True once fence `f` has passed on the device (then every earlier fence has too).
+  virtual bool passed(uint64_t f) = 0;
+};
+
+// One range an op touches, as the recorder resolves it (Ref): bytes 0 = a kernel-parameter
+// pointer, extent unknown (Note [Extent of a live parameter pointer]).
+using Touch = Ref;
+
+// What the pager needs of an op to match it against the plan: its kind and name.
+struct OpKey {
+  OpKind kind = OpKind::kKernel;
+  const char *name = "";
+};
+
+struct PagerStats {
+  std::atomic<uint64_t> resident{0}, peak_resident{0};  // bytes on the device or on their way
+  std::atomic<uint64_t> paged_allocs{0}, paged_bytes{0};
+  std::atomic<uint64_t> h2d_bytes{0}, d2h_bytes{0};       // moved by the pager
+  std::atomic<uint64_t> fetches{0}, evictions{0};        // pages
+  std::atomic<uint64_t> ops{0};                          // ops that touched paged memory
+  std::atomic<uint64_t> misses{0};   // pages an op needed that were neither resident nor on their way
+  std::atomic<uint64_t> waits{0};    // ops whose stream waited for a prefetch still in flight
+  std::atomic<uint64_t> remote{0};   // pages an op needed that did not fit the budget (accessed on the host)
+  std::atomic<uint64_t> planned_ops{0};   // ops matched to the learned plan
+  std::atomic<uint64_t> prefetched{0};    // pages fetched ahead by the plan
+  std::atomic<uint64_t> divergences{0};   // times the program left the learned pattern
+  std::atomic<uint64_t> resyncs{0};       // times it was found again
+  std::atomic<uint64_t> plans{0};         // plans installed
+  std::atomic<bool> failed{false};        // a device call failed: paging stopped (Note [Paging failures])
+};
+
+class Pager {
+ public:
+  Pager(Mover *mover, uint64_t budget, uint64_t page_size, PagingPolicy policy);
+  ~Pager();
+
+  // A paged allocation (already placed on the host by the caller).
+  void on_alloc(const Allocation &a);
+  // Its free: its pages stop counting. False if `alloc_id` is not paged.
+  bool on_free(uint64_t alloc_id);
+  bool is_paged(uint64_t alloc_id) const;
+  // An op about to be enqueued on `stream`, touching `touches` (refs into any allocation;
+  // unpaged ones are ignored). Ops recorded into a stream capture must not be passed here.
+  void on_op(const OpKey &key, uint64_t stream, const std::vector<Touch> &touches);
+  // Predictive policy: learns the plan from a trace of the program's first iterations.
+  // Returns false (and says why in `why`) when the trace has no usable period.
+  bool learn(const Trace &trace, std::string *why);
+
+  uint64_t budget() const { return budget_; }
+  const PagerStats &stats() const { return stats_; }
+  bool tracking() const;  // replaying the plan now
+
+  // Test hooks: limit on bytes fetched ahead and not yet known arrived (default: budget / 2).
+  void set_prefetch_limit(uint64_t bytes) { prefetch_limit_ = bytes; }
+
+ private:
+  struct Page {
+    bool resident = false;  // on the device, or its to_device issued
+    uint64_t fence = 0;     // fence after its to_device; 0 once known passed
+    uint64_t last_use = 0;  // op counter of its last access (LRU)
+    std::vector<uint32_t> uses;  // plan positions that access it, ascending
+  };
+  struct Alloc {
+    uint64_t base = 0, size = 0;
+    std::vector<Page> pages;
+    std::set<uint64_t> starts;  // offsets at which refs begin (Note [Extent of a live parameter pointer])
+  };
+  using PageKey = std::pair<uint64_t, uint32_t>;  // (alloc id, page index)
+
+  struct Plan;
+
+  // All with mu_ held.
+  Page *page(PageKey k);
+  uint64_t page_bytes(PageKey k) const;
+  void pages_of(const std::vector<Touch> &touches, std::vector<PageKey> *out);
+  void touch_lru(PageKey k);
+  uint64_t next_use(const Page &p, uint64_t from) const;  // plan positions ahead of `from`
+  bool make_room(uint64_t bytes, uint64_t stream, uint64_t horizon, const std::vector<PageKey> &keep);
+  bool evict(const std::vector<PageKey> &victims, uint64_t stream);
+  bool fetch(const std::vector<PageKey> &keys);
+  void fail(const char *what);
+  void track(const OpKey &key);
+  void prefetch_ahead(uint64_t stream, const std::vector<PageKey> &keep);
+
+  Mover *mover_;
+  const uint64_t budget_, page_size_;
+  const PagingPolicy policy_;
+  uint64_t prefetch_limit_;
+  PagerStats stats_;
+
+  mutable std::mutex mu_;
+  std::unordered_map<uint64_t, Alloc> allocs_;
+  uint64_t resident_ = 0;  // bytes, mirrored in stats_.resident
+  uint64_t clock_ = 0;     // ops seen
+  std::set<std::pair<uint64_t, PageKey>> lru_;  // (last_use, page) of resident pages
+  uint64_t passed_upto_ = 0;  // highest fence known passed
+
+  // Predictive replay (Note [Paging policies]).
+  std::unique_ptr<Plan> plan_;
+  bool tracking_ = false;
+  uint64_t pos_ = 0;     // absolute plan position of the next op (position pos_ % period)
+  uint64_t cursor_ = 0;  // absolute position up to which pages are fetched ahead
+  std::deque<uint64_t> history_;  // hashes of the recent ops (kind and name), for resync
+  std::vector<PageKey> victims_;  // Belady candidates, best last, built at victims_pos_
+  uint64_t victims_pos_ = 0;
+  std::deque<std::pair<uint64_t, uint64_t>> ahead_;  // (fence, bytes) of prefetches not known arrived
+  uint64_t ahead_bytes_ = 0;
+};
+
+}  // namespace vc
