@@ -70,6 +70,12 @@ namespace {
 
 std::atomic<bool> g_stopping{false};
 
+}  // namespace
+
+bool stopping() { return g_stopping.load(); }
+
+namespace {
+
 // "libtorch_cuda.so!_ZN3c104cuda...+0x1f4" (module base name, mangled symbol, offset).
 std::string symbolize(uint64_t pc) {
   Dl_info info;

@@ -9,6 +9,8 @@ namespace vc::interpose {
 
 // The runtime, or null when the library is off or not started yet (hooks then pass through).
 Runtime *runtime();
+// True once the library's exit has begun: background threads stop touching CUDA.
+bool stopping();
 // False in VRAMCACHE_MODE=off: lookups hand out real functions, not wrappers.
 bool hooks_enabled();
 void note_unmatched_lookup(const char *name);

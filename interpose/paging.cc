@@ -13,6 +13,7 @@
 
 #include "interpose/cuda_api.h"
 #include "interpose/launch_observer.h"
+#include "interpose/library.h"
 #include "runtime/log.h"
 
 namespace vc::interpose {
@@ -129,8 +130,9 @@ void status_thread(Runtime *rt, CUcontext ctx) {
   const PagerStats &s = rt->pager()->stats();
   Counters &c = rt->counters();
   const int per_line = int(rt->options().num[kStatusInterval] * 10);
-  for (int tick = 1;; ++tick) {
+  for (int tick = 1; !stopping(); ++tick) {
     usleep(100 * 1000);
+    if (stopping()) break;
     uint64_t u = used(), above = u > baseline ? u - baseline : 0;
     if (above > c.device_used_peak) c.device_used_peak = above;
     if (csv) {
@@ -143,6 +145,7 @@ void status_thread(Runtime *rt, CUcontext ctx) {
       VC_INFO("%s; device used %.2f GB above start (peak %.2f)", rt->paging_status().c_str(), above / 1e9,
               c.device_used_peak / 1e9);
   }
+  if (csv) fclose(csv);
 }
 
 // Starts the pager once, with a current context (after the first managed allocation).

@@ -206,7 +206,7 @@ std::vector<uint64_t> reuse_histogram(const Analysis &a) {
 
 const char *reuse_bucket_name(int i) { return kReuseBucketNames[i]; }
 
-std::string summary_text(const Analysis &a, const std::vector<BudgetResult> &budgets) {
+std::string summary_text(const Analysis &a, const std::vector<BudgetResult> &budgets, const Residency *residency) {
   const Trace &t = a.trace;
   std::string s;
   appendf(&s, "trace: %zu ops, %zu allocations, %zu refs; page size %s\n  command: %s\n", t.ops.size(), t.allocs.size(),
@@ -254,6 +254,18 @@ std::string summary_text(const Analysis &a, const std::vector<BudgetResult> &bud
   std::vector<uint64_t> h = reuse_histogram(a);
   for (int i = 0; i < 7; ++i) appendf(&s, " %s: %s;", reuse_bucket_name(i), format_bytes(h[i]).c_str());
   s += "\n";
+  if (residency && residency->time_s.empty()) {
+    s += "measured while paging: no samples (the run ended within 100 ms of paging starting)\n";
+  } else if (residency) {
+    const Residency &r = *residency;
+    appendf(&s, "measured while paging (%zu samples over %.1f s, budget %s): peak resident %s (the pager's count), "
+            "peak device used %s above start; moved %s host to device, %s device to host; %llu misses\n",
+            r.time_s.size(), r.time_s.back(), r.budget ? format_bytes(r.budget).c_str() : "unknown",
+            format_bytes(*std::max_element(r.resident.begin(), r.resident.end())).c_str(),
+            format_bytes(*std::max_element(r.device_used.begin(), r.device_used.end())).c_str(),
+            format_bytes(r.moved_h2d.back()).c_str(), format_bytes(r.moved_d2h.back()).c_str(),
+            (unsigned long long)r.misses.back());
+  }
   if (!budgets.empty()) {
     appendf(&s, "\n%-12s %-10s %12s %12s %10s %12s\n", "budget", "policy", "H2D", "D2H", "stall s", "step s");
     for (const BudgetResult &b : budgets) {
@@ -343,20 +355,33 @@ bool parse_args(int argc, char **argv, const char *cmd, Args *args) {
 }  // namespace
 
 int report_command(const std::string &trace_path, const std::string &html_path, const std::string &summary_path,
-                   uint64_t budget, uint64_t page_size, const LinkModel &link) {
+                   uint64_t budget, uint64_t page_size, const LinkModel &link, const std::string &residency_path) {
   Trace t;
   if (!load(trace_path, &t)) return 1;
+  int rc = 0;
+  Residency residency;
+  const Residency *measured = nullptr;
+  if (!residency_path.empty()) {
+    std::string error;
+    if (read_residency(residency_path, &residency, &error)) {
+      residency.budget = budget;
+      measured = &residency;
+    } else {
+      fprintf(stderr, "vramcache: %s; the report leaves the measured residency out\n", error.c_str());
+      rc = 1;
+    }
+  }
   Analysis a = analyze(std::move(t), page_size);
   std::vector<BudgetResult> results;
   for (uint64_t b : default_budgets(a, budget)) results.push_back(evaluate_budget(a, b, link));
-  std::string text = summary_text(a, results);
+  std::string text = summary_text(a, results, measured);
   fputs(text.c_str(), stdout);
   if (!summary_path.empty() && !write_file(summary_path, text)) return 1;
   if (!html_path.empty()) {
-    if (!write_file(html_path, report_html(a, results))) return 1;
+    if (!write_file(html_path, report_html(a, results, measured))) return 1;
     printf("report: %s\n", html_path.c_str());
   }
-  return 0;
+  return rc;
 }
 
 int report_main(int argc, char **argv) {

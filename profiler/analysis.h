@@ -51,9 +51,27 @@ BudgetResult evaluate_budget(const Analysis &a, uint64_t budget, const LinkModel
 // Budgets worth showing: the given one (if any) and 25%, 50%, 75% of the peak allocated bytes.
 std::vector<uint64_t> default_budgets(const Analysis &a, uint64_t budget);
 
-std::string summary_text(const Analysis &a, const std::vector<BudgetResult> &budgets);
+// Resident bytes over time as measured by the library while paging under a budget (the CSV of
+// VRAMCACHE_RESIDENCY_FILE, residency.cc): one sample every 100 ms, time from the start of paging.
+struct Residency {
+  std::vector<double> time_s;
+  std::vector<uint64_t> resident;     // the pager's own count
+  std::vector<uint64_t> device_used;  // the device's used memory above its level at the start
+  std::vector<uint64_t> moved_h2d, moved_d2h, misses;  // cumulative
+  uint64_t budget = 0;  // not in the file: the run's VRAMCACHE_BUDGET, set by the caller; 0 unknown
+};
+// Strict: a wrong header or a bad row gives false and one line naming the file and the line. A
+// file with only the header is valid and has no samples.
+bool parse_residency(const std::string &text, const std::string &name, Residency *out, std::string *error);
+bool read_residency(const std::string &path, Residency *out, std::string *error);
+
+// `residency`: measured samples of the run (null: none); with them, the summary gives their peaks
+// and the report draws them.
+std::string summary_text(const Analysis &a, const std::vector<BudgetResult> &budgets,
+                         const Residency *residency = nullptr);
 // A self-contained HTML page (inline SVG, no scripts from the network).
-std::string report_html(const Analysis &a, const std::vector<BudgetResult> &budgets);
+std::string report_html(const Analysis &a, const std::vector<BudgetResult> &budgets,
+                        const Residency *residency = nullptr);
 
 std::string format_bytes(uint64_t bytes);  // "1.50 GiB"
 
@@ -68,8 +86,11 @@ std::string budget_json(const Analysis &a, const BudgetResult &r);
 // The subcommands. Exit codes: 0 done, 1 unreadable trace (one line says why), 2 usage error.
 int report_main(int argc, char **argv);
 int simulate_main(int argc, char **argv);
-// `vramcache profile` after the run: writes the summary and the report next to the trace.
+// `vramcache profile` and `run --report` after the run: writes the summary and the report next to
+// the trace. `residency_path`: the run's residency file, if any (its budget is `budget`); a bad one
+// is left out of the report with a message, and the exit code is 1.
 int report_command(const std::string &trace_path, const std::string &html_path, const std::string &summary_path,
-                   uint64_t budget, uint64_t page_size = 0, const LinkModel &link = LinkModel{});
+                   uint64_t budget, uint64_t page_size = 0, const LinkModel &link = LinkModel{},
+                   const std::string &residency_path = "");
 
 }  // namespace vc

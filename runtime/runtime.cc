@@ -27,6 +27,9 @@ void Runtime::on_alloc(uint64_t ptr, uint64_t size, AllocKind kind, uint64_t str
              (unsigned long long)ptr);
     forget(gone);
   }
+  uint64_t tracked = allocs_.bytes();
+  for (uint64_t peak = counters_.peak_tracked_bytes; tracked > peak;)
+    if (counters_.peak_tracked_bytes.compare_exchange_weak(peak, tracked)) break;
   if (!recorder_ && !paged) return;
   auto hit = allocs_.find(ptr);
   if (!hit) return;
@@ -323,6 +326,7 @@ std::string Runtime::summary_json() const {
   add("allocs_managed", c.allocs[2]);
   add("allocs_vmm_map", c.allocs[3]);
   add("alloc_bytes", c.alloc_bytes);
+  add("peak_tracked_bytes", c.peak_tracked_bytes);
   add("alloc_failures", c.alloc_failures);
   add("managed_refused", c.managed_refused);
   add("frees", c.frees);

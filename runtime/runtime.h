@@ -54,6 +54,7 @@ enum class GemmApi : uint8_t { kCublas, kCublasBatchedPointers, kCublasLt, kCoun
 struct Counters {
   std::atomic<uint64_t> allocs[4] = {};  // by AllocKind
   std::atomic<uint64_t> alloc_bytes{0};
+  std::atomic<uint64_t> peak_tracked_bytes{0};  // most bytes of tracked allocations alive at once
   std::atomic<uint64_t> alloc_failures{0};  // the real call returned an error
   std::atomic<uint64_t> managed_refused{0};
   std::atomic<uint64_t> frees{0};

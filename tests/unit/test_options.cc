@@ -292,13 +292,13 @@ TEST_CASE("options: options_markdown has one row per option") {
   CHECK(contains(lines[2 + vc::kLogFile], "| a path | (unset) |"));
 }
 
-TEST_CASE("options: the budget is 0 (off) or at least 64M; the policy is one of two") {
+TEST_CASE("options: the budget is 0 (off) or at least 8M; the policy is one of two") {
   CHECK(parse({}).ok);
   CHECK(parse({{"VRAMCACHE_BUDGET", "12G"}}).ok);
   CHECK(parse({{"VRAMCACHE_BUDGET", "0"}}).ok);
   Parsed small = parse({{"VRAMCACHE_BUDGET", "1M"}});
   CHECK_FALSE(small.ok);
-  CHECK(contains(small.error, "at least 64M"));
+  CHECK(contains(small.error, "at least 8M"));
   Parsed policy = parse({{"VRAMCACHE_POLICY", "lru"}});
   CHECK_FALSE(policy.ok);
   CHECK(contains(policy.error, "predictive, reactive"));

@@ -1,0 +1,172 @@
+#!/usr/bin/env python3
+"""Paging under a budget on the GPU machine (issue 5): every job without vramcache, then under
+`vramcache run --budget B --policy reactive|predictive`, side by side in one call.
+
+For each job: losses compared bitwise with the run without vramcache (all samples run in their
+deterministic mode), seconds per step (median of the steps after the warm-up ones; predictive
+learns during its first steps, so its median is taken over the last half), bytes moved each way,
+misses and waits from the pager, the device's own used-memory peak above its level when paging
+started (sampled every 100 ms, independent of the pager's count), and CUPTI's count of migrations
+the pager did not ask for. Writes OUT/results.json and OUT/results.md; logs and summaries beside.
+Usage: python3 scripts/paging.py [--out results/paging] [--jobs mlp,tiny,jax,1.3b-12,...] [--steps N]
+"""
+
+import argparse
+import json
+import os
+import re
+import statistics
+import subprocess
+import sys
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+CLI = os.path.join(ROOT, "build", "vramcache")
+GIB = 1 << 30
+
+# name: (command, budget in bytes or "half" of the plain run's peak tracked bytes, steps, warmup)
+GPT = [sys.executable, "samples/gpt/train_gpt.py", "--deterministic"]
+JOBS = {
+    "mlp": (["build/samples/mlp", "--steps", "{steps}"], "half", 30, 5),
+    "tiny": (GPT + ["--size", "tiny", "--steps", "{steps}"], "half", 20, 5),
+    "jax": ([sys.executable, "samples/jax/train_jax.py", "--deterministic", "--steps", "{steps}"], "half", 20, 5),
+    "1.3b-12": (GPT + ["--size", "1.3b", "--steps", "{steps}"], 12 * GIB, 20, 5),
+    "1.3b-16": (GPT + ["--size", "1.3b", "--steps", "{steps}"], 16 * GIB, 20, 5),
+    "2.7b-16": (GPT + ["--size", "2.7b", "--steps", "{steps}"], 16 * GIB, 20, 5),
+    "2.7b-24": (GPT + ["--size", "2.7b", "--steps", "{steps}"], 24 * GIB, 20, 5),
+}
+# JAX: the platform allocator allocates what each buffer needs (no pool sized from the memory
+# figures, which report the budget); deterministic ops. The same for the run without vramcache.
+JAX_ENV = {"XLA_PYTHON_CLIENT_ALLOCATOR": "platform", "XLA_PYTHON_CLIENT_PREALLOCATE": "false"}
+
+
+def run(cmd, env, log_path, timeout):
+    start = time.time()
+    try:
+        p = subprocess.run(cmd, env=env, cwd=ROOT, capture_output=True, text=True, timeout=timeout)
+        rc, out, err = p.returncode, p.stdout, p.stderr
+    except subprocess.TimeoutExpired as e:
+        rc, out, err = 124, (e.stdout or b"").decode() if isinstance(e.stdout, bytes) else (e.stdout or ""), \
+            ((e.stderr or b"").decode() if isinstance(e.stderr, bytes) else (e.stderr or "")) + f"\nTIMEOUT after {timeout}s"
+    with open(log_path, "w") as f:
+        f.write(f"$ {' '.join(cmd)}\n{out}\n--- stderr ---\n{err}")
+    steps = re.findall(r"^step (\d+) loss (\S+) time (\S+)", out, re.M)
+    return {"rc": rc, "wall_s": round(time.time() - start, 1), "losses": [l for _, l, _ in steps],
+            "times": [float(t) for _, _, t in steps], "tail": "\n".join((err or out).strip().splitlines()[-4:])}
+
+
+def median_after(times, skip):
+    rest = times[skip:]
+    return statistics.median(rest) if rest else None
+
+
+def job(name, args, out_dir, results):
+    cmd_t, budget, steps, warmup = JOBS[name]
+    steps = args.steps or steps
+    cmd = [c.replace("{steps}", str(steps)) for c in cmd_t]
+    env = dict(os.environ)
+    env.pop("LD_PRELOAD", None)
+    for k in list(env):
+        if k.startswith("VRAMCACHE_"):
+            env.pop(k)
+    if name == "jax":
+        env.update(JAX_ENV)
+    # The run without vramcache, then count mode for the footprint (peak bytes of live allocations).
+    plain = run(cmd, env, os.path.join(out_dir, f"{name}-plain.log"), args.timeout)
+    r = {"job": name, "steps": steps, "warmup": warmup, "plain": plain}
+    plain["median_step_s"] = median_after(plain["times"], warmup)
+    if budget == "half":
+        summary = os.path.join(out_dir, f"{name}-count.json")
+        c = run([CLI, "run", "--summary-file", summary, "--"] + cmd, env, os.path.join(out_dir, f"{name}-count.log"), args.timeout)
+        peak = json.load(open(summary))["peak_tracked_bytes"] if c["rc"] == 0 and os.path.exists(summary) else 0
+        r["footprint_bytes"] = peak
+        budget = max(8 << 20, (peak // 2) >> 20 << 20)
+    r["budget_bytes"] = budget
+    print(f"{name}: plain rc={plain['rc']} {plain['median_step_s']} s/step; budget {budget / GIB:.3f} GiB", flush=True)
+    for policy in args.policies.split(","):
+        summary = os.path.join(out_dir, f"{name}-{policy}.json")
+        report = os.path.join(out_dir, f"{name}-{policy}-report")
+        vc = [CLI, "run", "--budget", str(budget), "--policy", policy, "--summary-file", summary,
+              "--profile-iterations", "2", "--status-interval", "5", "--log-level", "info"]
+        if args.report:
+            vc += ["--report", report]
+        m = run(vc + ["--"] + cmd, env, os.path.join(out_dir, f"{name}-{policy}.log"), args.timeout)
+        m["summary"] = json.load(open(summary)) if os.path.exists(summary) else None
+        n = len(m["times"])
+        m["median_step_s"] = median_after(m["times"], max(warmup, n // 2) if policy == "predictive" else warmup)
+        m["bitwise"] = m["rc"] == 0 and plain["rc"] == 0 and m["losses"] == plain["losses"] and len(m["losses"]) == steps
+        s = m["summary"] or {}
+        m["peak_within_budget"] = bool(s) and s.get("device_used_peak", 1 << 62) <= budget and s.get("peak_resident", 1 << 62) <= budget
+        r[policy] = m
+        print(f"{name}: {policy} rc={m['rc']} bitwise={m['bitwise']} {m['median_step_s']} s/step "
+              f"in {s.get('paging_h2d_bytes', 0) / 1e9:.2f} GB out {s.get('paging_d2h_bytes', 0) / 1e9:.2f} GB "
+              f"misses {s.get('paging_misses')} waits {s.get('paging_waits')} peak resident "
+              f"{s.get('peak_resident', 0) / GIB:.2f} GiB device {s.get('device_used_peak', 0) / GIB:.2f} GiB "
+              f"unplanned {s.get('um_unplanned_h2d', 0) / 1e9:.2f}/{s.get('um_unplanned_d2h', 0) / 1e9:.2f} GB "
+              f"{'' if m['rc'] == 0 else m['tail']}", flush=True)
+    results["jobs"].append(r)
+
+
+def markdown(results):
+    lines = [f"# Paging under a budget (managed-memory backend), {results['date']}", "",
+             f"GPU: {results['gpu']}. Command: `{results['command']}`.", "",
+             "| job | budget | plain s/step | reactive s/step | predictive s/step | predictive speed-up | bitwise (r/p) "
+             "| moved in/out GB (r) | moved in/out GB (p) | misses (r/p) | peak resident GiB (r/p) | device peak GiB (r/p) "
+             "| unplanned in/out GB (r/p) |",
+             "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+
+    def f(x, fmt="{:.3f}"):
+        return fmt.format(x) if isinstance(x, (int, float)) else "-"
+
+    for r in results["jobs"]:
+        if "error" in r:
+            lines.append(f"| {r['job']} | failed: {r['error']} |" + " |" * 11)
+            continue
+        re_, pr = r.get("reactive", {}), r.get("predictive", {})
+        rs, ps = re_.get("summary") or {}, pr.get("summary") or {}
+        speed = (re_["median_step_s"] / pr["median_step_s"]) if re_.get("median_step_s") and pr.get("median_step_s") else None
+        lines.append(
+            f"| {r['job']} | {r['budget_bytes'] / GIB:.3f} GiB | {f(r['plain'].get('median_step_s'), '{:.4f}')} "
+            f"| {f(re_.get('median_step_s'))} | {f(pr.get('median_step_s'))} | {f(speed, '{:.2f}x')} "
+            f"| {re_.get('bitwise', '-')}/{pr.get('bitwise', '-')} "
+            f"| {f(rs.get('paging_h2d_bytes', 0) / 1e9, '{:.1f}')}/{f(rs.get('paging_d2h_bytes', 0) / 1e9, '{:.1f}')} "
+            f"| {f(ps.get('paging_h2d_bytes', 0) / 1e9, '{:.1f}')}/{f(ps.get('paging_d2h_bytes', 0) / 1e9, '{:.1f}')} "
+            f"| {rs.get('paging_misses', '-')}/{ps.get('paging_misses', '-')} "
+            f"| {f(rs.get('peak_resident', 0) / GIB, '{:.2f}')}/{f(ps.get('peak_resident', 0) / GIB, '{:.2f}')} "
+            f"| {f(rs.get('device_used_peak', 0) / GIB, '{:.2f}')}/{f(ps.get('device_used_peak', 0) / GIB, '{:.2f}')} "
+            f"| {f(rs.get('um_unplanned_h2d', 0) / 1e9, '{:.2f}')}/{f(rs.get('um_unplanned_d2h', 0) / 1e9, '{:.2f}')} "
+            f"{f(ps.get('um_unplanned_h2d', 0) / 1e9, '{:.2f}')}/{f(ps.get('um_unplanned_d2h', 0) / 1e9, '{:.2f}')} |")
+    lines += ["", "Bytes moved are for the whole run (all steps). s/step: median after the warm-up steps; "
+              "predictive: median of the last half of the steps (it learns during the first ones).", ""]
+    return "\n".join(lines)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--out", default=os.path.join(ROOT, "results", "paging"))
+    ap.add_argument("--jobs", default="mlp,tiny,jax,1.3b-12")
+    ap.add_argument("--policies", default="reactive,predictive")
+    ap.add_argument("--steps", type=int, default=0, help="override every job's step count")
+    ap.add_argument("--timeout", type=int, default=200)
+    ap.add_argument("--report", action="store_true", help="also write each run's HTML report (vramcache run --report)")
+    args = ap.parse_args()
+    os.makedirs(args.out, exist_ok=True)
+    results = {"date": time.strftime("%Y-%m-%d %H:%M:%S"), "command": " ".join(sys.argv),
+               "gpu": subprocess.run(["nvidia-smi", "--query-gpu=name,memory.total,memory.used,driver_version",
+                                      "--format=csv,noheader"], capture_output=True, text=True).stdout.strip(),
+               "jobs": []}
+    for name in args.jobs.split(","):
+        try:
+            job(name, args, args.out, results)
+        except Exception as e:  # keep what the other jobs measured
+            results["jobs"].append({"job": name, "error": repr(e)})
+            print(f"{name}: ERROR {e!r}", flush=True)
+        with open(os.path.join(args.out, "results.json"), "w") as f:
+            json.dump(results, f, indent=1)
+    with open(os.path.join(args.out, "results.md"), "w") as f:
+        f.write(markdown(results))
+    print(markdown(results))
+
+
+if __name__ == "__main__":
+    main()

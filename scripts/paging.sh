@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# Paging runs on the GPU machine (scripts/paging.py): builds what is missing, runs the jobs with a
+# time limit, and under the device tool ($OUT set) packs the results folder into $OUT.
+# Usage: bash scripts/paging.sh [--out DIR] [--jobs mlp,tiny,jax,1.3b-12] [paging.py options]
+set -u
+cd "$(dirname "$0")/.."
+if [ ! -f build/libvramcache.so ] || [ ! -x build/samples/mlp ]; then
+  make all samples || exit 1
+fi
+out=results/paging
+args=("$@")
+for ((i = 0; i < ${#args[@]}; i++)); do [ "${args[i]}" = --out ] && out=${args[i + 1]}; done
+nvidia-smi --query-gpu=memory.used,memory.total --format=csv
+timeout "${PAGING_TIMEOUT:-570}" python3 scripts/paging.py --out "$out" "$@"
+rc=$?
+if [ -n "${OUT:-}" ]; then tar czf "$OUT/paging.tgz" "$out"; fi
+exit $rc
