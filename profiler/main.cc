@@ -2,6 +2,7 @@
 // recorded trace. It validates the configuration before the program starts (a bad value is one
 // line and exit code 2, and nothing runs). Every option flag is derived from the options table:
 // VRAMCACHE_LOG_LEVEL is --log-level. It links the runtime core, never the hooks.
+#include <dirent.h>
 #include <limits.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -9,10 +10,12 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <functional>
 #include <string>
+#include <vector>
 
 #include "profiler/analysis.h"
 #include "runtime/options.h"
@@ -26,6 +29,10 @@ constexpr int kUsageError = 2;
 void usage(FILE *out) {
   fprintf(out,
           "usage: vramcache run [OPTIONS] -- COMMAND [ARGS...]   run COMMAND with libvramcache.so preloaded\n"
+          "       vramcache run --report DIR [OPTIONS] -- COMMAND [ARGS...]\n"
+          "                                                      also record its trace, then write DIR/report-PID.html\n"
+          "                                                      for each process, with the resident bytes measured\n"
+          "                                                      over time under --budget\n"
           "       vramcache profile [--iterations N] [-o DIR] [OPTIONS] -- COMMAND [ARGS...]\n"
           "                                                      record COMMAND's access trace, then report it\n"
           "       vramcache report [--budget SIZE] [--link GBPS] [--page-size SIZE] [-o FILE.html] TRACE\n"
@@ -92,8 +99,9 @@ int parse_run_flags(int argc, char **argv, const char *what,
   return i + 1;
 }
 
-// Validates the configuration and puts the library in LD_PRELOAD. False: message printed.
-bool prepare_preload() {
+// Validates the configuration (into `out` if given) and puts the library in LD_PRELOAD. False:
+// message printed.
+bool prepare_preload(vc::Options *out = nullptr) {
   vc::Options options;
   std::string error;
   if (!vc::parse_options([](const char *name) { return getenv(name); }, environ, &options, &error)) {
@@ -108,12 +116,125 @@ bool prepare_preload() {
   const char *old = getenv("LD_PRELOAD");
   std::string preload = old && *old ? lib + ":" + old : lib;
   setenv("LD_PRELOAD", preload.c_str(), 1);
+  if (out) *out = options;
   return true;
 }
 
+// Creates the folder `dir` (not its parents). False: message printed.
+bool make_folder(const std::string &dir, const char *what) {
+  struct stat st;
+  if (mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST) {
+    fprintf(stderr, "vramcache %s: cannot create %s: %s\n", what, dir.c_str(), strerror(errno));
+    return false;
+  }
+  if (stat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
+    fprintf(stderr, "vramcache %s: cannot create %s: it exists and is not a folder\n", what, dir.c_str());
+    return false;
+  }
+  return true;
+}
+
+// Runs `command` to its end, in a child under the environment set so far. True: it ran, `rc` is its
+// exit code (128 + the signal if it was killed). False: it did not run (message printed), `rc` is
+// what to exit with: 127 if it could not be started.
+bool run_to_end(char **command, const char *what, int *rc) {
+  pid_t pid = fork();
+  if (pid < 0) {
+    fprintf(stderr, "vramcache %s: fork failed: %s\n", what, strerror(errno));
+    return *rc = 1, false;
+  }
+  if (pid == 0) {
+    execvp(command[0], command);
+    fprintf(stderr, "vramcache: cannot run %s: %s\n", command[0], strerror(errno));
+    _exit(127);
+  }
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  *rc = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  unsetenv("LD_PRELOAD");  // the reports are written by this process, which needs no hooks
+  return *rc != 127;
+}
+
+// What `run --report DIR` writes, one of each per process: PREFIX<pid>SUFFIX (the library replaces
+// %p with the pid). Files of an earlier run must not pass for this one's, so they are removed before
+// it; only names with a number there, so that a report the user renamed stays.
+struct ReportFile {
+  const char *prefix, *suffix;
+};
+constexpr ReportFile kTraceFiles{"trace-", ".vctrace"}, kResidencyFiles{"residency-", ".csv"},
+    kReportFiles{"report-", ".html"}, kSummaryFiles{"summary-", ".txt"};
+
+std::string report_file(const std::string &dir, const ReportFile &f, const std::string &pid) {
+  return dir + "/" + f.prefix + pid + f.suffix;
+}
+
+// The process ids of the files `f` in `dir`, in increasing order.
+std::vector<std::string> pids_of(const std::string &dir, const ReportFile &f) {
+  const std::string prefix = f.prefix, suffix = f.suffix;
+  std::vector<std::string> pids;
+  DIR *d = opendir(dir.c_str());
+  if (!d) return pids;
+  while (const dirent *e = readdir(d)) {
+    std::string name = e->d_name;
+    if (name.size() <= prefix.size() + suffix.size() || name.compare(0, prefix.size(), prefix) != 0 ||
+        name.compare(name.size() - suffix.size(), suffix.size(), suffix) != 0)
+      continue;
+    std::string pid = name.substr(prefix.size(), name.size() - prefix.size() - suffix.size());
+    if (pid.find_first_not_of("0123456789") == std::string::npos) pids.push_back(pid);
+  }
+  closedir(d);
+  std::sort(pids.begin(), pids.end(), [](const std::string &x, const std::string &y) {
+    return x.size() != y.size() ? x.size() < y.size() : x < y;
+  });
+  return pids;
+}
+
+// `run --report DIR`: the command runs in profile mode (so the library writes the trace of its first
+// iterations) with its trace and residency file in DIR; then each trace is reported with the
+// residency file of the same process. Exit code: the program's, else 1 if a report failed.
+int run_reported(const std::string &dir, char **command) {
+  setenv("VRAMCACHE_MODE", "profile", 1);
+  setenv("VRAMCACHE_TRACE_FILE", report_file(dir, kTraceFiles, "%p").c_str(), 1);
+  setenv("VRAMCACHE_RESIDENCY_FILE", report_file(dir, kResidencyFiles, "%p").c_str(), 1);
+  vc::Options options;
+  if (!prepare_preload(&options) || !make_folder(dir, "run")) return kUsageError;
+  for (const ReportFile &f : {kTraceFiles, kResidencyFiles, kReportFiles, kSummaryFiles})
+    for (const std::string &pid : pids_of(dir, f)) unlink(report_file(dir, f, pid).c_str());
+  int rc = 0;
+  if (!run_to_end(command, "run", &rc)) return rc;
+  std::vector<std::string> pids = pids_of(dir, kTraceFiles);
+  if (pids.empty()) {
+    fprintf(stderr, "vramcache run: %s exited with %d and no trace was written to %s (it did no CUDA work, or was killed)\n",
+            command[0], rc, dir.c_str());
+    return rc;
+  }
+  if (rc) fprintf(stderr, "vramcache run: %s exited with %d; reporting the traces it left\n", command[0], rc);
+  int report_rc = 0;
+  for (const std::string &pid : pids) {
+    std::string html = report_file(dir, kReportFiles, pid), summary = report_file(dir, kSummaryFiles, pid),
+                residency = report_file(dir, kResidencyFiles, pid);
+    if (access(residency.c_str(), F_OK) != 0) residency.clear();  // no budget, or paging never started
+    printf("\nvramcache run: process %s: %s, %s\n", pid.c_str(), html.c_str(), summary.c_str());
+    fflush(stdout);  // before the report's lines, which may go to stderr
+    if (vc::report_command(report_file(dir, kTraceFiles, pid), html, summary, uint64_t(options.num[vc::kBudget]), 0,
+                           vc::LinkModel{}, residency) != 0)
+      report_rc = 1;
+  }
+  return rc ? rc : report_rc;
+}
+
 int run(int argc, char **argv) {
-  int cmd = parse_run_flags(argc, argv, "run");
-  if (cmd < 0 || !prepare_preload()) return kUsageError;
+  const char *report_dir = nullptr;
+  int cmd = parse_run_flags(argc, argv, "run", [&](int n, char **a) -> int {
+    if (strcmp(a[0], "--report") != 0) return 0;
+    if (n < 2 || !strcmp(a[1], "--")) return fprintf(stderr, "vramcache run: --report needs a folder\n"), -1;
+    report_dir = a[1];
+    return 2;
+  });
+  if (cmd < 0) return kUsageError;
+  if (report_dir) return run_reported(report_dir, argv + cmd);
+  if (!prepare_preload()) return kUsageError;
   execvp(argv[cmd], argv + cmd);
   fprintf(stderr, "vramcache: cannot run %s: %s\n", argv[cmd], strerror(errno));
   return 127;
@@ -136,32 +257,15 @@ int profile(int argc, char **argv) {
     return 0;
   });
   if (cmd < 0) return kUsageError;
-  if (mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST) {
-    fprintf(stderr, "vramcache profile: cannot create %s: %s\n", dir.c_str(), strerror(errno));
-    return kUsageError;
-  }
+  if (!make_folder(dir, "profile")) return kUsageError;
   std::string trace = dir + "/trace.vctrace";
   unlink(trace.c_str());  // a trace left from an earlier run must not pass for this one's
   setenv("VRAMCACHE_MODE", "profile", 1);
   setenv("VRAMCACHE_TRACE_FILE", trace.c_str(), 1);
   setenv("VRAMCACHE_LOG_LEVEL", getenv("VRAMCACHE_LOG_LEVEL") ? getenv("VRAMCACHE_LOG_LEVEL") : "info", 1);
   if (!prepare_preload()) return kUsageError;
-  pid_t pid = fork();
-  if (pid < 0) {
-    fprintf(stderr, "vramcache profile: fork failed: %s\n", strerror(errno));
-    return 1;
-  }
-  if (pid == 0) {
-    execvp(argv[cmd], argv + cmd);
-    fprintf(stderr, "vramcache: cannot run %s: %s\n", argv[cmd], strerror(errno));
-    _exit(127);
-  }
-  int status = 0;
-  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-  }
-  int rc = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-  if (rc == 127) return rc;
-  unsetenv("LD_PRELOAD");
+  int rc = 0;
+  if (!run_to_end(argv + cmd, "profile", &rc)) return rc;
   if (access(trace.c_str(), R_OK) != 0) {
     fprintf(stderr, "vramcache profile: %s exited with %d and no trace was written (it did no CUDA work, or was killed)\n",
             argv[cmd], rc);

@@ -1,6 +1,7 @@
 // The HTML report of `vramcache report`: one self-contained page (inline CSS, SVG drawn here, no
-// script, nothing fetched) that renders an Analysis and the simulated cost of each budget. It only
-// draws: every figure comes from the Analysis or the simulator, and every string from the trace
+// script, nothing fetched) that renders an Analysis, the simulated cost of each budget and, after
+// `run --report`, the resident bytes measured. It only draws: every figure comes from the Analysis,
+// the simulator or the residency file, and every string from the trace
 // (command line, kernel names, call sites, an infeasible result's reason) is HTML-escaped.
 #include <algorithm>
 #include <cmath>
@@ -216,20 +217,66 @@ void header_section(std::string *out, const Analysis &a) {
           format_bytes(a.touched_bytes).c_str(), a.model.pages.size());
 }
 
-// ---- 2. Resident bytes: the sawtooth ----
+// ---- 2. Resident bytes: the sawtooth, and what was measured ----
 
 struct Series {
   const char *cls;  // the polyline's class
   std::string label;
   const char *color;
   const std::vector<uint64_t> *values;
+  const std::vector<double> *x = nullptr;  // x of each value; null: its index
 };
 
 void polyline(std::string *out, const Plot &p, const Series &s) {
   appendf(out, "<polyline class=\"%s\" fill=\"none\" stroke=\"%s\" stroke-width=\"1.5\" points=\"", s.cls, s.color);
   for (auto [i, v] : downsample_max(*s.values, kMaxLinePoints))
-    appendf(out, "%.1f,%.1f ", p.x(double(i)), p.y(double(v)));
+    appendf(out, "%.1f,%.1f ", p.x(s.x ? (*s.x)[i] : double(i)), p.y(double(v)));
   *out += "\"/>\n";
+}
+
+// Lines of bytes over x from 0 to `x_max`, with the budget as a dashed line, then their legend.
+struct LineChart {
+  std::vector<Series> series;  // none empty
+  double x_max, x_step;
+  const char *x_suffix;  // after each x tick's value
+  const char *x_label;   // under the axis
+  const char *points;    // what a point is ("ops"), for the note on downsampling
+  uint64_t budget;       // 0: no budget line
+};
+
+void line_chart(std::string *out, const LineChart &c) {
+  size_t n = 0;
+  double max = double(c.budget);
+  for (const Series &s : c.series) {
+    n = std::max(n, s.values->size());
+    max = std::max(max, double(*std::max_element(s.values->begin(), s.values->end())));
+  }
+  double unit;
+  const char *suffix;
+  byte_unit(max, &unit, &suffix);
+  double y_step = nice_step(max / unit, 6) * unit;
+  double y_top = std::max(y_step, std::ceil(max / y_step) * y_step);
+  Plot p{kWidth, 372, {0, c.x_max, 80, kWidth - 20}, {0, y_top, 330, 10}};
+  svg_open(out, p);
+  y_ticks(out, p, y_step, unit, suffix);
+  x_ticks(out, p, c.x_step, 1, c.x_suffix);
+  if (c.budget)  // under the lines: the predictive one often runs along it
+    appendf(out, "<line class=\"budget\" x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"%s\" "
+            "stroke-width=\"1.5\" stroke-dasharray=\"6 4\"/>\n",
+            p.x.c0, p.y(double(c.budget)), p.x.c1, p.y(double(c.budget)), kRed);
+  for (const Series &s : c.series) polyline(out, p, s);
+  appendf(out, "<text x=\"%.1f\" y=\"364\" text-anchor=\"middle\">%s</text>\n</svg>\n", (p.x.c0 + p.x.c1) / 2,
+          c.x_label);
+  *out += "<div class=\"legend\">";
+  for (const Series &s : c.series)
+    appendf(out, "<span><i style=\"border-color:%s\"></i>%s</span>", s.color, escape(s.label).c_str());
+  if (c.budget)
+    appendf(out, "<span><i class=\"dash\" style=\"border-color:%s\"></i>budget %s</span>", kRed,
+            format_bytes(c.budget).c_str());
+  *out += "</div>\n";
+  if (n > kMaxLinePoints)
+    appendf(out, "<p class=\"note\">%zu %s; each line shows the largest value of every run of about %zu %s.</p>\n", n,
+            c.points, (n + kMaxLinePoints - 1) / kMaxLinePoints, c.points);
 }
 
 // Peak and trough of each line: the sources judge a pager by them (BACKGROUND.md, "sawtooth").
@@ -264,40 +311,37 @@ void resident_section(std::string *out, const Analysis &a, const std::vector<Bud
     return;
   }
   size_t n = 0;
-  double max = first ? double(first->budget) : 0;
-  for (const Series &s : series) {
-    n = std::max(n, s.values->size());
-    max = std::max(max, double(*std::max_element(s.values->begin(), s.values->end())));
-  }
-  double unit;
-  const char *suffix;
-  byte_unit(max, &unit, &suffix);
-  double y_step = nice_step(max / unit, 6) * unit, x_step = std::max(1.0, nice_step(double(n - 1), 10));
-  double y_top = std::max(y_step, std::ceil(max / y_step) * y_step);
-  Plot p{kWidth, 372, {0, double(n - 1), 80, kWidth - 20}, {0, y_top, 330, 10}};
-  svg_open(out, p);
-  y_ticks(out, p, y_step, unit, suffix);
-  x_ticks(out, p, x_step, 1, "");
-  if (first)  // under the lines: the predictive one often runs along it
-    appendf(out, "<line class=\"budget\" x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"%s\" "
-            "stroke-width=\"1.5\" stroke-dasharray=\"6 4\"/>\n",
-            p.x.c0, p.y(double(first->budget)), p.x.c1, p.y(double(first->budget)), kRed);
-  for (const Series &s : series) polyline(out, p, s);
-  appendf(out, "<text x=\"%.1f\" y=\"364\" text-anchor=\"middle\">op index in the modelled iteration</text>\n</svg>\n",
-          (p.x.c0 + p.x.c1) / 2);
-  *out += "<div class=\"legend\">";
-  for (const Series &s : series)
-    appendf(out, "<span><i style=\"border-color:%s\"></i>%s</span>", s.color, escape(s.label).c_str());
-  if (first)
-    appendf(out, "<span><i class=\"dash\" style=\"border-color:%s\"></i>budget %s</span>", kRed,
-            format_bytes(first->budget).c_str());
-  *out += "</div>\n";
-  if (n > kMaxLinePoints)
-    appendf(out, "<p class=\"note\">%zu ops; each line shows the largest value of every run of about %zu ops.</p>\n", n,
-            (n + kMaxLinePoints - 1) / kMaxLinePoints);
+  for (const Series &s : series) n = std::max(n, s.values->size());
+  line_chart(out, {series, double(n - 1), std::max(1.0, nice_step(double(n - 1), 10)), "",
+                   "op index in the modelled iteration", "ops", first ? first->budget : 0});
   series_table(out, series);
   *out += "<p class=\"note\">A pager at work draws a steady sawtooth whose troughs sit well below its peak "
           "(the sources of the idea expect about 60%); a flat resident line means nothing is paged.</p>\n";
+}
+
+// What the library measured while paging the run, every 100 ms: its own count and the device's.
+void measured_section(std::string *out, const Residency &r) {
+  *out += "<h2>Resident bytes over time (measured)</h2>\n";
+  if (r.time_s.empty()) {
+    *out += "<p>The residency file has no samples: the run ended within 100 ms of paging starting.</p>\n";
+    return;
+  }
+  std::vector<Series> series = {
+      {"measured-resident", "resident (the pager's count)", kBlue, &r.resident, &r.time_s},
+      {"measured-device", "device used above its level at the start", kOrange, &r.device_used, &r.time_s}};
+  line_chart(out, {series, r.time_s.back(), nice_step(r.time_s.back(), 10), " s",
+                   "seconds since paging started", "samples", r.budget});
+  appendf(out, "<table class=\"facts\"><tr><th>resident peak</th><td>%s (the pager's count)</td></tr>\n"
+          "<tr><th>device peak</th><td>%s used above its level at the start</td></tr>\n"
+          "<tr><th>moved</th><td>%s host to device, %s device to host, %llu misses</td></tr>\n</table>\n",
+          format_bytes(*std::max_element(r.resident.begin(), r.resident.end())).c_str(),
+          format_bytes(*std::max_element(r.device_used.begin(), r.device_used.end())).c_str(),
+          format_bytes(r.moved_h2d.back()).c_str(), format_bytes(r.moved_d2h.back()).c_str(),
+          (unsigned long long)r.misses.back());
+  *out += "<p class=\"note\">The device's figure is its own used memory (cuMemGetInfo) above its level when "
+          "paging started: it also counts what the pager does not manage (the CUDA context's growth, allocations "
+          "that are not paged), so it runs somewhat above the pager's count; a gap that keeps growing is memory "
+          "outside the budget.</p>\n";
 }
 
 // ---- 3 and 4. Horizontal bar charts ----
@@ -516,12 +560,13 @@ void budgets_section(std::string *out, const Analysis &a, const std::vector<Budg
 
 }  // namespace
 
-std::string report_html(const Analysis &a, const std::vector<BudgetResult> &budgets) {
+std::string report_html(const Analysis &a, const std::vector<BudgetResult> &budgets, const Residency *residency) {
   std::string out = "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n";
   out += "<title>vramcache report: " + escape(shorten(a.trace.command, 120)) + "</title>\n";
   out += std::string("<style>") + kStyle + "</style>\n</head>\n<body><main>\n";
   header_section(&out, a);
   resident_section(&out, a, budgets);
+  if (residency) measured_section(&out, *residency);
   reuse_section(&out, a);
   kinds_section(&out, a);
   timeline_section(&out, a);

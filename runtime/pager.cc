@@ -51,7 +51,6 @@ namespace {
 
 constexpr uint64_t kNoUse = ~uint64_t(0);
 constexpr size_t kHistory = 16;        // ops compared when looking for the position again
-constexpr uint64_t kVictimsStale = 256;  // positions after which the Belady list is rebuilt
 
 uint64_t op_hash(const OpKey &key) {
   return std::hash<std::string_view>()(key.name) * 31 + uint64_t(key.kind);
@@ -65,10 +64,24 @@ struct Pager::Plan {
   std::unordered_map<uint64_t, std::vector<uint32_t>> positions_of;
   std::vector<uint32_t> first;  // pages of position k: acc[first[k], first[k + 1])
   std::vector<PageKey> acc;
+  // Per allocation: (page, position) of every access, positions ascending; what a Page's `uses`
+  // are filled from, when the plan is installed or when the allocation is made.
+  std::unordered_map<uint64_t, std::vector<std::pair<uint32_t, uint32_t>>> uses_of;
 };
 
+void Pager::attach_uses(uint64_t alloc_id, Alloc *a) {
+  for (Page &p : a->pages) p.uses.clear();
+  auto it = plan_ ? plan_->uses_of.find(alloc_id) : decltype(plan_->uses_of.end()){};
+  if (!plan_ || it == plan_->uses_of.end()) return;
+  for (auto [page, pos] : it->second) {
+    if (page >= a->pages.size()) continue;
+    std::vector<uint32_t> &u = a->pages[page].uses;
+    if (u.empty() || u.back() != pos) u.push_back(pos);
+  }
+}
+
 Pager::Pager(Mover *mover, uint64_t budget, uint64_t page_size, PagingPolicy policy)
-    : mover_(mover), budget_(budget), page_size_(page_size), policy_(policy), prefetch_limit_(budget / 2) {}
+    : mover_(mover), budget_(budget), page_size_(page_size), policy_(policy), prefetch_limit_(budget / 16) {}
 
 Pager::~Pager() = default;
 
@@ -77,6 +90,7 @@ void Pager::on_alloc(const Allocation &a) {
   Alloc &al = allocs_[a.id];
   al.base = a.base, al.size = a.size;
   al.pages.assign((a.size + page_size_ - 1) / page_size_, Page{});
+  attach_uses(a.id, &al);
   stats_.paged_allocs++;
   stats_.paged_bytes += a.size;
 }
@@ -197,9 +211,13 @@ bool Pager::make_room(uint64_t bytes, uint64_t stream, uint64_t horizon, const s
   auto kept = [&](PageKey k) { return std::binary_search(keep.begin(), keep.end(), k); };
   if (tracking_) {
     for (int attempt = 0; attempt < 2 && found < need; ++attempt) {
-      if (victims_.empty() || pos_ - victims_pos_ > kVictimsStale || attempt == 1) {
+      // The order holds only at the position it was built at: a page used since has a later next
+      // use than the list says, and a page fetched since is missing from it, so a list kept over
+      // several ops skips the best victims (the pages just used) for ones needed sooner.
+      if (victims_.empty() || pos_ != victims_pos_ || attempt == 1) {
+        // Best victim last: furthest next use, then least recently used.
         std::vector<std::pair<uint64_t, PageKey>> all;
-        for (const auto &[last, k] : lru_) all.push_back({next_use(*page(k), pos_), k});
+        for (auto it = lru_.rbegin(); it != lru_.rend(); ++it) all.push_back({next_use(*page(it->second), pos_), it->second});
         std::stable_sort(all.begin(), all.end(), [](const auto &a, const auto &b) { return a.first < b.first; });
         victims_.clear();
         for (const auto &e : all) victims_.push_back(e.second);
@@ -240,6 +258,8 @@ bool Pager::fetch(const std::vector<PageKey> &keys) {
     for (size_t k = i; k < j; ++k) bytes += page_bytes(keys[k]);
     if (!mover_->to_device(addr, bytes)) return fail("a migration to the device"), false;
     resident_ += bytes;
+    stats_.resident = resident_;  // here, not after the loop, so that a failed call leaves them true
+    if (resident_ > stats_.peak_resident) stats_.peak_resident = resident_;
     stats_.h2d_bytes += bytes;
     stats_.fetches += j - i;
     i = j;
@@ -253,8 +273,6 @@ bool Pager::fetch(const std::vector<PageKey> &keys) {
     p->last_use = clock_;
     lru_.insert({clock_, k});
   }
-  stats_.resident = resident_;
-  if (resident_ > stats_.peak_resident) stats_.peak_resident = resident_;
   return true;
 }
 
@@ -289,7 +307,7 @@ void Pager::track(const OpKey &key) {
 
 void Pager::prefetch_ahead(uint64_t stream, const std::vector<PageKey> &keep) {
   const Plan &plan = *plan_;
-  while (!ahead_.empty() && mover_->passed(ahead_.front().first)) {
+  while (!ahead_.empty() && ahead_.front().first < pos_) {  // its op has come
     ahead_bytes_ -= ahead_.front().second;
     ahead_.pop_front();
   }
@@ -309,7 +327,7 @@ void Pager::prefetch_ahead(uint64_t stream, const std::vector<PageKey> &keep) {
       std::sort(protect.begin(), protect.end());
       if (!make_room(bytes, stream, cursor_ - pos_, protect)) break;
       if (!fetch(missing)) break;
-      ahead_.push_back({page(missing.front())->fence, bytes});
+      ahead_.push_back({cursor_, bytes});
       ahead_bytes_ += bytes;
       stats_.prefetched += missing.size();
     }
@@ -331,12 +349,14 @@ void Pager::on_op(const OpKey &key, uint64_t stream, const std::vector<Touch> &t
   if (!need.empty()) {
     stats_.ops++;
     std::vector<PageKey> missing;
-    uint64_t missing_bytes = 0, wait = 0;
+    uint64_t missing_bytes = 0, wait = 0, held = 0;  // held: the op's pages already resident, which stay
+    for (PageKey k : need)
+      if (page(k)->resident) held += page_bytes(k);
     for (PageKey k : need) {
       Page *p = page(k);
       if (!p->resident) {
         uint64_t b = page_bytes(k);
-        if (missing_bytes + b > budget_) {
+        if (held + missing_bytes + b > budget_) {
           stats_.remote++;  // more than the budget in one op: the rest stays on the host
           continue;
         }
@@ -402,19 +422,16 @@ bool Pager::learn(const Trace &trace, std::string *why) {
     plan->first.push_back(uint32_t(plan->acc.size()));
   }
 
-  std::lock_guard lock(mu_);
-  for (auto &[id, a] : allocs_)
-    for (Page &p : a.pages) p.uses.clear();
-  uint64_t known = 0;
   for (uint32_t k = 0; k < plan->period; ++k)
     for (uint32_t a = plan->first[k]; a < plan->first[k + 1]; ++a)
-      if (Page *p = page(plan->acc[a])) {
-        if (p->uses.empty() || p->uses.back() != k) p->uses.push_back(k);
-        ++known;
-      }
+      plan->uses_of[plan->acc[a].first].push_back({plan->acc[a].second, k});
+  std::lock_guard lock(mu_);
+  uint64_t known = 0;
+  for (uint32_t a = 0; a < plan->acc.size(); ++a) known += allocs_.count(plan->acc[a].first);
   VC_INFO("plan learned: period %llu ops, %llu page accesses (%llu on live paged allocations)",
           (unsigned long long)plan->period, (unsigned long long)plan->acc.size(), (unsigned long long)known);
   plan_ = std::move(plan);
+  for (auto &[id, a] : allocs_) attach_uses(id, &a);
   tracking_ = false;
   victims_.clear();
   stats_.plans++;

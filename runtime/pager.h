@@ -91,7 +91,8 @@ class Pager {
   const PagerStats &stats() const { return stats_; }
   bool tracking() const;  // replaying the plan now
 
-  // Test hooks: limit on bytes fetched ahead and not yet known arrived (default: budget / 2).
+  // Most bytes fetched ahead for ops still to come (default: budget / 16). More hides more of the
+  // link behind compute but evicts more that is needed again (Note [Paging policies]).
   void set_prefetch_limit(uint64_t bytes) { prefetch_limit_ = bytes; }
 
  private:
@@ -112,6 +113,7 @@ class Pager {
 
   // All with mu_ held.
   Page *page(PageKey k);
+  void attach_uses(uint64_t alloc_id, Alloc *a);  // the plan's uses of its pages
   uint64_t page_bytes(PageKey k) const;
   void pages_of(const std::vector<Touch> &touches, std::vector<PageKey> *out);
   void touch_lru(PageKey k);
@@ -144,7 +146,7 @@ class Pager {
   std::deque<uint64_t> history_;  // hashes of the recent ops (kind and name), for resync
   std::vector<PageKey> victims_;  // Belady candidates, best last, built at victims_pos_
   uint64_t victims_pos_ = 0;
-  std::deque<std::pair<uint64_t, uint64_t>> ahead_;  // (fence, bytes) of prefetches not known arrived
+  std::deque<std::pair<uint64_t, uint64_t>> ahead_;  // (position, bytes) fetched ahead for ops still to come  // (fence, bytes) of prefetches not known arrived
   uint64_t ahead_bytes_ = 0;
 };
 

@@ -125,15 +125,24 @@ Sample sample() {
 const char *const kHeadings[] = {"Resident bytes over one iteration", "Reuse distances", "Bytes by kind of allocation",
                                  "Kernel timeline", "What a budget costs"};
 
-// The y coordinates of a polyline's points.
-std::vector<double> polyline_ys(const std::string &html, const std::string &cls) {
-  std::vector<double> ys;
+// The (x, y) coordinates of a polyline's points.
+std::vector<std::pair<double, double>> polyline_points(const std::string &html, const std::string &cls) {
+  std::vector<std::pair<double, double>> points;
   size_t at = html.find("<polyline class=\"" + cls + "\"");
   REQUIRE(at != std::string::npos);
   at = html.find("points=\"", at) + 8;
   size_t end = html.find('"', at);
   std::string pts = html.substr(at, end - at);
-  for (size_t p = 0; (p = pts.find(',', p)) != std::string::npos; ++p) ys.push_back(std::atof(pts.c_str() + p + 1));
+  for (size_t p = 0; (p = pts.find(',', p)) != std::string::npos; ++p) {
+    size_t x = pts.rfind(' ', p);
+    points.emplace_back(std::atof(pts.c_str() + (x == std::string::npos ? 0 : x + 1)), std::atof(pts.c_str() + p + 1));
+  }
+  return points;
+}
+
+std::vector<double> polyline_ys(const std::string &html, const std::string &cls) {
+  std::vector<double> ys;
+  for (auto [x, y] : polyline_points(html, cls)) ys.push_back(y);
   return ys;
 }
 
@@ -257,6 +266,79 @@ TEST_CASE("report_html: long lines are downsampled by bucket maxima, so a peak s
   double top = *std::min_element(ys.begin(), ys.end()), base = *std::max_element(ys.begin(), ys.end());
   CHECK(std::count(ys.begin(), ys.end(), top) == 1);
   CHECK(std::count(ys.begin(), ys.end(), base) == long(ys.size()) - 1);
+}
+
+namespace {
+
+// Twenty samples 0.1 s apart: the pager holds at most 30 MiB, the device's figure peaks at 44 MiB
+// at 1.5 s; 2 GiB moved in, 1 GiB out, 12 misses.
+vc::Residency residency_sample() {
+  vc::Residency r;
+  for (int i = 1; i <= 20; ++i) {
+    r.time_s.push_back(0.1 * i);
+    r.resident.push_back(uint64_t(10 + i) * MiB);
+    r.device_used.push_back((i == 15 ? 44 : 20 + i) * MiB);
+    r.moved_h2d.push_back(uint64_t(i) * 2048 * MiB / 20), r.moved_d2h.push_back(uint64_t(i) * 1024 * MiB / 20);
+    r.misses.push_back(uint64_t(i) * 12 / 20);
+  }
+  r.budget = 40 * MiB;
+  return r;
+}
+
+}  // namespace
+
+TEST_CASE("report_html: the measured residency chart appears with residency samples and not without") {
+  const std::string heading = "Resident bytes over time (measured)";
+  Sample s = sample();
+  std::string plain = vc::report_html(s.a, s.budgets);
+  CHECK(plain.find(heading) == std::string::npos);
+  CHECK(plain.find("measured-") == std::string::npos);
+  CHECK(vc::summary_text(s.a, s.budgets).find("measured while paging") == std::string::npos);
+
+  vc::Residency r = residency_sample();
+  std::string html = vc::report_html(s.a, s.budgets, &r);
+  // After the modelled iteration's chart, before the reuse distances; the other sections unchanged.
+  size_t at = html.find("<h2>" + heading + "</h2>");
+  REQUIRE(at != std::string::npos);
+  CHECK(at > html.find("<h2>Resident bytes over one iteration</h2>"));
+  CHECK(at < html.find("<h2>Reuse distances</h2>"));
+  CHECK(section(html, "Resident bytes over one iteration") == section(plain, "Resident bytes over one iteration"));
+  std::string measured = section(html, heading);
+  CHECK(count(measured, "<polyline") == 2);
+  std::vector<std::pair<double, double>> resident = polyline_points(measured, "measured-resident"),
+                                         device = polyline_points(measured, "measured-device");
+  REQUIRE(resident.size() == 20);
+  REQUIRE(device.size() == 20);
+  // Time on x: 0.1 s to 2 s, evenly spaced, the last sample at the right end of the plot.
+  CHECK(resident.back().first == doctest::Approx(1080));
+  CHECK(resident[1].first - resident[0].first == doctest::Approx(resident[19].first - resident[18].first));
+  CHECK(resident[0].first == doctest::Approx(80 + 1000 * 0.1 / 2.0));
+  CHECK(measured.find(">2 s</text>") != std::string::npos);
+  CHECK(measured.find("seconds since paging started") != std::string::npos);
+  // The device's peak is the highest point (smallest y), at 1.5 s; the budget line sits at 40 MiB.
+  auto top = std::min_element(device.begin(), device.end(), [](auto x, auto y) { return x.second < y.second; });
+  CHECK(top - device.begin() == 14);
+  CHECK(top->second < std::min_element(resident.begin(), resident.end(), [](auto x, auto y) {
+                        return x.second < y.second;
+                      })->second);
+  CHECK(count(measured, "<line class=\"budget\"") == 1);
+  CHECK(measured.find(">budget 40.00 MiB</span>") != std::string::npos);
+  CHECK(measured.find("<th>resident peak</th><td>30.00 MiB") != std::string::npos);
+  CHECK(measured.find("<th>device peak</th><td>44.00 MiB used") != std::string::npos);
+  CHECK(measured.find("2.00 GiB host to device, 1.00 GiB device to host, 12 misses") != std::string::npos);
+  CHECK(vc::summary_text(s.a, s.budgets, &r).find(
+            "measured while paging (20 samples over 2.0 s, budget 40.00 MiB): peak resident 30.00 MiB (the pager's "
+            "count), peak device used 44.00 MiB above start; moved 2.00 GiB host to device, 1.00 GiB device to host; "
+            "12 misses") != std::string::npos);
+
+  // Without a known budget there is no budget line; without samples, a sentence and no chart.
+  r.budget = 0;
+  CHECK(section(vc::report_html(s.a, s.budgets, &r), heading).find("class=\"budget\"") == std::string::npos);
+  vc::Residency empty;
+  measured = section(vc::report_html(s.a, s.budgets, &empty), heading);
+  CHECK(measured.find("no samples") != std::string::npos);
+  CHECK(measured.find("<svg") == std::string::npos);
+  CHECK(vc::summary_text(s.a, s.budgets, &empty).find("measured while paging: no samples") != std::string::npos);
 }
 
 namespace {
