@@ -51,6 +51,7 @@ namespace {
 
 constexpr uint64_t kNoUse = ~uint64_t(0);
 constexpr size_t kHistory = 16;        // ops compared when looking for the position again
+constexpr uint64_t kFar = uint64_t(1) << 62;  // ranks of pages the plan does not know start here
 
 uint64_t op_hash(const OpKey &key) {
   return std::hash<std::string_view>()(key.name) * 31 + uint64_t(key.kind);
@@ -103,7 +104,7 @@ bool Pager::on_free(uint64_t alloc_id) {
     Page &p = it->second.pages[i];
     if (!p.resident) continue;
     resident_ -= page_bytes({alloc_id, i});
-    lru_.erase({p.last_use, {alloc_id, i}});
+    order_.erase({p.rank, {alloc_id, i}});
   }
   stats_.resident = resident_;
   stats_.paged_allocs--;
@@ -154,12 +155,30 @@ void Pager::pages_of(const std::vector<Touch> &touches, std::vector<PageKey> *ou
   out->erase(std::unique(out->begin(), out->end()), out->end());
 }
 
-void Pager::touch_lru(PageKey k) {
+uint64_t Pager::rank_of(const Page &p) const {
+  uint64_t old = std::min(p.last_use, kFar - 1);
+  if (!tracking_) return ~uint64_t(0) - old;  // least recently used last
+  uint64_t nu = next_use(p, pos_);
+  return nu == kNoUse ? kFar + (kFar - 1 - old) : pos_ + nu;  // no known use: before any known one
+}
+
+void Pager::rerank(PageKey k) {
   Page *p = page(k);
   if (!p || !p->resident) return;
-  lru_.erase({p->last_use, k});
-  p->last_use = clock_;
-  lru_.insert({p->last_use, k});
+  order_.erase({p->rank, k});
+  p->rank = rank_of(*p);
+  order_.insert({p->rank, k});
+}
+
+void Pager::rerank_all() {
+  std::vector<PageKey> keys;
+  for (const auto &e : order_) keys.push_back(e.second);
+  order_.clear();
+  for (PageKey k : keys) {
+    Page *p = page(k);
+    p->rank = rank_of(*p);
+    order_.insert({p->rank, k});
+  }
 }
 
 uint64_t Pager::next_use(const Page &p, uint64_t from) const {
@@ -189,7 +208,7 @@ bool Pager::evict(const std::vector<PageKey> &victims, uint64_t stream) {
     if (!mover_->to_host(addr, bytes)) return fail("a migration to the host"), false;
     for (size_t k = i; k < j; ++k) {
       Page *p = page(sorted[k]);
-      lru_.erase({p->last_use, sorted[k]});
+      order_.erase({p->rank, sorted[k]});
       p->resident = false;
       p->fence = 0;
     }
@@ -202,51 +221,21 @@ bool Pager::evict(const std::vector<PageKey> &victims, uint64_t stream) {
   return true;
 }
 
-// Frees `bytes` of the budget. Victims: not in `keep`; when following the plan, the furthest next
-// use, which must lie beyond `horizon` positions from pos_; otherwise least recently used.
+// Frees `bytes` of the budget, taking victims from the end of order_ (furthest next use when
+// following the plan, else least recently used), never one in `keep`. When following the plan and
+// `horizon` > 0 (prefetching for the op `horizon` positions ahead), a victim must not be needed by
+// that op or any before it; a miss (horizon 0) may take any page.
 bool Pager::make_room(uint64_t bytes, uint64_t stream, uint64_t horizon, const std::vector<PageKey> &keep) {
   if (resident_ + bytes <= budget_) return true;
   uint64_t need = resident_ + bytes - budget_, found = 0;
   std::vector<PageKey> chosen;
-  auto kept = [&](PageKey k) { return std::binary_search(keep.begin(), keep.end(), k); };
-  if (tracking_) {
-    for (int attempt = 0; attempt < 2 && found < need; ++attempt) {
-      // The order holds only at the position it was built at: a page used since has a later next
-      // use than the list says, and a page fetched since is missing from it, so a list kept over
-      // several ops skips the best victims (the pages just used) for ones needed sooner.
-      if (victims_.empty() || pos_ != victims_pos_ || attempt == 1) {
-        // Best victim last: furthest next use, then least recently used.
-        std::vector<std::pair<uint64_t, PageKey>> all;
-        for (auto it = lru_.rbegin(); it != lru_.rend(); ++it) all.push_back({next_use(*page(it->second), pos_), it->second});
-        std::stable_sort(all.begin(), all.end(), [](const auto &a, const auto &b) { return a.first < b.first; });
-        victims_.clear();
-        for (const auto &e : all) victims_.push_back(e.second);
-        victims_pos_ = pos_;
-      }
-      while (found < need && !victims_.empty()) {
-        PageKey k = victims_.back();
-        Page *p = page(k);
-        if (!p || !p->resident || kept(k) ||
-            std::find(chosen.begin(), chosen.end(), k) != chosen.end()) {
-          victims_.pop_back();
-          continue;
-        }
-        if (uint64_t nu = next_use(*p, pos_); nu != kNoUse && nu <= horizon) break;  // needed too soon
-        victims_.pop_back();
-        chosen.push_back(k);
-        found += page_bytes(k);
-      }
-    }
-    if (found < need && horizon > 0) return false;  // the walk ahead waits; a miss takes any page
+  for (auto it = order_.rbegin(); found < need && it != order_.rend(); ++it) {
+    if (tracking_ && horizon > 0 && it->first <= pos_ + horizon) return false;  // needed too soon: wait
+    if (std::binary_search(keep.begin(), keep.end(), it->second)) continue;
+    chosen.push_back(it->second);
+    found += page_bytes(it->second);
   }
-  for (auto it = lru_.begin(); found < need && it != lru_.end(); ++it) {
-    PageKey k = it->second;
-    if (kept(k) || std::find(chosen.begin(), chosen.end(), k) != chosen.end()) continue;
-    chosen.push_back(k);
-    found += page_bytes(k);
-  }
-  if (found < need) return false;
-  return evict(chosen, stream);
+  return found >= need && evict(chosen, stream);
 }
 
 bool Pager::fetch(const std::vector<PageKey> &keys) {
@@ -271,7 +260,8 @@ bool Pager::fetch(const std::vector<PageKey> &keys) {
     p->resident = true;
     p->fence = f;
     p->last_use = clock_;
-    lru_.insert({clock_, k});
+    p->rank = rank_of(*p);
+    order_.insert({p->rank, k});
   }
   return true;
 }
@@ -282,6 +272,7 @@ void Pager::track(const OpKey &key) {
   if (tracking_) {
     if (plan.sig[pos_ % plan.period] == h) return;
     tracking_ = false;
+    rerank_all();
     stats_.divergences++;
     VC_DEBUG("op %s departs from the plan at position %llu: paging reactively until it is found again", key.name,
              (unsigned long long)(pos_ % plan.period));
@@ -299,7 +290,7 @@ void Pager::track(const OpKey &key) {
     pos_ = cursor_ = k + plan.period;  // absolute positions stay above kHistory
     ahead_.clear();
     ahead_bytes_ = 0;
-    victims_.clear();
+    rerank_all();
     stats_.resyncs++;
     return;
   }
@@ -377,12 +368,19 @@ void Pager::on_op(const OpKey &key, uint64_t stream, const std::vector<Touch> &t
       if (make_room(missing_bytes, stream, 0, need) && fetch(missing)) wait = std::max(wait, page(missing.front())->fence);
     }
     if (wait && !stats_.failed && !mover_->stream_wait(stream, wait)) fail("ordering a launch after its prefetch");
-    for (PageKey k : need) touch_lru(k);
+    for (PageKey k : need) page(k)->last_use = clock_;
   }
   if (tracking_) {
+    // Past this op, its pages (and the plan's for its position) are next needed later.
     stats_.planned_ops++;
+    const Plan &plan = *plan_;
+    uint64_t k = pos_ % plan.period;
     ++pos_;
+    for (uint32_t a = plan.first[k]; a < plan.first[k + 1]; ++a) rerank(plan.acc[a]);
+    for (PageKey key : need) rerank(key);
     prefetch_ahead(stream, need);
+  } else {
+    for (PageKey key : need) rerank(key);
   }
 }
 
@@ -433,7 +431,7 @@ bool Pager::learn(const Trace &trace, std::string *why) {
   plan_ = std::move(plan);
   for (auto &[id, a] : allocs_) attach_uses(id, &a);
   tracking_ = false;
-  victims_.clear();
+  rerank_all();
   stats_.plans++;
   return true;
 }

@@ -100,6 +100,7 @@ class Pager {
     bool resident = false;  // on the device, or its to_device issued
     uint64_t fence = 0;     // fence after its to_device; 0 once known passed
     uint64_t last_use = 0;  // op counter of its last access (LRU)
+    uint64_t rank = 0;      // its key in order_ while resident
     std::vector<uint32_t> uses;  // plan positions that access it, ascending
   };
   struct Alloc {
@@ -116,7 +117,9 @@ class Pager {
   void attach_uses(uint64_t alloc_id, Alloc *a);  // the plan's uses of its pages
   uint64_t page_bytes(PageKey k) const;
   void pages_of(const std::vector<Touch> &touches, std::vector<PageKey> *out);
-  void touch_lru(PageKey k);
+  uint64_t rank_of(const Page &p) const;  // eviction order: the larger, the sooner evicted
+  void rerank(PageKey k);
+  void rerank_all();  // after the policy in force changed
   uint64_t next_use(const Page &p, uint64_t from) const;  // plan positions ahead of `from`
   bool make_room(uint64_t bytes, uint64_t stream, uint64_t horizon, const std::vector<PageKey> &keep);
   bool evict(const std::vector<PageKey> &victims, uint64_t stream);
@@ -135,7 +138,9 @@ class Pager {
   std::unordered_map<uint64_t, Alloc> allocs_;
   uint64_t resident_ = 0;  // bytes, mirrored in stats_.resident
   uint64_t clock_ = 0;     // ops seen
-  std::set<std::pair<uint64_t, PageKey>> lru_;  // (last_use, page) of resident pages
+  // Resident pages by rank: the last is evicted first. Following the plan, the rank is the absolute
+  // position of the next use (Belady), else it orders by last use (LRU).
+  std::set<std::pair<uint64_t, PageKey>> order_;
   uint64_t passed_upto_ = 0;  // highest fence known passed
 
   // Predictive replay (Note [Paging policies]).
@@ -144,8 +149,6 @@ class Pager {
   uint64_t pos_ = 0;     // absolute plan position of the next op (position pos_ % period)
   uint64_t cursor_ = 0;  // absolute position up to which pages are fetched ahead
   std::deque<uint64_t> history_;  // hashes of the recent ops (kind and name), for resync
-  std::vector<PageKey> victims_;  // Belady candidates, best last, built at victims_pos_
-  uint64_t victims_pos_ = 0;
   std::deque<std::pair<uint64_t, uint64_t>> ahead_;  // (position, bytes) fetched ahead for ops still to come  // (fence, bytes) of prefetches not known arrived
   uint64_t ahead_bytes_ = 0;
 };
