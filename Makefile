@@ -92,7 +92,11 @@ asan-test:
 check: test layering asan-test
 
 # ---- Samples (built here, run on the GPU machine) ----
-samples: $(BUILD)/samples/mlp
+samples: $(BUILD)/samples/mlp $(BUILD)/samples/managed_residency
+$(BUILD)/samples/managed_residency: scripts/gpu_checks/managed_residency.cu
+	@mkdir -p $(@D)
+	$(NVCC) -O2 -std=c++17 -gencode arch=compute_90,code=sm_90 -cudart shared \
+	  -Xlinker -rpath,$(CUDA)/lib64 $< -o $@ -lcuda
 $(BUILD)/samples/mlp: samples/mlp/mlp.cu
 	@mkdir -p $(@D)
 	$(NVCC) -O2 -std=c++17 -Xcompiler -Wall,-Wextra -Werror all-warnings \

@@ -183,6 +183,10 @@ struct State {
   std::atomic<bool> client_on{false};
   std::shared_mutex client_mu;
   Client client;
+  // Unified-memory migrations as the driver reports them: (start ns, +bytes to the device or
+  // -bytes to the host), for the peak of what the device held (migrations_peak).
+  std::mutex migrations_mu;
+  std::vector<std::pair<uint64_t, int64_t>> migrations;
 };
 State *g_state = nullptr;
 
@@ -469,12 +473,15 @@ void CUPTIAPI activity_buffer_completed(CUcontext ctx, uint32_t stream, uint8_t 
       g_state->rt->on_kernel_time(k->correlationId, k->graphNodeId, k->start, k->end);
     } else if (record->kind == CUPTI_ACTIVITY_KIND_UNIFIED_MEMORY_COUNTER) {
       auto *u = reinterpret_cast<const CUpti_ActivityUnifiedMemoryCounter3 *>(record);
-      bool prefetch = u->flags == CUPTI_ACTIVITY_UNIFIED_MEMORY_MIGRATION_CAUSE_PREFETCH;
-      if (u->counterKind == CUPTI_ACTIVITY_UNIFIED_MEMORY_COUNTER_KIND_BYTES_TRANSFER_HTOD)
-        (prefetch ? c.um_prefetch_h2d : c.um_other_h2d) += u->value;
-      else if (u->counterKind == CUPTI_ACTIVITY_UNIFIED_MEMORY_COUNTER_KIND_BYTES_TRANSFER_DTOH)
-        (prefetch ? c.um_prefetch_d2h : c.um_other_d2h) += u->value;
-      else if (u->counterKind == CUPTI_ACTIVITY_UNIFIED_MEMORY_COUNTER_KIND_GPU_PAGE_FAULT)
+      // Cause USER: an explicit prefetch, i.e. the pager's (CUPTI's PREFETCH is the driver's own).
+      bool planned = u->flags == CUPTI_ACTIVITY_UNIFIED_MEMORY_MIGRATION_CAUSE_USER;
+      bool h2d = u->counterKind == CUPTI_ACTIVITY_UNIFIED_MEMORY_COUNTER_KIND_BYTES_TRANSFER_HTOD;
+      if (h2d || u->counterKind == CUPTI_ACTIVITY_UNIFIED_MEMORY_COUNTER_KIND_BYTES_TRANSFER_DTOH) {
+        if (h2d) (planned ? c.um_prefetch_h2d : c.um_other_h2d) += u->value;
+        else (planned ? c.um_prefetch_d2h : c.um_other_d2h) += u->value;
+        std::lock_guard lock(g_state->migrations_mu);
+        g_state->migrations.push_back({u->start, h2d ? int64_t(u->value) : -int64_t(u->value)});
+      } else if (u->counterKind == CUPTI_ACTIVITY_UNIFIED_MEMORY_COUNTER_KIND_GPU_PAGE_FAULT)
         c.um_gpu_faults += u->value;
     } else if (record->kind == CUPTI_ACTIVITY_KIND_MEMCPY) {
       auto *m = reinterpret_cast<const CUpti_ActivityMemcpy6 *>(record);
@@ -665,6 +672,16 @@ void count_migrations(Runtime *rt, int device) {
     return;
   }
   rt->counters().activity_on = true;
+}
+
+void migrations_peak(Runtime *rt) {
+  if (!g_state) return;
+  std::lock_guard lock(g_state->migrations_mu);
+  std::vector<std::pair<uint64_t, int64_t>> &m = g_state->migrations;
+  std::sort(m.begin(), m.end());
+  int64_t held = 0, peak = 0;
+  for (auto [t, bytes] : m) peak = std::max(peak, held += bytes);
+  rt->counters().um_resident_peak = uint64_t(peak);
 }
 
 void flush_activity(Runtime *rt) {

@@ -11,6 +11,9 @@ out=results/paging
 args=("$@")
 for ((i = 0; i < ${#args[@]}; i++)); do [ "${args[i]}" = --out ] && out=${args[i + 1]}; done
 nvidia-smi --query-gpu=memory.used,memory.total --format=csv
+mkdir -p "$out"
+# Where managed pages are, as the device's used-memory figure shows it (a probe, a few seconds).
+[ -x build/samples/managed_residency ] && timeout 60 build/samples/managed_residency | tee "$out/managed_residency.txt"
 timeout "${PAGING_TIMEOUT:-570}" python3 scripts/paging.py --out "$out" "$@"
 rc=$?
 if [ -n "${OUT:-}" ]; then tar czf "$OUT/paging.tgz" "$out"; fi
