@@ -89,7 +89,7 @@ def job(name, args, out_dir, results):
         summary = os.path.join(out_dir, f"{name}-{policy}.json")
         report = os.path.join(out_dir, f"{name}-{policy}-report")
         vc = [CLI, "run", "--budget", str(budget), "--policy", policy, "--summary-file", summary,
-              "--profile-iterations", "2", "--status-interval", "5", "--log-level", "info"]
+              "--profile-iterations", "1", "--status-interval", "5", "--log-level", "info"]
         if args.report and policy == "predictive":
             vc += ["--report", report]
         m = run(vc + ["--"] + cmd, env, os.path.join(out_dir, f"{name}-{policy}.log"), args.timeout)
