@@ -28,10 +28,9 @@ CUptiResult client_enable_domain(uint32_t enable, CUpti_CallbackDomain domain, b
 CUptiResult client_callback_state(uint32_t *enable, CUpti_CallbackDomain domain, CUpti_CallbackId cbid);
 
 // Paging: counts unified-memory migrations by cause and GPU page faults (CUPTI activity records;
-// needs a current context). Logs once and does nothing if CUPTI refuses.
+// needs a current context), and the most bytes migrated in and not yet out (Counters::
+// um_resident_peak, in the order the records arrive). Logs once and does nothing if CUPTI refuses.
 void count_migrations(Runtime *rt, int device);
-// The most bytes the device held by those migrations at any time (what moved in less what moved
-// out, in the driver's time order), into Counters::um_resident_peak. Call after flush_activity.
-void migrations_peak(Runtime *rt);
+
 
 }  // namespace vc::interpose

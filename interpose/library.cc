@@ -103,7 +103,7 @@ void profile_thread(Runtime *rt) {
   while (!g_stopping.load()) {
     usleep(250 * 1000);
     if (rec->enough()) {
-      sleep(1);
+      if (rt->options().mode() == Mode::kProfile) sleep(1);  // device times of the recorded kernels
       if (g_stopping.load()) return;
       flush_activity(rt);
       VC_INFO("%s", rec->progress().c_str());
@@ -161,7 +161,6 @@ __attribute__((destructor)) void library_stop() {
   if (!rt || g_observer_state.load() == 0) return;
   g_stopping.store(true);
   flush_activity(rt);
-  migrations_peak(rt);
   rt->finish_recording(symbolize);
   std::string text = rt->summary_text();
   fputs(text.c_str(), stderr);
