@@ -35,7 +35,8 @@ uint64_t next_check(uint64_t ops) { return ops + std::max<uint64_t>(4096, ops / 
 
 const double Recorder::kMinCovered = 0.5;
 
-Recorder::Recorder(std::string command, uint64_t page_size, int iterations) : iterations_(iterations) {
+Recorder::Recorder(std::string command, uint64_t page_size, int iterations, uint64_t min_ops)
+    : iterations_(iterations), min_ops_(min_ops) {
   trace_.command = std::move(command);
   trace_.page_size = page_size;
   trace_.start_ns = now_ns();
@@ -131,7 +132,7 @@ void Recorder::check_iterations() {
   period_ = it.period;
   iterations_found_ = regular;
   // The first iteration is a warm-up (lazy loading, autotuning, allocator growth): keep one more.
-  if (iterations_ > 0 && iterations_found_ >= size_t(iterations_) + 1) {
+  if (iterations_ > 0 && iterations_found_ >= size_t(iterations_) + 1 && trace_.ops.size() >= min_ops_) {
     enough_ = true;
     recording_ = false;
   }

@@ -71,8 +71,13 @@ def job(name, args, out_dir, results):
             env.pop(k)
     if name == "jax":
         env.update(JAX_ENV)
-    # The run without vramcache, then count mode for the footprint (peak bytes of live allocations).
-    plain = run(cmd, env, os.path.join(out_dir, f"{name}-plain.log"), args.timeout)
+    # The run without vramcache (or an earlier one of the same command: the GPT jobs of one size
+    # differ only in the budget), then count mode for the footprint (peak bytes of live allocations).
+    earlier = [j for j in args.plain_from if j.get("job", "").split("-")[0] == name.split("-")[0] and j.get("steps") == steps]
+    if earlier:
+        plain = dict(earlier[0]["plain"], reused_from=earlier[0]["job"])
+    else:
+        plain = run(cmd, env, os.path.join(out_dir, f"{name}-plain.log"), args.timeout)
     r = {"job": name, "steps": steps, "warmup": warmup, "plain": plain}
     plain["median_step_s"] = median_after(plain["times"], warmup)
     if budget == "half":
@@ -157,6 +162,8 @@ def main():
     ap.add_argument("--steps", type=int, default=0, help="override every job's step count")
     ap.add_argument("--reactive-steps", type=int, default=0, help="fewer steps for the (slow) reactive runs")
     ap.add_argument("--timeout", type=int, default=200)
+    ap.add_argument("--plain-from", type=lambda p: json.load(open(p))["jobs"], default=[],
+                    help="results.json of an earlier call whose runs without vramcache are reused (same command)")
     ap.add_argument("--report", action="store_true", help="also write each run's HTML report (vramcache run --report)")
     args = ap.parse_args()
     os.makedirs(args.out, exist_ok=True)
