@@ -59,6 +59,13 @@ int main() {
     CK(cudaMemPrefetchAsync(p, bytes / 2, host, 0, 0));
     CK(cudaDeviceSynchronize());
     printf("advised=%d prefetched it back to the host (%.1f GB/s): used +%.2f GiB\n", advised, bytes / 2 / (now() - t) / 1e9, used_gib() - base);
+    // Does the driver reuse the memory of pages moved out? The other half in, then out again.
+    CK(cudaMemPrefetchAsync(p + n / 2, bytes / 2, gpu, 0, 0));
+    CK(cudaDeviceSynchronize());
+    printf("advised=%d prefetched the other half to the device: used +%.2f GiB\n", advised, used_gib() - base);
+    CK(cudaMemPrefetchAsync(p + n / 2, bytes / 2, host, 0, 0));
+    CK(cudaDeviceSynchronize());
+    printf("advised=%d and back to the host: used +%.2f GiB\n", advised, used_gib() - base);
     CK(cudaFree(p));
     printf("advised=%d after free: used +%.2f GiB\n", advised, used_gib() - base);
   }
