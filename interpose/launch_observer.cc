@@ -183,8 +183,6 @@ struct State {
   std::atomic<bool> client_on{false};
   std::shared_mutex client_mu;
   Client client;
-  // Bytes migrated to the device less those migrated back, in the order the driver reports them.
-  std::atomic<int64_t> migrated_net{0};
 };
 State *g_state = nullptr;
 
@@ -477,9 +475,6 @@ void CUPTIAPI activity_buffer_completed(CUcontext ctx, uint32_t stream, uint8_t 
       if (h2d || u->counterKind == CUPTI_ACTIVITY_UNIFIED_MEMORY_COUNTER_KIND_BYTES_TRANSFER_DTOH) {
         if (h2d) (planned ? c.um_prefetch_h2d : c.um_other_h2d) += u->value;
         else (planned ? c.um_prefetch_d2h : c.um_other_d2h) += u->value;
-        int64_t net = g_state->migrated_net += h2d ? int64_t(u->value) : -int64_t(u->value);
-        for (uint64_t peak = c.um_resident_peak; net > int64_t(peak);)
-          if (c.um_resident_peak.compare_exchange_weak(peak, uint64_t(net))) break;
       } else if (u->counterKind == CUPTI_ACTIVITY_UNIFIED_MEMORY_COUNTER_KIND_GPU_PAGE_FAULT)
         c.um_gpu_faults += u->value;
     } else if (record->kind == CUPTI_ACTIVITY_KIND_MEMCPY) {

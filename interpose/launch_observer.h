@@ -28,8 +28,7 @@ CUptiResult client_enable_domain(uint32_t enable, CUpti_CallbackDomain domain, b
 CUptiResult client_callback_state(uint32_t *enable, CUpti_CallbackDomain domain, CUpti_CallbackId cbid);
 
 // Paging: counts unified-memory migrations by cause and GPU page faults (CUPTI activity records;
-// needs a current context), and the most bytes migrated in and not yet out (Counters::
-// um_resident_peak, in the order the records arrive). Logs once and does nothing if CUPTI refuses.
+// needs a current context). Logs once and does nothing if CUPTI refuses.
 void count_migrations(Runtime *rt, int device);
 
 

@@ -304,10 +304,10 @@ std::string Runtime::summary_text() const {
   if (paging_wanted()) {
     out += "  " + paging_status() + "\n";
     snprintf(buf, sizeof buf,
-             "  measured      device used above start: peak %.2f GB; CUPTI: migrated in and not out at most "
-             "%.2f GB; migrations by prefetch in %.2f GB, out %.2f GB; unplanned in %.2f GB, out %.2f GB; GPU page "
-             "faults %llu\n",
-             c.device_used_peak / 1e9, c.um_resident_peak / 1e9, c.um_prefetch_h2d / 1e9, c.um_prefetch_d2h / 1e9, c.um_other_h2d / 1e9,
+             "  measured      device used above start: peak %.2f GB (includes memory the driver keeps for pages "
+             "moved out); CUPTI migrations asked for by the pager in %.2f GB, out %.2f GB; any other (unplanned) in "
+             "%.2f GB, out %.2f GB; GPU page faults %llu\n",
+             c.device_used_peak / 1e9, c.um_prefetch_h2d / 1e9, c.um_prefetch_d2h / 1e9, c.um_other_h2d / 1e9,
              c.um_other_d2h / 1e9, (unsigned long long)c.um_gpu_faults.load());
     out += buf;
   }
@@ -391,7 +391,6 @@ std::string Runtime::summary_json() const {
     add("um_unplanned_h2d", c.um_other_h2d);
     add("um_unplanned_d2h", c.um_other_d2h);
     add("um_gpu_faults", c.um_gpu_faults);
-    add("um_resident_peak", c.um_resident_peak);
   }
   return j + "}";
 }

@@ -84,13 +84,13 @@ struct Counters {
   std::atomic<uint64_t> activity_dropped{0};
   std::atomic<bool> activity_on{false};
   // Paging, measured outside the pager: the device's used memory above its level when paging
-  // started (sampled every 100 ms; the driver may keep memory of pages moved out), and CUPTI's
-  // unified-memory migration counters by cause.
+  // started (sampled every 100 ms), and CUPTI's unified-memory migration counters by cause.
+  // Measured (results/paging/managed_residency*.txt): the driver keeps the device memory of pages
+  // moved back to the host, so the used figure is every page ever brought in, not the resident ones.
   std::atomic<uint64_t> device_used_peak{0};
   std::atomic<uint64_t> um_prefetch_h2d{0}, um_prefetch_d2h{0};  // migrations the pager asked for
   std::atomic<uint64_t> um_other_h2d{0}, um_other_d2h{0};        // any other cause: not planned
   std::atomic<uint64_t> um_gpu_faults{0};
-  std::atomic<uint64_t> um_resident_peak{0};  // most bytes migrated in and not yet out
   std::atomic<bool> launch_observer_on{false};  // CUPTI callbacks subscribed
 };
 

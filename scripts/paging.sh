@@ -16,5 +16,6 @@ mkdir -p "$out"
 [ -x build/samples/managed_residency ] && timeout 60 build/samples/managed_residency | tee "$out/managed_residency.txt"
 timeout "${PAGING_TIMEOUT:-570}" python3 scripts/paging.py --out "$out" "$@"
 rc=$?
+python3 scripts/paging_report.py "$out/results.json" --docs "$out" >/dev/null || rc=1
 if [ -n "${OUT:-}" ]; then tar czf "$OUT/paging.tgz" "$out"; fi
 exit $rc

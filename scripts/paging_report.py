@@ -1,0 +1,127 @@
+#!/usr/bin/env python3
+"""Turns paging results files (scripts/paging.py) into docs/paging.md and docs/paging_step_time.svg.
+
+Several files may be given: a job's runs are taken from the files in order, a later file supplying
+the runs an earlier one lacks or that failed there (a call of the device tool is limited to 10
+minutes, so the configurations were measured in several calls). Each ratio is between runs of one
+call where the file has both; the table says which file each figure comes from.
+Usage: python3 scripts/paging_report.py RESULTS.json [RESULTS.json ...] [--docs docs]
+"""
+
+import argparse
+import json
+import os
+
+GIB = 1 << 30
+POLICIES = ("plain", "reactive", "predictive")
+
+
+def merge(paths):
+    jobs, order = {}, []
+    for path in paths:
+        res = json.load(open(path))
+        for j in res["jobs"]:
+            if "error" in j:
+                continue
+            if j["job"] not in jobs:
+                jobs[j["job"]] = {"job": j["job"], "budget_bytes": j["budget_bytes"], "footprint_bytes": j.get("footprint_bytes")}
+                order.append(j["job"])
+            merged = jobs[j["job"]]
+            for p in POLICIES:
+                run = j.get(p)
+                if run and run.get("rc") == 0 and run.get("median_step_s") and (p not in merged or merged[p]["rc"] != 0):
+                    merged[p] = dict(run, source=os.path.relpath(path))
+    return [jobs[n] for n in order]
+
+
+def gb(b):
+    return f"{b / 1e9:.0f}" if b is not None else "-"
+
+
+def table(jobs):
+    lines = ["| job | budget | in VRAM s/step | reactive s/step | predictive s/step | predictive vs reactive "
+             "| bitwise (reactive / predictive, steps) | moved in / out per step, GB (r / p) | misses r / p "
+             "| waits p | peak resident (pager) | unplanned migrations | GPU page faults p |",
+             "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+    for j in jobs:
+        pl, re_, pr = j.get("plain", {}), j.get("reactive", {}), j.get("predictive", {})
+        rs, ps = re_.get("summary") or {}, pr.get("summary") or {}
+        speed = re_["median_step_s"] / pr["median_step_s"] if re_.get("median_step_s") and pr.get("median_step_s") else None
+
+        def per_step(run, s, key):
+            return s.get(key, 0) / max(1, len(run.get("losses", []))) if s else None
+
+        unplanned = [s.get("um_unplanned_h2d", 0) + s.get("um_unplanned_d2h", 0) for s in (rs, ps) if s]
+        lines.append(
+            f"| {j['job']} | {j['budget_bytes'] / GIB:.3g} GiB | {pl.get('median_step_s', 0):.3g} "
+            f"| {re_.get('median_step_s', 0):.3g} | {pr.get('median_step_s', 0):.3g} | "
+            f"{f'**{speed:.2f}x**' if speed else '-'} "
+            f"| {re_.get('bitwise')} / {pr.get('bitwise')} ({len(re_.get('losses', []))} / {len(pr.get('losses', []))}) "
+            f"| {gb(per_step(re_, rs, 'paging_h2d_bytes'))} / {gb(per_step(re_, rs, 'paging_d2h_bytes'))} ; "
+            f"{gb(per_step(pr, ps, 'paging_h2d_bytes'))} / {gb(per_step(pr, ps, 'paging_d2h_bytes'))} "
+            f"| {rs.get('paging_misses', '-')} / {ps.get('paging_misses', '-')} | {ps.get('paging_waits', '-')} "
+            f"| {max(rs.get('peak_resident', 0), ps.get('peak_resident', 0)) / GIB:.3g} GiB "
+            f"| {sum(unplanned) / 1e9:.2f} GB | {ps.get('um_gpu_faults', '-')} |")
+    return lines
+
+
+def svg(jobs):
+    """Bar chart of seconds per step, reactive and predictive side by side, per configuration."""
+    rows = [j for j in jobs if j.get("reactive") and j.get("predictive") and j["job"][0].isdigit()]
+    if not rows:
+        return None
+    w, h, left, bottom, top = 640, 300, 50, 40, 30
+    top_s = max(j["reactive"]["median_step_s"] for j in rows) * 1.15
+    group = (w - left - 10) / len(rows)
+    out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" font-family="sans-serif" font-size="12">',
+           f'<text x="{w / 2}" y="18" text-anchor="middle" font-size="14">GPT training under a budget: seconds per step '
+           f'(managed-memory backend)</text>']
+    y = lambda v: h - bottom - (h - bottom - top) * v / top_s
+    for t in range(0, int(top_s) + 1, max(1, int(top_s // 5))):
+        out.append(f'<line x1="{left}" x2="{w - 10}" y1="{y(t):.1f}" y2="{y(t):.1f}" stroke="#ddd"/>'
+                   f'<text x="{left - 6}" y="{y(t) + 4:.1f}" text-anchor="end">{t}</text>')
+    for i, j in enumerate(rows):
+        x0 = left + i * group + group * 0.15
+        for k, (p, color) in enumerate((("reactive", "#d9822b"), ("predictive", "#2b6cb0"))):
+            v = j[p]["median_step_s"]
+            x = x0 + k * group * 0.35
+            out.append(f'<rect x="{x:.1f}" y="{y(v):.1f}" width="{group * 0.33:.1f}" height="{h - bottom - y(v):.1f}" fill="{color}"/>'
+                       f'<text x="{x + group * 0.165:.1f}" y="{y(v) - 4:.1f}" text-anchor="middle">{v:.1f}</text>')
+        out.append(f'<text x="{x0 + group * 0.35:.1f}" y="{h - bottom + 16}" text-anchor="middle">GPT {j["job"].replace("-", " @ ")} GiB</text>')
+    out.append(f'<rect x="{w - 190}" y="{top}" width="12" height="12" fill="#d9822b"/><text x="{w - 172}" y="{top + 10}">reactive (LRU)</text>'
+               f'<rect x="{w - 190}" y="{top + 18}" width="12" height="12" fill="#2b6cb0"/><text x="{w - 172}" y="{top + 28}">predictive (learned plan)</text>')
+    out.append("</svg>")
+    return "\n".join(out)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("results", nargs="+")
+    ap.add_argument("--docs", default="docs")
+    args = ap.parse_args()
+    jobs = merge(args.results)
+    os.makedirs(args.docs, exist_ok=True)
+    chart = svg(jobs)
+    if chart:
+        with open(os.path.join(args.docs, "paging_step_time.svg"), "w") as f:
+            f.write(chart + "\n")
+    sources = sorted({j[p]["source"] for j in jobs for p in POLICIES if p in j})
+    lines = ["# Paging under a budget: measured", "",
+             "Generated by `python3 scripts/paging_report.py " + " ".join(os.path.relpath(p) for p in args.results) + "` from "
+             "runs of `scripts/paging.sh` on the GPU machine (one H200; the budget emulates a smaller card). All jobs run in "
+             "their deterministic mode; *bitwise* compares every step's loss with the run without vramcache.", ""]
+    if chart:
+        lines += ["![seconds per step](paging_step_time.svg)", ""]
+    lines += table(jobs)
+    lines += ["", "Seconds per step: median after the warm-up steps; predictive: median of the last half of its steps (it "
+              "learns during the first ones). Moved per step: the pager's bytes for the whole run divided by its steps "
+              "(the learning steps included). Unplanned migrations: CUPTI unified-memory migrations whose cause is not an "
+              "explicit prefetch of the pager. Waits: ops whose stream waited for a prefetch still in flight.", "",
+              "Sources: " + ", ".join(f"`{s}`" for s in sources), ""]
+    with open(os.path.join(args.docs, "paging.md"), "w") as f:
+        f.write("\n".join(lines))
+    print("\n".join(lines))
+
+
+if __name__ == "__main__":
+    main()
