@@ -193,32 +193,42 @@ void Pager::fail(const char *what) {
     VC_ERROR("paging stopped: %s failed; the program goes on with its data where it is", what);
 }
 
-// Runs of consecutive pages of one allocation, as (address, bytes).
+// Calls `move(address, bytes, pages)` for each run of consecutive pages of one allocation among
+// `keys` (sorted here), in address order; stops at the first that returns false.
+bool Pager::each_run(std::vector<PageKey> keys,
+                     const std::function<bool(uint64_t, uint64_t, const std::vector<PageKey> &)> &move) {
+  std::sort(keys.begin(), keys.end());
+  std::vector<PageKey> run;
+  for (size_t i = 0; i < keys.size();) {
+    size_t j = i + 1;
+    while (j < keys.size() && keys[j].first == keys[i].first && keys[j].second == keys[j - 1].second + 1) ++j;
+    run.assign(keys.begin() + i, keys.begin() + j);
+    uint64_t bytes = 0;
+    for (PageKey k : run) bytes += page_bytes(k);
+    if (!move(allocs_.at(keys[i].first).base + uint64_t(keys[i].second) * page_size_, bytes, run)) return false;
+    i = j;
+  }
+  return true;
+}
+
 bool Pager::evict(const std::vector<PageKey> &victims, uint64_t stream) {
   if (victims.empty()) return true;
   if (!mover_->copy_after(stream)) return fail("ordering an eviction after the program's work"), false;
-  std::vector<PageKey> sorted = victims;
-  std::sort(sorted.begin(), sorted.end());
-  for (size_t i = 0; i < sorted.size();) {
-    size_t j = i + 1;
-    while (j < sorted.size() && sorted[j].first == sorted[i].first && sorted[j].second == sorted[j - 1].second + 1) ++j;
-    const Alloc &a = allocs_.at(sorted[i].first);
-    uint64_t addr = a.base + uint64_t(sorted[i].second) * page_size_, bytes = 0;
-    for (size_t k = i; k < j; ++k) bytes += page_bytes(sorted[k]);
+  bool ok = each_run(victims, [&](uint64_t addr, uint64_t bytes, const std::vector<PageKey> &run) {
     if (!mover_->to_host(addr, bytes)) return fail("a migration to the host"), false;
-    for (size_t k = i; k < j; ++k) {
-      Page *p = page(sorted[k]);
-      order_.erase({p->rank, sorted[k]});
+    for (PageKey k : run) {
+      Page *p = page(k);
+      order_.erase({p->rank, k});
       p->resident = false;
       p->fence = 0;
     }
     resident_ -= bytes;
     stats_.d2h_bytes += bytes;
-    stats_.evictions += j - i;
-    i = j;
-  }
+    stats_.evictions += run.size();
+    return true;
+  });
   stats_.resident = resident_;
-  return true;
+  return ok;
 }
 
 // Frees `bytes` of the budget, taking victims from the end of order_ (furthest next use when
@@ -239,20 +249,16 @@ bool Pager::make_room(uint64_t bytes, uint64_t stream, uint64_t horizon, const s
 }
 
 bool Pager::fetch(const std::vector<PageKey> &keys) {
-  for (size_t i = 0; i < keys.size();) {
-    size_t j = i + 1;
-    while (j < keys.size() && keys[j].first == keys[i].first && keys[j].second == keys[j - 1].second + 1) ++j;
-    const Alloc &a = allocs_.at(keys[i].first);
-    uint64_t addr = a.base + uint64_t(keys[i].second) * page_size_, bytes = 0;
-    for (size_t k = i; k < j; ++k) bytes += page_bytes(keys[k]);
+  bool ok = each_run(keys, [&](uint64_t addr, uint64_t bytes, const std::vector<PageKey> &run) {
     if (!mover_->to_device(addr, bytes)) return fail("a migration to the device"), false;
     resident_ += bytes;
     stats_.resident = resident_;  // here, not after the loop, so that a failed call leaves them true
     if (resident_ > stats_.peak_resident) stats_.peak_resident = resident_;
     stats_.h2d_bytes += bytes;
-    stats_.fetches += j - i;
-    i = j;
-  }
+    stats_.fetches += run.size();
+    return true;
+  });
+  if (!ok) return false;
   uint64_t f = mover_->fence();
   if (!f) return fail("recording a fence"), false;
   for (PageKey k : keys) {

@@ -7,6 +7,7 @@
 #include <atomic>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -122,6 +123,8 @@ class Pager {
   void rerank_all();  // after the policy in force changed
   uint64_t next_use(const Page &p, uint64_t from) const;  // plan positions ahead of `from`
   bool make_room(uint64_t bytes, uint64_t stream, uint64_t horizon, const std::vector<PageKey> &keep);
+  bool each_run(std::vector<PageKey> keys,
+                const std::function<bool(uint64_t, uint64_t, const std::vector<PageKey> &)> &move);
   bool evict(const std::vector<PageKey> &victims, uint64_t stream);
   bool fetch(const std::vector<PageKey> &keys);
   void fail(const char *what);
