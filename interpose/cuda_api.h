@@ -22,8 +22,6 @@ namespace vc::interpose {
   X(cuGraphKernelNodeGetParams, 12000) \
   X(cuGraphChildGraphNodeGetGraph, 10000) \
   X(cuMemGetInfo, 3020)               \
-  X(cuMemAllocManaged, 6000)          \
-  X(cuMemFree, 3020)                  \
   X(cuMemAdvise, 12020)               \
   X(cuMemPrefetchAsync, 12020)        \
   X(cuCtxGetCurrent, 4000)            \

@@ -37,7 +37,7 @@ __attribute__((noinline)) void report_alloc(Runtime *rt, bool ok, uint64_t ptr, 
     return;
   }
   uint64_t pcs[kStackDepth];
-  int depth = rt->recorder() ? vc::interpose::capture_stack(pcs, kStackDepth) : 0;
+  int depth = rt->recorder() && rt->recorder()->recording() ? vc::interpose::capture_stack(pcs, kStackDepth) : 0;
   rt->on_alloc(ptr, size, kind, stream, pcs, depth, paged);
 }
 

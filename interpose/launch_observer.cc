@@ -316,7 +316,7 @@ void on_graph_launch(const CUpti_CallbackData *cb) {
     launch.params_size = k.params.size();
     launch.slots = k.info ? &k.info->slots : nullptr;
     launch.name = k.info ? k.info->name.c_str() : "";
-    launch.stream = reinterpret_cast<uint64_t>(p->hStream);
+    launch.stream = reinterpret_cast<uint64_t>(!p->hStream && strstr(cb->functionName, "_pt") ? CU_STREAM_PER_THREAD : p->hStream);
     launch.correlation = cb->correlationId;
     launch.graph_node = k.node_id;
     std::copy(k.grid, k.grid + 3, launch.grid);
@@ -372,7 +372,7 @@ void on_driver_api(CUpti_CallbackId cbid, const CUpti_CallbackData *cb) {
           call.dst = p->dst, call.bytes = p->count * size_t(element);
           if (async) call.stream = reinterpret_cast<uint64_t>(p->stream);
         }
-        if (async && !call.stream && strstr(cb->functionName, "_pt"))
+        if (!call.stream && strstr(cb->functionName, "_pt"))  // the per-thread default stream
           call.stream = reinterpret_cast<uint64_t>(CU_STREAM_PER_THREAD);
         g_state->rt->on_api(cls, call);
         break;
@@ -469,7 +469,8 @@ void CUPTIAPI activity_buffer_completed(CUcontext ctx, uint32_t stream, uint8_t 
       g_state->rt->on_kernel_time(k->correlationId, k->graphNodeId, k->start, k->end);
     } else if (record->kind == CUPTI_ACTIVITY_KIND_UNIFIED_MEMORY_COUNTER) {
       auto *u = reinterpret_cast<const CUpti_ActivityUnifiedMemoryCounter3 *>(record);
-      // Cause USER: an explicit prefetch, i.e. the pager's (CUPTI's PREFETCH is the driver's own).
+      // Cause USER: an explicit prefetch, the pager's or the program's own (CUPTI's PREFETCH is the
+      // driver's speculation). Programs that page with managed memory themselves are not paged by us.
       bool planned = u->flags == CUPTI_ACTIVITY_UNIFIED_MEMORY_MIGRATION_CAUSE_USER;
       bool h2d = u->counterKind == CUPTI_ACTIVITY_UNIFIED_MEMORY_COUNTER_KIND_BYTES_TRANSFER_HTOD;
       if (h2d || u->counterKind == CUPTI_ACTIVITY_UNIFIED_MEMORY_COUNTER_KIND_BYTES_TRANSFER_DTOH) {
@@ -673,10 +674,11 @@ void flush_activity(Runtime *rt) {
 }
 
 void stop_device_times(Runtime *rt) {
-  if (!g_state || !rt->counters().activity_on || rt->options().flag(kActivity) || rt->paging_wanted()) return;
+  if (!g_state || !rt->counters().activity_on || rt->options().flag(kActivity)) return;
   for (CUpti_ActivityKind kind : {CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, CUPTI_ACTIVITY_KIND_MEMCPY, CUPTI_ACTIVITY_KIND_MEMSET})
     g_state->cupti->cuptiActivityDisable(kind);
-  rt->counters().activity_on = false;
+  // With paging, the unified-memory counters stay on (count_migrations).
+  if (!rt->paging_wanted()) rt->counters().activity_on = false;
 }
 
 }  // namespace vc::interpose

@@ -161,7 +161,7 @@ __attribute__((destructor)) void library_stop() {
   if (!rt || g_observer_state.load() == 0) return;
   g_stopping.store(true);
   flush_activity(rt);
-  rt->finish_recording(symbolize);
+  rt->finish_recording(symbolize, /*at_exit=*/true);
   std::string text = rt->summary_text();
   fputs(text.c_str(), stderr);
   const std::string &path = rt->options().str[kSummaryFile];

@@ -1,4 +1,7 @@
-// Managed-memory Mover, paged allocations and the status thread.
+// The managed-memory backend: the Mover (prefetches on vramcache's own stream, fences as events),
+// paged allocations with their placement, the memory figures under a budget, and the status
+// thread. It decides nothing about what to move (that is the pager's, runtime/pager.h), and any
+// failure here leaves the program's allocations as it asked for them.
 #include "interpose/paging.h"
 
 #include <unistd.h>
@@ -48,7 +51,8 @@ class ManagedMover final : public Mover {
   CUcontext context() const { return ctx_; }
   int device() const { return int(dev_); }
 
-  bool place_on_host(uint64_t addr, uint64_t bytes) override {
+  // Note [Managed placement] for a new paged allocation.
+  bool place_on_host(uint64_t addr, uint64_t bytes) {
     CUmemLocation host = {CU_MEM_LOCATION_TYPE_HOST, 0}, device = {CU_MEM_LOCATION_TYPE_DEVICE, dev_};
     return api_->cuMemAdvise(addr, bytes, CU_MEM_ADVISE_SET_PREFERRED_LOCATION, host) == CUDA_SUCCESS &&
            api_->cuMemAdvise(addr, bytes, CU_MEM_ADVISE_SET_ACCESSED_BY, device) == CUDA_SUCCESS;
@@ -114,7 +118,7 @@ double seconds_since(const timespec &t0) {
 // it, and a CSV row; every VRAMCACHE_STATUS_INTERVAL seconds a status line at INFO.
 void status_thread(Runtime *rt, CUcontext ctx) {
   const DriverApi *api = driver_api();
-  if (api->cuCtxSetCurrent(ctx) != CUDA_SUCCESS) return;
+  if (!api->cuCtxSetCurrent || !api->cuMemGetInfo || api->cuCtxSetCurrent(ctx) != CUDA_SUCCESS) return;
   auto used = [&]() -> uint64_t {
     size_t f = 0, t = 0;
     return api->cuMemGetInfo(&f, &t) == CUDA_SUCCESS ? uint64_t(t - f) : 0;
@@ -157,6 +161,7 @@ bool ensure_paging(Runtime *rt) {
   const DriverApi *api = driver_api();
   auto *mover = new ManagedMover();
   if (!api || !mover->start(api)) {
+    delete mover;
     g_state = 2;
     return false;
   }
@@ -166,6 +171,14 @@ bool ensure_paging(Runtime *rt) {
   std::thread(status_thread, rt, mover->context()).detach();
   g_state = 1;
   return true;
+}
+
+// The device of the current context, or -1.
+int current_device() {
+  const DriverApi *api = driver_api();
+  CUdevice dev = -1;
+  if (!api || !api->cuCtxGetDevice || api->cuCtxGetDevice(&dev) != CUDA_SUCCESS) return -1;
+  return int(dev);
 }
 
 uint64_t physical_memory() {
@@ -190,7 +203,9 @@ bool managed_admitted(Runtime *rt, uint64_t size) {
 
 PagedAlloc paged_alloc(Runtime *rt, uint64_t size, uint64_t *ptr, bool (*allocate_managed)(uint64_t, uint64_t *),
                        void (*free_managed)(uint64_t)) {
-  if (!rt->paging_wanted() || size == 0 || g_state.load() == 2) return PagedAlloc::kPassThrough;
+  // After a failure the pager moves nothing: allocations are then made as the program asked.
+  if (!rt->paging_wanted() || size == 0 || g_state.load() == 2 || (rt->pager() && rt->pager()->stats().failed))
+    return PagedAlloc::kPassThrough;
   if (!rt->admit_paged(size, physical_memory())) {
     VC_WARN_CAPPED("allocation of %llu bytes refused: paged allocations would exceed the host limit "
                    "(VRAMCACHE_HOST_LIMIT, default 85%% of physical memory)", (unsigned long long)size);
@@ -199,7 +214,8 @@ PagedAlloc paged_alloc(Runtime *rt, uint64_t size, uint64_t *ptr, bool (*allocat
   PagedAlloc result = PagedAlloc::kRefused;
   uint64_t p = 0;
   if (allocate_managed(size, &p)) {
-    if (!ensure_paging(rt)) {
+    // One device is paged: the first one allocated on. Allocations on others pass through.
+    if (!ensure_paging(rt) || current_device() != g_mover->device()) {
       result = PagedAlloc::kPassThrough;
     } else if (managed_admitted(rt, size)) {
       if (!g_mover->place_on_host(p, size))
@@ -213,13 +229,13 @@ PagedAlloc paged_alloc(Runtime *rt, uint64_t size, uint64_t *ptr, bool (*allocat
   return result;
 }
 
-bool budget_mem_info(Runtime *rt, size_t *free_bytes, size_t *total_bytes) {
-  if (!rt || !rt->paging_wanted() || g_state.load() == 2) return false;
+void budget_mem_info(Runtime *rt, size_t *free_bytes, size_t *total_bytes) {
+  if (!rt || !rt->paging_wanted() || g_state.load() == 2) return;
+  // Never more than the card has: memory outside the budget (pools, VMM, the driver's own) counts.
   uint64_t budget = uint64_t(rt->options().num[kBudget]);
   uint64_t resident = rt->pager() ? rt->pager()->stats().resident.load() : 0;
-  if (free_bytes) *free_bytes = budget - std::min(budget, resident);
-  if (total_bytes) *total_bytes = budget;
-  return true;
+  if (free_bytes) *free_bytes = std::min<uint64_t>(*free_bytes, budget - std::min(budget, resident));
+  if (total_bytes) *total_bytes = std::min<uint64_t>(*total_bytes, budget);
 }
 
 }  // namespace vc::interpose

@@ -26,8 +26,9 @@ PagedAlloc paged_alloc(Runtime *rt, uint64_t size, uint64_t *ptr, bool (*allocat
 // (and one log line) when the total would exceed the device's free memory at the first one.
 bool managed_admitted(Runtime *rt, uint64_t size);
 
-// cudaMemGetInfo/cuMemGetInfo under a budget: the budget is the card's size, free is what the
-// pager has not used. False when paging is not wanted (report the real figures).
-bool budget_mem_info(Runtime *rt, size_t *free_bytes, size_t *total_bytes);
+// cudaMemGetInfo/cuMemGetInfo under a budget, given the real figures: the card's size becomes the
+// budget, free what the pager has not used (neither more than the real figure). Unchanged when
+// paging is not wanted or could not start.
+void budget_mem_info(Runtime *rt, size_t *free_bytes, size_t *total_bytes);
 
 }  // namespace vc::interpose

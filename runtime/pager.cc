@@ -17,7 +17,8 @@ namespace vc {
 // under the budget at every point of the copy stream: evictions are issued before the fetches
 // that need their room, on the same stream, so the device never holds more than the pager counts.
 // An op's stream waits for the fetches of the pages it needs (a fence), so a kernel finds them
-// resident; a page that did not fit is still correct where it is (Mover::place_on_host).
+// resident; a page that did not fit is still correct where it is (the backend places paged memory so
+// that the device reaches it anywhere).
 // Evictions wait for everything the evicting op's stream enqueued before (Mover::copy_after).
 //
 // reactive: what unified-memory oversubscription does. Pages come in when an op first needs them
@@ -31,7 +32,8 @@ namespace vc {
 //    current op or any op up to the one being prefetched for needs.
 //  - After each op it walks ahead of the program, up to one iteration, fetching what the next
 //    positions need as long as a victim with a later next use exists (Cao et al.'s aggressive
-//    prefetching) and fewer than `prefetch_limit` bytes are on their way.
+//    prefetching) and fewer than `prefetch_limit` bytes are fetched for ops still to come. (Without
+//    that limit the walk ran far ahead and, on the 1.3B trace, moved twice what demand paging moves.)
 // An op whose pages were fetched ahead waits only if their copy is still in flight (`waits`); one
 // whose pages are missing anyway is a miss, served as in reactive. When an op does not match its
 // position the program has diverged: the pager falls back to reactive and looks, at every op, for
@@ -43,9 +45,9 @@ namespace vc {
 // the same allocation, or the allocation's end. Early on extents are wider than later.
 //
 // Note [Paging failures]
-// A failed device call stops paging for good (logged once): nothing is moved any more, budget
-// accounting freezes, and the program goes on with its data wherever it is (still correct, as
-// paged memory is accessible from both sides).
+// A failed device call stops paging for good (logged once): nothing is moved any more, and the
+// program goes on with its data wherever it is (still correct, as paged memory is accessible from
+// both sides). The backend then makes new allocations as the program asked (interpose/paging.cc).
 
 namespace {
 
@@ -66,7 +68,8 @@ struct Pager::Plan {
   std::vector<uint32_t> first;  // pages of position k: acc[first[k], first[k + 1])
   std::vector<PageKey> acc;
   // Per allocation: (page, position) of every access, positions ascending; what a Page's `uses`
-  // are filled from, when the plan is installed or when the allocation is made.
+  // are filled from when the plan is installed. Allocations made later are not in the plan (their
+  // ids are new): their pages are paged on demand.
   std::unordered_map<uint64_t, std::vector<std::pair<uint32_t, uint32_t>>> uses_of;
 };
 
@@ -91,7 +94,6 @@ void Pager::on_alloc(const Allocation &a) {
   Alloc &al = allocs_[a.id];
   al.base = a.base, al.size = a.size;
   al.pages.assign((a.size + page_size_ - 1) / page_size_, Page{});
-  attach_uses(a.id, &al);
   stats_.paged_allocs++;
   stats_.paged_bytes += a.size;
 }
@@ -111,11 +113,6 @@ bool Pager::on_free(uint64_t alloc_id) {
   stats_.paged_bytes -= it->second.size;
   allocs_.erase(it);
   return true;
-}
-
-bool Pager::is_paged(uint64_t alloc_id) const {
-  std::lock_guard lock(mu_);
-  return allocs_.count(alloc_id) != 0;
 }
 
 bool Pager::tracking() const {
@@ -360,12 +357,8 @@ void Pager::on_op(const OpKey &key, uint64_t stream, const std::vector<Touch> &t
         missing.push_back(k);
         missing_bytes += b;
       } else if (p->fence) {
-        if (p->fence <= passed_upto_ || mover_->passed(p->fence)) {
-          passed_upto_ = std::max(passed_upto_, p->fence);
-          p->fence = 0;
-        } else {
-          wait = std::max(wait, p->fence);
-        }
+        if (mover_->passed(p->fence)) p->fence = 0;
+        else wait = std::max(wait, p->fence);
       }
     }
     if (wait) stats_.waits++;
@@ -391,6 +384,10 @@ void Pager::on_op(const OpKey &key, uint64_t stream, const std::vector<Touch> &t
 }
 
 bool Pager::learn(const Trace &trace, std::string *why) {
+  if (policy_ == PagingPolicy::kReactive) {
+    *why = "the reactive policy follows no plan";
+    return false;
+  }
   std::vector<uint64_t> index;
   std::vector<uint32_t> sig = op_signatures(trace, &index);
   Iterations it = detect_iterations(sig);

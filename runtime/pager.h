@@ -1,7 +1,8 @@
 // Paging under a budget (VRAMCACHE_BUDGET): which pages of the application's paged allocations are
 // on the GPU, what an op needs there, what to evict and what to fetch ahead. The device is reached
-// only through Mover (interpose/managed_mover.cc for CUDA managed memory, a fake in the tests), so
+// only through Mover (interpose/paging.cc for CUDA managed memory, a fake in the tests), so
 // every decision here is tested without a GPU. What the policies do is Note [Paging policies].
+// It never touches memory itself: placement of new allocations is the backend's (interpose/paging.cc).
 #pragma once
 
 #include <atomic>
@@ -28,9 +29,6 @@ namespace vc {
 class Mover {
  public:
   virtual ~Mover() = default;
-  // A new paged allocation: its data lives on the host and stays accessible to the device, so an
-  // access the plan did not foresee is correct, only slower.
-  virtual bool place_on_host(uint64_t addr, uint64_t bytes) = 0;
   // Migrations on the copy stream.
   virtual bool to_device(uint64_t addr, uint64_t bytes) = 0;
   virtual bool to_host(uint64_t addr, uint64_t bytes) = 0;
@@ -80,12 +78,11 @@ class Pager {
   void on_alloc(const Allocation &a);
   // Its free: its pages stop counting. False if `alloc_id` is not paged.
   bool on_free(uint64_t alloc_id);
-  bool is_paged(uint64_t alloc_id) const;
   // An op about to be enqueued on `stream`, touching `touches` (refs into any allocation;
   // unpaged ones are ignored). Ops recorded into a stream capture must not be passed here.
   void on_op(const OpKey &key, uint64_t stream, const std::vector<Touch> &touches);
   // Predictive policy: learns the plan from a trace of the program's first iterations.
-  // Returns false (and says why in `why`) when the trace has no usable period.
+  // Returns false (and says why in `why`) when the trace has no usable period, or the policy is reactive.
   bool learn(const Trace &trace, std::string *why);
 
   uint64_t budget() const { return budget_; }
@@ -115,7 +112,7 @@ class Pager {
 
   // All with mu_ held.
   Page *page(PageKey k);
-  void attach_uses(uint64_t alloc_id, Alloc *a);  // the plan's uses of its pages
+  void attach_uses(uint64_t alloc_id, Alloc *a);  // the plan's uses of its pages (at learn)
   uint64_t page_bytes(PageKey k) const;
   void pages_of(const std::vector<Touch> &touches, std::vector<PageKey> *out);
   uint64_t rank_of(const Page &p) const;  // eviction order: the larger, the sooner evicted
@@ -144,7 +141,6 @@ class Pager {
   // Resident pages by rank: the last is evicted first. Following the plan, the rank is the absolute
   // position of the next use (Belady), else it orders by last use (LRU).
   std::set<std::pair<uint64_t, PageKey>> order_;
-  uint64_t passed_upto_ = 0;  // highest fence known passed
 
   // Predictive replay (Note [Paging policies]).
   std::unique_ptr<Plan> plan_;
@@ -152,7 +148,7 @@ class Pager {
   uint64_t pos_ = 0;     // absolute plan position of the next op (position pos_ % period)
   uint64_t cursor_ = 0;  // absolute position up to which pages are fetched ahead
   std::deque<uint64_t> history_;  // hashes of the recent ops (kind and name), for resync
-  std::deque<std::pair<uint64_t, uint64_t>> ahead_;  // (position, bytes) fetched ahead for ops still to come  // (fence, bytes) of prefetches not known arrived
+  std::deque<std::pair<uint64_t, uint64_t>> ahead_;  // (position, bytes) fetched ahead for ops still to come
   uint64_t ahead_bytes_ = 0;
 };
 

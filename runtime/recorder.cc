@@ -7,6 +7,7 @@
 #include <ctime>
 
 #include "runtime/iterations.h"
+#include "runtime/log.h"
 
 namespace vc {
 
@@ -35,8 +36,8 @@ uint64_t next_check(uint64_t ops) { return ops + std::max<uint64_t>(4096, ops / 
 
 const double Recorder::kMinCovered = 0.5;
 
-Recorder::Recorder(std::string command, uint64_t page_size, int iterations, uint64_t min_ops)
-    : iterations_(iterations), min_ops_(min_ops) {
+Recorder::Recorder(std::string command, uint64_t page_size, int iterations, uint64_t min_ops, uint64_t max_ops)
+    : iterations_(iterations), min_ops_(min_ops), max_ops_(max_ops) {
   trace_.command = std::move(command);
   trace_.page_size = page_size;
   trace_.start_ns = now_ns();
@@ -135,6 +136,11 @@ void Recorder::check_iterations() {
   if (iterations_ > 0 && iterations_found_ >= size_t(iterations_) + 1 && trace_.ops.size() >= min_ops_) {
     enough_ = true;
     recording_ = false;
+  } else if (max_ops_ && trace_.ops.size() >= max_ops_) {
+    VC_WARN("no repeating iteration in the first %zu ops: recording stopped, paging stays reactive", trace_.ops.size());
+    recording_ = false;
+    trace_ = Trace{};
+    graph_nodes_.clear();
   }
 }
 

@@ -43,8 +43,9 @@ void collect_refs(const RecordedOp &op, const AllocMap &allocs, std::vector<Ref>
 class Recorder {
  public:
   // `min_ops`: recording goes on at least this long, so that a pattern repeated inside a step (a
-  // layer) that tiles a short trace cannot pass for the step.
-  Recorder(std::string command, uint64_t page_size, int iterations, uint64_t min_ops = 0);
+  // layer) that tiles a short trace cannot pass for the step. `max_ops` (0: none): recording stops
+  // there without enough iterations, and what was recorded is dropped (logged once).
+  Recorder(std::string command, uint64_t page_size, int iterations, uint64_t min_ops = 0, uint64_t max_ops = 0);
 
   void on_alloc(const Allocation &a, uint64_t stream, const uint64_t *pcs, int depth);
   void on_free(uint64_t alloc_id);
@@ -78,7 +79,7 @@ class Recorder {
   mutable std::mutex mu_;
   Trace trace_;
   int iterations_;
-  uint64_t min_ops_;
+  uint64_t min_ops_, max_ops_;
   std::atomic<bool> recording_{true}, enough_{false};
   bool finished_ = false;
   uint64_t next_check_ = 4096, checks_ = 0;

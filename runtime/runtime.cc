@@ -14,12 +14,15 @@ namespace vc {
 // The pager learns from at least this many ops: two steps of the GPT 2.7B job (measured: with one
 // step's worth, its 70-op layer tiled the trace and passed for the step).
 constexpr uint64_t kLearnOps = 16384;
+// ... and gives up (paging stays reactive) when no iteration shows in this many.
+constexpr uint64_t kLearnMaxOps = uint64_t(1) << 21;
 
 Runtime::Runtime(const Options &options, std::string command) : options_(options) {
   bool learn = paging_wanted() && PagingPolicy(options_.num[kPolicy]) == PagingPolicy::kPredictive;
   if (options_.mode() == Mode::kProfile || learn)
     recorder_ = std::make_unique<Recorder>(std::move(command), uint64_t(options_.num[kPageSize]),
-                                           int(options_.num[kProfileIterations]), paging_wanted() ? kLearnOps : 0);
+                                           int(options_.num[kProfileIterations]), paging_wanted() ? kLearnOps : 0,
+                                           options_.mode() == Mode::kProfile ? 0 : kLearnMaxOps);
 }
 
 void Runtime::on_alloc(uint64_t ptr, uint64_t size, AllocKind kind, uint64_t stream, const uint64_t *pcs, int depth,
@@ -106,8 +109,10 @@ void Runtime::page_op(const RecordedOp &op, bool captured) {
   if (!pg && !recording) return;
   collect_refs(op, allocs_, &refs);
   if (recording) recorder_->on_op(op, refs);
-  // Nothing is issued into a stream capture: what a captured op touches stays where it is.
-  if (pg && !captured && op.kind != OpKind::kSync) pg->on_op({op.kind, op.name}, op.stream, refs);
+  // Nothing is issued while a stream capture is open (into it, or calls that could invalidate it):
+  // what such an op touches stays where it is, reachable from the device.
+  bool capture_open = counters_.captures_begun > counters_.captures_ended;
+  if (pg && !captured && !capture_open && op.kind != OpKind::kSync) pg->on_op({op.kind, op.name}, op.stream, refs);
 }
 
 void Runtime::on_gemm(GemmApi api, const GemmOperand *ops, int n) {
@@ -161,14 +166,14 @@ void Runtime::on_copy_time(uint64_t correlation, uint64_t start_ns, uint64_t end
   if (recorder_) recorder_->on_copy_time(correlation, start_ns, end_ns);
 }
 
-bool Runtime::finish_recording(const std::function<std::string(uint64_t)> &symbolize) {
+bool Runtime::finish_recording(const std::function<std::string(uint64_t)> &symbolize, bool at_exit) {
   // A second caller (the exit path while the profile thread writes) waits for the first write.
   std::lock_guard lock(trace_mu_);
   if (!recorder_ || trace_written_) return false;
   trace_written_ = true;
   Trace trace = recorder_->finish(symbolize);
   std::string error;
-  if (Pager *pg = pager(); pg && PagingPolicy(options_.num[kPolicy]) == PagingPolicy::kPredictive) {
+  if (Pager *pg = pager(); pg && !at_exit && PagingPolicy(options_.num[kPolicy]) == PagingPolicy::kPredictive) {
     std::string why;
     if (!pg->learn(trace, &why)) VC_WARN("predictive paging: %s; paging stays reactive", why.c_str());
   }
@@ -197,17 +202,30 @@ Pager *Runtime::start_paging(Mover *mover) {
   return pg;
 }
 
+namespace {
+
+// Adds `size` to `total` unless that passes `limit` (never a transient overshoot another thread
+// could see and be refused for).
+bool reserve(std::atomic<uint64_t> &total, uint64_t size, uint64_t limit) {
+  for (uint64_t now = total.load(); now + size <= limit;)
+    if (total.compare_exchange_weak(now, now + size)) return true;
+  return false;
+}
+
+}  // namespace
+
 bool Runtime::admit_paged(uint64_t size, uint64_t physical) {
-  uint64_t limit = options_.num[kHostLimit] ? uint64_t(options_.num[kHostLimit]) : physical / 100 * 85;
-  uint64_t now = paged_bytes_.fetch_add(size) + size;
-  if (now <= limit) return true;
-  paged_bytes_ -= size;
+  // Physical memory unknown and no limit given: no cap (refusing every allocation would be worse).
+  uint64_t limit = options_.num[kHostLimit] ? uint64_t(options_.num[kHostLimit])
+                   : physical                ? physical / 100 * 85
+                                             : ~uint64_t(0);
+  if (reserve(paged_bytes_, size, limit)) return true;
   counters_.managed_refused++;
   return false;
 }
 
 std::string Runtime::paging_status() const {
-  Pager *pg = const_cast<Runtime *>(this)->pager();
+  const Pager *pg = pager();
   if (!pg) return "paging: not started";
   const PagerStats &s = pg->stats();
   char buf[512];
@@ -231,10 +249,7 @@ bool Runtime::admit_managed(uint64_t size, uint64_t device_free_at_start) {
   }
   uint64_t limit = 0;
   managed_limit_.compare_exchange_strong(limit, device_free_at_start);
-  limit = managed_limit_.load();
-  uint64_t now = managed_bytes_.fetch_add(size) + size;
-  if (now <= limit) return true;
-  managed_bytes_ -= size;
+  if (reserve(managed_bytes_, size, managed_limit_.load())) return true;
   counters_.managed_refused++;
   return false;
 }
@@ -364,7 +379,7 @@ std::string Runtime::summary_json() const {
   add("activity_kernels", c.activity_kernels);
   add("activity_allocs", c.activity_allocs);
   add("activity_dropped", c.activity_dropped);
-  if (Pager *pg = const_cast<Runtime *>(this)->pager()) {
+  if (const Pager *pg = pager()) {
     const PagerStats &s = pg->stats();
     add("budget", pg->budget());
     add("paged_allocs", s.paged_allocs);

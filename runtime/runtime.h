@@ -128,12 +128,14 @@ class Runtime {
   // of recording, once (later calls do nothing): the pager learns its plan from the trace, and in
   // profile mode it is written to VRAMCACHE_TRACE_FILE. `symbolize` names a return address.
   Recorder *recorder() { return recorder_.get(); }
-  bool finish_recording(const std::function<std::string(uint64_t)> &symbolize);
+  // `at_exit`: the program is ending, nothing is learned.
+  bool finish_recording(const std::function<std::string(uint64_t)> &symbolize, bool at_exit = false);
 
   // Paging (VRAMCACHE_BUDGET): whether it is asked for, and the pager once the hooks have started
   // it with their Mover (null before, and when paging is off or could not start).
   bool paging_wanted() const { return observing() && options_.num[kBudget] > 0; }
   Pager *pager() { return pager_.load(std::memory_order_acquire); }
+  const Pager *pager() const { return pager_.load(std::memory_order_acquire); }
   Pager *start_paging(Mover *mover);
   // Host-memory cap of paged allocations (VRAMCACHE_HOST_LIMIT, default 85% of `physical`):
   // reserves `size` bytes, or returns false (nothing reserved).

@@ -53,7 +53,6 @@ class FakeMover : public vc::Mover {
   uint64_t fail_at = 0;    // the fail_at-th call that can fail does (1-based; 0 = none)
   uint64_t moves = 0, late = 0;  // calls that can fail; those made after one failed
 
-  bool place_on_host(uint64_t, uint64_t) override { return ok(); }
   bool to_device(uint64_t addr, uint64_t bytes) override { return add({Call::kToDevice, addr, bytes}); }
   bool to_host(uint64_t addr, uint64_t bytes) override { return add({Call::kToHost, addr, bytes}); }
   bool copy_after(uint64_t stream) override { return add({Call::kAfter, stream}); }
