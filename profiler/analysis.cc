@@ -11,6 +11,7 @@
 #include <map>
 
 #include "runtime/options.h"
+#include "runtime/pager_replay.h"
 #include "runtime/recorder.h"
 #include "runtime/trace_io.h"
 
@@ -436,6 +437,50 @@ std::string budget_json(const Analysis &a, const BudgetResult &r) {
          ",\"allocated\":" + json_series(a.allocated) + ",\"live\":" + json_series(a.live) + "}\n";
 }
 
+// The library's own pager replayed on the trace (pager_replay.h): bytes per iteration in the
+// iterations after it learned (after two), and whether it still missed there. Empty without a
+// period or when the trace is too short to show a learned iteration.
+struct PagerFigures {
+  double h2d = 0, d2h = 0;  // bytes per iteration
+  uint64_t misses = 0;      // in those iterations
+};
+struct PagerReplay {
+  int iterations = 0;  // measured over; 0 = not available
+  PagerFigures reactive, predictive;
+};
+
+PagerReplay replay_policies(const Analysis &a, uint64_t budget) {
+  PagerReplay out;
+  uint64_t period = a.iterations.period, page = a.model.page_size;
+  if (!period) return out;
+  auto figures = [&](PagingPolicy policy, PagerFigures *f) {
+    ReplayResult r = replay_trace(a.trace, budget, page, policy, period, 2 * period);
+    size_t from = 3, n = r.h2d.size();  // samples at k * period; the plan is in use from 3 * period
+    if (n < from + 2) return false;
+    out.iterations = int(n - 1 - from);
+    f->h2d = double(r.h2d[n - 1] - r.h2d[from]) / out.iterations;
+    f->d2h = double(r.d2h[n - 1] - r.d2h[from]) / out.iterations;
+    f->misses = r.misses[n - 1] - r.misses[from];
+    return true;
+  };
+  if (!figures(PagingPolicy::kReactive, &out.reactive) || !figures(PagingPolicy::kPredictive, &out.predictive))
+    out.iterations = 0;
+  return out;
+}
+
+std::string replay_text(const PagerReplay &p) {
+  if (!p.iterations)
+    return "pager replay: not shown (needs a period and at least 5 iterations of trace)\n";
+  char buf[512];
+  snprintf(buf, sizeof buf,
+           "pager replay (the library's own pager on this trace, copies instant), per iteration over the last %d: "
+           "reactive %s in, %s out, %llu pages missed; predictive %s in, %s out, %llu pages missed\n",
+           p.iterations, format_bytes(uint64_t(p.reactive.h2d)).c_str(), format_bytes(uint64_t(p.reactive.d2h)).c_str(),
+           (unsigned long long)p.reactive.misses, format_bytes(uint64_t(p.predictive.h2d)).c_str(),
+           format_bytes(uint64_t(p.predictive.d2h)).c_str(), (unsigned long long)p.predictive.misses);
+  return buf;
+}
+
 int simulate_main(int argc, char **argv) {
   Args args;
   if (!parse_args(argc, argv, "simulate", &args)) return 2;
@@ -444,8 +489,19 @@ int simulate_main(int argc, char **argv) {
   if (!load(args.trace, &t)) return 1;
   Analysis a = analyze(std::move(t), args.page_size);
   BudgetResult r = evaluate_budget(a, args.budget, args.link);
-  fputs(summary_text(a, {r}).c_str(), stdout);
-  if (!args.out.empty() && !write_file(args.out, budget_json(a, r))) return 1;
+  PagerReplay replay = replay_policies(a, args.budget);
+  fputs((summary_text(a, {r}) + replay_text(replay)).c_str(), stdout);
+  std::string json = budget_json(a, r);
+  if (replay.iterations) {
+    char extra[256];
+    snprintf(extra, sizeof extra,
+             ",\"pager_replay\":{\"iterations\":%d,\"reactive_h2d\":%.0f,\"reactive_d2h\":%.0f,\"predictive_h2d\":%.0f,"
+             "\"predictive_d2h\":%.0f}}\n",
+             replay.iterations, replay.reactive.h2d, replay.reactive.d2h, replay.predictive.h2d, replay.predictive.d2h);
+    json.resize(json.size() - 2);  // "}\n"
+    json += extra;
+  }
+  if (!args.out.empty() && !write_file(args.out, json)) return 1;
   return 0;
 }
 

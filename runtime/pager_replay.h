@@ -1,0 +1,29 @@
+// Replays a recorded trace through the library's own pager (runtime/pager.h) with a device whose
+// copies complete at once: what the pager would move under a budget, for `vramcache simulate` and
+// the tests. Unlike the simulator (simulate.h), it runs the code the library runs, so it shows
+// what the live policies do, not an idealized plan; it models no time.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "runtime/options.h"
+#include "runtime/trace.h"
+
+namespace vc {
+
+struct ReplayResult {
+  // Cumulative pager figures before op k * sample_every, for every k with k * sample_every < ops.
+  std::vector<uint64_t> h2d, d2h, misses;
+  uint64_t peak_resident = 0;
+  bool learned = false;  // predictive: the plan was installed
+  bool tracking = false;  // ... and followed at the end of the trace
+};
+
+// Feeds the trace's allocations, frees and ops to a fresh pager in trace order. The predictive
+// policy learns from the whole trace after `learn_at` ops, as the library does once it has
+// recorded enough.
+ReplayResult replay_trace(const Trace &t, uint64_t budget, uint64_t page_size, PagingPolicy policy,
+                          uint64_t sample_every, uint64_t learn_at);
+
+}  // namespace vc
