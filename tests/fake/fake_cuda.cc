@@ -6,6 +6,7 @@
 #include <cupti.h>
 #include <dlfcn.h>
 
+#include <cstdlib>
 #include <cstring>
 
 #include "tests/fake/fake.h"
@@ -55,7 +56,7 @@ CUresult counted(const char *name) {
 
 // ---- allocation ----
 DEF(CUresult, cuInit, unsigned) { return counted("cuInit"); }
-DEF(CUresult, cuCtxGetCurrent, CUcontext *c) { *c = nullptr; return counted("cuCtxGetCurrent"); }
+DEF(CUresult, cuCtxGetCurrent, CUcontext *c) { *c = reinterpret_cast<CUcontext>(0x77); return counted("cuCtxGetCurrent"); }
 DEF(CUresult, cuMemAlloc_v2, CUdeviceptr *p, size_t n) {
   if (CUresult r = counted("cuMemAlloc_v2")) return r;
   *p = take(n);
@@ -112,6 +113,35 @@ DEF(CUresult, cuMemCreate, CUmemGenericAllocationHandle *h, size_t, const CUmemA
 }
 DEF(CUresult, cuMemMap, CUdeviceptr, size_t, size_t, CUmemGenericAllocationHandle, unsigned long long) { return counted("cuMemMap"); }
 DEF(CUresult, cuMemUnmap, CUdeviceptr, size_t) { return counted("cuMemUnmap"); }
+
+// ---- paging: the managed-memory backend's calls. Prefetched bytes are summed per direction;
+// FAKE_CUDA_FAIL_PREFETCH=1 makes every prefetch fail. Streams and events are plain numbers. ----
+namespace {
+uint64_t g_prefetched[2] = {0, 0};  // [to the host, to the device]
+uint64_t g_next_handle = 0x9000;
+uint64_t handle() {
+  std::lock_guard<std::mutex> lock(g_fake_mu);
+  return ++g_next_handle;
+}
+}  // namespace
+FAKE_EXPORT uint64_t fake_prefetched_bytes(int to_device) { return g_prefetched[to_device != 0]; }
+DEF(CUresult, cuCtxGetDevice, CUdevice *d) { *d = 0; return counted("cuCtxGetDevice"); }
+DEF(CUresult, cuCtxSetCurrent, CUcontext) { return counted("cuCtxSetCurrent"); }
+DEF(CUresult, cuDeviceGetAttribute, int *v, CUdevice_attribute, CUdevice) { *v = 1; return counted("cuDeviceGetAttribute"); }
+DEF(CUresult, cuStreamCreate, CUstream *s, unsigned) { *s = reinterpret_cast<CUstream>(handle()); return counted("cuStreamCreate"); }
+DEF(CUresult, cuEventCreate, CUevent *e, unsigned) { *e = reinterpret_cast<CUevent>(handle()); return counted("cuEventCreate"); }
+DEF(CUresult, cuEventRecord, CUevent, CUstream) { return counted("cuEventRecord"); }
+DEF(CUresult, cuEventQuery, CUevent) { return counted("cuEventQuery"); }
+DEF(CUresult, cuEventSynchronize, CUevent) { return counted("cuEventSynchronize"); }
+DEF(CUresult, cuStreamWaitEvent, CUstream, CUevent, unsigned) { return counted("cuStreamWaitEvent"); }
+DEF(CUresult, cuMemAdvise_v2, CUdeviceptr, size_t, CUmem_advise, CUmemLocation) { return counted("cuMemAdvise"); }
+DEF(CUresult, cuMemPrefetchAsync_v2, CUdeviceptr, size_t n, CUmemLocation to, unsigned, CUstream) {
+  if (CUresult r = counted("cuMemPrefetchAsync")) return r;
+  if (getenv("FAKE_CUDA_FAIL_PREFETCH")) return CUDA_ERROR_INVALID_VALUE;
+  std::lock_guard<std::mutex> lock(g_fake_mu);
+  g_prefetched[to.type == CU_MEM_LOCATION_TYPE_DEVICE] += n;
+  return CUDA_SUCCESS;
+}
 
 // ---- kernels: names and parameter layouts ----
 DEF(CUresult, cuFuncGetName, const char **name, CUfunction f) {
@@ -258,6 +288,17 @@ const Entry kEntries[] = {
     E("cuGetProcAddress", 12000, false, cuGetProcAddress_v2),
     E("cuInit", 2000, false, cuInit),
     E("cuCtxGetCurrent", 4000, false, cuCtxGetCurrent),
+    E("cuCtxGetDevice", 2000, false, cuCtxGetDevice),
+    E("cuCtxSetCurrent", 4000, false, cuCtxSetCurrent),
+    E("cuDeviceGetAttribute", 2000, false, cuDeviceGetAttribute),
+    E("cuStreamCreate", 2000, false, cuStreamCreate),
+    E("cuEventCreate", 2000, false, cuEventCreate),
+    E("cuEventRecord", 2000, false, cuEventRecord),
+    E("cuEventQuery", 2000, false, cuEventQuery),
+    E("cuEventSynchronize", 2000, false, cuEventSynchronize),
+    E("cuStreamWaitEvent", 3020, false, cuStreamWaitEvent),
+    E("cuMemAdvise", 12020, false, cuMemAdvise_v2),
+    E("cuMemPrefetchAsync", 12020, false, cuMemPrefetchAsync_v2),
     E("cuMemAlloc", 2000, false, cuMemAlloc),
     E("cuMemAlloc", 3020, false, cuMemAlloc_v2),
     E("cuMemAllocPitch", 3020, false, cuMemAllocPitch_v2),

@@ -342,3 +342,84 @@ TEST_CASE("the program's own CUPTI client keeps working") {
   CHECK(g_client_enter == 1);
   CHECK(unsubscribe(handle) == CUPTI_SUCCESS);
 }
+
+// Paging under a budget, run by run.sh with VRAMCACHE_BUDGET=64M and VRAMCACHE_HOST_LIMIT=128M
+// (skipped otherwise): device allocations become managed ones, the memory figures report the
+// budget, launches fetch what they need and evict the least recently used, the host limit refuses
+// cleanly, and with every prefetch failing (FAKE_CUDA_FAIL_PREFETCH=1) paging stops and later
+// allocations are made as the program asked. Exact byte counts are checked in the summary.
+TEST_CASE("paging: managed allocations, budget, memory figures, host limit, failure") {
+  if (!getenv("VRAMCACHE_BUDGET")) return;
+  const bool failing = getenv("FAKE_CUDA_FAIL_PREFETCH") != nullptr;
+  const size_t mib = size_t(1) << 20;
+  REQUIRE(libcuda());
+  auto prefetched = control<uint64_t (*)(int)>("libcuda.so.1", "fake_prefetched_bytes");
+  REQUIRE((prefetched != nullptr));
+  int real_before = calls("libcudart.so.13", "cudart", "cudaMalloc");
+  int managed_before = calls("libcudart.so.13", "cudart", "cudaMallocManaged");
+  void *a = nullptr, *b = nullptr, *c = nullptr;
+  REQUIRE(cudaMalloc(&a, 32 * mib) == cudaSuccess);
+  REQUIRE(cudaMalloc(&b, 32 * mib) == cudaSuccess);
+  REQUIRE(cudaMalloc(&c, 32 * mib) == cudaSuccess);
+  CHECK(calls("libcudart.so.13", "cudart", "cudaMallocManaged") == managed_before + 3);
+  CHECK(calls("libcudart.so.13", "cudart", "cudaMalloc") == real_before);
+  CHECK(calls("libcuda.so.1", "cuda", "cuMemAdvise") == 6);  // preferred location host, accessed by the GPU
+  size_t free_bytes = 0, total = 0;
+  REQUIRE(cudaMemGetInfo(&free_bytes, &total) == cudaSuccess);
+  CHECK(total == 64 * mib);
+  CHECK(free_bytes == 64 * mib);
+
+  using Launch = CUresult (*)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
+                              CUstream, void **, void **);
+  auto launch = driver<Launch>("cuLaunchKernel");
+  REQUIRE((launch != nullptr));
+  uint64_t x = uint64_t(a), y = uint64_t(b);
+  int n = 1;
+  void *args[] = {&x, &y, &n};
+  REQUIRE(launch(reinterpret_cast<CUfunction>(kFakeFunction), 1, 1, 1, 1, 1, 1, 0, nullptr, args, nullptr) == CUDA_SUCCESS);
+  x = uint64_t(c), y = uint64_t(a);  // c comes in, b (least recently used, not needed) goes out
+  REQUIRE(launch(reinterpret_cast<CUfunction>(kFakeFunction), 1, 1, 1, 1, 1, 1, 0, nullptr, args, nullptr) == CUDA_SUCCESS);
+  REQUIRE(cudaMemGetInfo(&free_bytes, &total) == cudaSuccess);
+  if (failing) {
+    CHECK(prefetched(1) == 0);
+    CHECK(free_bytes == 64 * mib);  // nothing resident: paging stopped at the first prefetch
+    void *d = nullptr;
+    REQUIRE(cudaMalloc(&d, 16 * mib) == cudaSuccess);  // made as the program asked
+    CHECK(calls("libcudart.so.13", "cudart", "cudaMalloc") == real_before + 1);
+    CHECK(cudaFree(d) == cudaSuccess);
+  } else {
+    CHECK(prefetched(1) == 96 * mib);
+    CHECK(prefetched(0) == 32 * mib);
+    CHECK(free_bytes == 0);
+    // The eviction waits for the program's stream; the fake's events are always complete, so no
+    // launch had to wait for its fetches.
+    CHECK(calls("libcuda.so.1", "cuda", "cuStreamWaitEvent") == 1);
+    // While a stream capture is open nothing is issued, for captured launches nor for a memset
+    // (which the observer does not mark as captured): b, evicted above, stays where it is.
+    auto begin = driver<PFN_cuStreamBeginCapture_v10010>("cuStreamBeginCapture");
+    auto end = driver<PFN_cuStreamEndCapture_v10000>("cuStreamEndCapture");
+    REQUIRE((begin && end));
+    CUstream s = reinterpret_cast<CUstream>(0x42);
+    REQUIRE(begin(s, CU_STREAM_CAPTURE_MODE_GLOBAL) == CUDA_SUCCESS);
+    x = uint64_t(b), y = uint64_t(b);
+    REQUIRE(launch(reinterpret_cast<CUfunction>(kFakeFunction), 1, 1, 1, 1, 1, 1, 0, s, args, nullptr) == CUDA_SUCCESS);
+    auto memset8 = driver<PFN_cuMemsetD8_v3020>("cuMemsetD8");
+    REQUIRE((memset8 != nullptr));
+    REQUIRE(memset8(CUdeviceptr(b), 0, 32 * mib) == CUDA_SUCCESS);
+    CUgraph graph = nullptr;
+    REQUIRE(end(s, &graph) == CUDA_SUCCESS);
+    CHECK(prefetched(1) == 96 * mib);
+    CHECK(calls("libcuda.so.1", "cuda", "cuStreamWaitEvent") == 1);
+    void *d = nullptr;
+    CHECK(cudaMalloc(&d, 64 * mib) == cudaErrorMemoryAllocation);  // 160M of paged memory > the 128M host limit
+    CHECK(calls("libcudart.so.13", "cudart", "cudaMalloc") == real_before);
+    auto mem_alloc = driver<PFN_cuMemAlloc_v3020>("cuMemAlloc");
+    CUdeviceptr e = 0;
+    REQUIRE(mem_alloc(&e, 16 * mib) == CUDA_SUCCESS);  // the driver path pages too
+    CHECK(calls("libcuda.so.1", "cuda", "cuMemAllocManaged") >= 4);
+    CHECK(driver<PFN_cuMemFree_v3020>("cuMemFree")(e) == CUDA_SUCCESS);
+  }
+  CHECK(cudaFree(a) == cudaSuccess);
+  CHECK(cudaFree(b) == cudaSuccess);
+  CHECK(cudaFree(c) == cudaSuccess);
+}

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Tier-2 runner: the interposition test program under LD_PRELOAD against the fake CUDA libraries,
 # in count mode (the exit summary must hold the scenario's exact counts), with CUPTI taken by
-# another tool (vramcache degrades, the program still passes), and in off mode (pure
-# pass-through). Also: a bad VRAMCACHE_* value stops the program before it starts.
+# another tool (vramcache degrades, the program still passes), in off mode (pure pass-through),
+# in profile mode, and under a budget (paging with the fake driver's prefetches, and with all of
+# them failing). Also: a bad VRAMCACHE_* value stops the program before it starts.
 set -u
 build=${1:-build}
 lib=$PWD/$build/libvramcache.so
@@ -70,16 +71,37 @@ else
   bad "profile mode: test program failed"; cat "$out/profile.log"
 fi
 
-# 5. configuration errors stop the program before main, with one line naming the variable.
+# 5. paging under a budget (the paging test case; the others are not run: their counts assume no
+#    budget). Exact bytes moved in the summary; then every prefetch failing.
+page() {  # page NAME [VAR=VALUE...]
+  local name=$1; shift
+  env LD_PRELOAD="$lib" LD_LIBRARY_PATH="$PWD/$build/fake" VRAMCACHE_SUMMARY_FILE="$out/$name.json" \
+    VRAMCACHE_BUDGET=64M VRAMCACHE_HOST_LIMIT=128M "$@" "$build/interpose_test" --minimal -tc='paging*' >"$out/$name.log" 2>&1
+}
+if page paging; then
+  expect_json "$out/paging.json" budget=67108864 paging_h2d_bytes=100663296 paging_d2h_bytes=33554432 \
+    paging_misses=48 peak_resident=67108864 resident=0 paged_allocs=0 paging_failed=0 managed_refused=1
+  grep -q "paging: resident" "$out/paging.log" || bad "paging: no paging line in the summary"
+else
+  bad "paging: test program failed"; cat "$out/paging.log"
+fi
+if page paging-failure FAKE_CUDA_FAIL_PREFETCH=1; then
+  expect_json "$out/paging-failure.json" paging_failed=1 paging_h2d_bytes=0 resident=0
+  [ "$(grep -c 'paging stopped' "$out/paging-failure.log")" = 1 ] || bad "paging failure: expected exactly one 'paging stopped' line"
+else
+  bad "paging failure: test program failed"; cat "$out/paging-failure.log"
+fi
+
+# 6. configuration errors stop the program before main, with one line naming the variable.
 msg=$(env LD_PRELOAD="$lib" VRAMCACHE_MODE=fast true 2>&1); rc=$?
 [ $rc = 2 ] && [ "$msg" = "vramcache: VRAMCACHE_MODE=fast is not valid: expected one of off, count, profile (for example VRAMCACHE_MODE=count)" ] ||
   bad "bad VRAMCACHE_MODE: rc=$rc msg=$msg"
 msg=$(env LD_PRELOAD="$lib" VRAMCACHE_BUGDET=1 true 2>&1); rc=$?
 [ $rc = 2 ] && [[ $msg == *"VRAMCACHE_BUGDET is not a vramcache option"* ]] || bad "misspelled variable: rc=$rc msg=$msg"
 
-# 6. a process that never touches CUDA prints nothing.
+# 7. a process that never touches CUDA prints nothing.
 msg=$(env LD_PRELOAD="$lib" true 2>&1)
 [ -z "$msg" ] || bad "a process without CUDA printed: $msg"
 
-[ $fail = 0 ] && note "all checks passed (count, CUPTI taken, off, profile, configuration errors, no CUDA)"
+[ $fail = 0 ] && note "all checks passed (count, CUPTI taken, off, profile, paging, paging failure, configuration errors, no CUDA)"
 exit $fail
