@@ -2,6 +2,8 @@
 // and the caller refuses to start (the library before main, the CLI before exec).
 #include "runtime/options.h"
 
+#include <unistd.h>
+
 #include <cerrno>
 #include <cstdint>
 #include <cstdlib>
@@ -165,6 +167,11 @@ std::string options_markdown() {
     md += std::string("| `") + spec.env + "` | " + values + " | " + def + " | " + spec.doc + " |\n";
   }
   return md;
+}
+
+std::string with_pid(std::string path) {
+  if (size_t at = path.find("%p"); at != std::string::npos) path.replace(at, 2, std::to_string(getpid()));
+  return path;
 }
 
 }  // namespace vc

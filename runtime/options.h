@@ -104,6 +104,10 @@ bool parse_options(const EnvLookup &lookup, const char *const *environ_list, Opt
 // optional trailing B). False on anything else or on overflow.
 bool parse_size(const std::string &text, uint64_t *bytes);
 
+// A path option's value with its first `%p` replaced by this process's id (VRAMCACHE_TRACE_FILE,
+// VRAMCACHE_RESIDENCY_FILE), so that several processes under the library write apart.
+std::string with_pid(std::string path);
+
 // Markdown table of every option (the README's list is generated from this).
 std::string options_markdown();
 

@@ -4,7 +4,6 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
-#include <unistd.h>
 
 #include "runtime/log.h"
 #include "runtime/trace_io.h"
@@ -178,9 +177,7 @@ bool Runtime::finish_recording(const std::function<std::string(uint64_t)> &symbo
     if (!pg->learn(trace, &why)) VC_WARN("predictive paging: %s; paging stays reactive", why.c_str());
   }
   if (options_.mode() != Mode::kProfile) return true;
-  // %p becomes the process id: several processes (ranks, forked children) then write apart.
-  std::string path = options_.str[kTraceFile];
-  if (size_t at = path.find("%p"); at != std::string::npos) path.replace(at, 2, std::to_string(getpid()));
+  std::string path = with_pid(options_.str[kTraceFile]);
   if (!write_trace(trace, path, &error)) {
     VC_ERROR("profile: %s", error.c_str());
     return false;

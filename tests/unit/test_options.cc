@@ -2,6 +2,7 @@
 // lambda and an environ-style list built from the same map; the real process environment is never
 // read or changed.
 #include <doctest/doctest.h>
+#include <unistd.h>
 
 #include <map>
 #include <string>
@@ -302,4 +303,11 @@ TEST_CASE("options: the budget is 0 (off) or at least 8M; the policy is one of t
   Parsed policy = parse({{"VRAMCACHE_POLICY", "lru"}});
   CHECK_FALSE(policy.ok);
   CHECK(contains(policy.error, "predictive, reactive"));
+}
+
+TEST_CASE("options: %p in a path becomes the process id, once") {
+  std::string pid = std::to_string(getpid());
+  CHECK(vc::with_pid("/tmp/t-%p.vctrace") == "/tmp/t-" + pid + ".vctrace");
+  CHECK(vc::with_pid("plain.csv") == "plain.csv");
+  CHECK(vc::with_pid("%p-%p") == pid + "-%p");
 }
