@@ -269,9 +269,8 @@ bool Pager::fetch(const std::vector<PageKey> &keys) {
   return true;
 }
 
-void Pager::track(const OpKey &key) {
+void Pager::track(const OpKey &key, uint64_t h) {
   const Plan &plan = *plan_;
-  uint64_t h = op_hash(key);
   if (tracking_) {
     if (plan.sig[pos_ % plan.period] == h) return;
     tracking_ = false;
@@ -336,8 +335,9 @@ void Pager::on_op(const OpKey &key, uint64_t stream, const std::vector<Touch> &t
   thread_local std::vector<PageKey> need;
   pages_of(touches, &need);
   if (plan_) {
-    track(key);
-    history_.push_back(op_hash(key));
+    uint64_t h = op_hash(key);
+    track(key, h);
+    history_.push_back(h);
     if (history_.size() > kHistory) history_.pop_front();
   }
   if (!need.empty()) {

@@ -125,7 +125,7 @@ class Pager {
   bool evict(const std::vector<PageKey> &victims, uint64_t stream);
   bool fetch(const std::vector<PageKey> &keys);
   void fail(const char *what);
-  void track(const OpKey &key);
+  void track(const OpKey &key, uint64_t hash);  // hash: op_hash(key)
   void prefetch_ahead(uint64_t stream, const std::vector<PageKey> &keep);
 
   Mover *mover_;
