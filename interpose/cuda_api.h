@@ -33,7 +33,21 @@ namespace vc::interpose {
   X(cuEventRecord, 2000)              \
   X(cuEventQuery, 2000)               \
   X(cuEventSynchronize, 2000)         \
-  X(cuStreamWaitEvent, 3020)
+  X(cuStreamWaitEvent, 3020)          \
+  X(cuEventDestroy, 4000)             \
+  X(cuCtxSynchronize, 2000)           \
+  X(cuMemAddressReserve, 10020)       \
+  X(cuMemAddressFree, 10020)          \
+  X(cuMemCreate, 10020)               \
+  X(cuMemRelease, 10020)              \
+  X(cuMemMap, 10020)                  \
+  X(cuMemUnmap, 10020)                \
+  X(cuMemSetAccess, 10020)            \
+  X(cuMemGetAllocationGranularity, 10020) \
+  X(cuMemcpyAsync, 4000)              \
+  X(cuMemHostAlloc, 2020)             \
+  X(cuMemHostGetDevicePointer, 3020)  \
+  X(cuStreamWaitValue32, 11070)
 
 struct DriverApi {
 #define VC_DRIVER_FIELD(name, version) PFN_##name##_v##version name = nullptr;

@@ -65,6 +65,11 @@ bool driver_managed(uint64_t size, uint64_t *ptr) {
 void driver_free(uint64_t ptr) {
   if (auto real = VC_REAL(cuMemFree_v2)) (void)real(ptr);
 }
+void cudart_init() {
+  if (auto real = VC_REAL(cudaFree)) (void)real(nullptr);
+}
+constexpr vc::interpose::AllocApi kCudartAlloc = {cudart_managed, cudart_free, cudart_init};
+constexpr vc::interpose::AllocApi kDriverAlloc = {driver_managed, driver_free, nullptr};
 
 }  // namespace
 
@@ -75,7 +80,7 @@ VC_EXPORT cudaError_t cudaMalloc(void **ptr, size_t size) {
   VC_REAL_OR_FAIL(cudaMalloc, cudaErrorInitializationError);
   Runtime *rt = enter(scope);
   uint64_t paged = 0;
-  switch (rt ? vc::interpose::paged_alloc(rt, size, &paged, cudart_managed, cudart_free) : PagedAlloc::kPassThrough) {
+  switch (rt ? vc::interpose::paged_alloc(rt, size, &paged, kCudartAlloc) : PagedAlloc::kPassThrough) {
     case PagedAlloc::kDone:
       *ptr = reinterpret_cast<void *>(paged);
       report_alloc(rt, true, paged, size, AllocKind::kDevice, 0, true);
@@ -96,6 +101,7 @@ VC_EXPORT cudaError_t cudaFree(void *ptr) {
   // thread may be handed the same address, and recording the free after that would drop the new
   // allocation. If the real free fails, the pointer was not a live allocation anyway.
   if (rt) rt->on_free(addr(ptr));
+  if (vc::interpose::paged_free(addr(ptr))) return cudaSuccess;
   return real(ptr);
 }
 
@@ -191,7 +197,7 @@ VC_EXPORT CUresult cuMemAlloc_v2(CUdeviceptr *ptr, size_t size) {
   VC_REAL_OR_FAIL(cuMemAlloc_v2, CUDA_ERROR_NOT_INITIALIZED);
   Runtime *rt = enter(scope);
   uint64_t paged = 0;
-  switch (rt ? vc::interpose::paged_alloc(rt, size, &paged, driver_managed, driver_free) : PagedAlloc::kPassThrough) {
+  switch (rt ? vc::interpose::paged_alloc(rt, size, &paged, kDriverAlloc) : PagedAlloc::kPassThrough) {
     case PagedAlloc::kDone:
       *ptr = paged;
       report_alloc(rt, true, paged, size, AllocKind::kDevice, 0, true);
@@ -220,6 +226,7 @@ VC_EXPORT CUresult cuMemFree_v2(CUdeviceptr ptr) {
   VC_REAL_OR_FAIL(cuMemFree_v2, CUDA_ERROR_NOT_INITIALIZED);
   Runtime *rt = enter(scope);
   if (rt) rt->on_free(ptr);  // Note [Free before the real free]
+  if (vc::interpose::paged_free(ptr)) return CUDA_SUCCESS;
   return real(ptr);
 }
 

@@ -17,6 +17,7 @@
 #include "interpose/cuda_api.h"
 #include "interpose/launch_observer.h"
 #include "interpose/library.h"
+#include "interpose/vmm.h"
 #include "runtime/log.h"
 
 namespace vc::interpose {
@@ -106,7 +107,13 @@ class ManagedMover final : public Mover {
 
 std::mutex g_start_mu;
 std::atomic<int> g_state{0};  // 0 not started, 1 paging, 2 cannot page (pass-through)
-ManagedMover *g_mover = nullptr;
+ManagedMover *g_mover = nullptr;        // the managed backend's
+ExplicitBackend *g_explicit = nullptr;  // the explicit backend's
+int g_device = -1;                      // the device paged
+
+bool explicit_backend(Runtime *rt) {
+  return PagingBackend(rt->options().num[kBackend]) == PagingBackend::kExplicit;
+}
 
 double seconds_since(const timespec &t0) {
   timespec t;
@@ -151,23 +158,44 @@ void status_thread(Runtime *rt, CUcontext ctx) {
   if (csv) fclose(csv);
 }
 
-// Starts the pager once, with a current context (after the first managed allocation).
+// Starts the pager once, with a current context (the managed backend: after the first managed
+// allocation).
 bool ensure_paging(Runtime *rt) {
   int state = g_state.load(std::memory_order_acquire);
   if (state) return state == 1;
   std::lock_guard lock(g_start_mu);
   if ((state = g_state.load())) return state == 1;
   const DriverApi *api = driver_api();
-  auto *mover = new ManagedMover();
-  if (!api || !mover->start(api)) {
-    delete mover;
+  Mover *mover = nullptr;
+  CUcontext ctx = nullptr;
+  if (explicit_backend(rt)) {
+    ExplicitBackend *b = start_explicit(api, uint64_t(rt->options().num[kFrameSize]), uint64_t(rt->options().num[kBudget]));
+    if (b) {
+      g_explicit = b, mover = b->mover.get(), ctx = b->context, g_device = b->device;
+      std::thread([b, api] {
+        if (api->cuCtxSetCurrent(b->context) != CUDA_SUCCESS) {
+          VC_ERROR("the frame worker cannot set its context: paging stops");
+          b->mover->stop();
+          return;
+        }
+        b->mover->worker();
+      }).detach();
+    }
+  } else {
+    auto *m = new ManagedMover();
+    if (api && m->start(api)) {
+      g_mover = m, mover = m, ctx = m->context(), g_device = m->device();
+    } else {
+      delete m;
+    }
+  }
+  if (!mover) {
     g_state = 2;
     return false;
   }
-  g_mover = mover;
   rt->start_paging(mover);
-  count_migrations(rt, mover->device());
-  std::thread(status_thread, rt, mover->context()).detach();
+  count_migrations(rt, g_device);
+  std::thread(status_thread, rt, ctx).detach();
   g_state = 1;
   return true;
 }
@@ -200,8 +228,7 @@ bool managed_admitted(Runtime *rt, uint64_t size) {
   return false;
 }
 
-PagedAlloc paged_alloc(Runtime *rt, uint64_t size, uint64_t *ptr, bool (*allocate_managed)(uint64_t, uint64_t *),
-                       void (*free_managed)(uint64_t)) {
+PagedAlloc paged_alloc(Runtime *rt, uint64_t size, uint64_t *ptr, const AllocApi &api) {
   // After a failure the pager moves nothing: allocations are then made as the program asked.
   if (!rt->paging_wanted() || size == 0 || g_state.load() == 2 || (rt->pager() && rt->pager()->stats().failed))
     return PagedAlloc::kPassThrough;
@@ -212,9 +239,22 @@ PagedAlloc paged_alloc(Runtime *rt, uint64_t size, uint64_t *ptr, bool (*allocat
   }
   PagedAlloc result = PagedAlloc::kRefused;
   uint64_t p = 0;
-  if (allocate_managed(size, &p)) {
+  if (explicit_backend(rt)) {
+    if (api.init) api.init();  // a current context, as the real allocation would make
+    if (!ensure_paging(rt) || current_device() != g_device) {
+      result = PagedAlloc::kPassThrough;
+    } else if (g_explicit->mover->allocate(size, &p)) {
+      *ptr = p;
+      return PagedAlloc::kDone;
+    } else if (g_explicit->mover->stats().failed) {
+      result = PagedAlloc::kPassThrough;
+    } else {
+      VC_WARN_CAPPED("paged allocation of %llu bytes failed: no pinned host memory or address space for its frames",
+                     (unsigned long long)size);
+    }
+  } else if (api.allocate_managed(size, &p)) {
     // One device is paged: the first one allocated on. Allocations on others pass through.
-    if (!ensure_paging(rt) || current_device() != g_mover->device()) {
+    if (!ensure_paging(rt) || current_device() != g_device) {
       result = PagedAlloc::kPassThrough;
     } else if (managed_admitted(rt, size)) {
       if (!g_mover->place_on_host(p, size))
@@ -222,11 +262,13 @@ PagedAlloc paged_alloc(Runtime *rt, uint64_t size, uint64_t *ptr, bool (*allocat
       *ptr = p;
       return PagedAlloc::kDone;
     }
-    free_managed(p);
+    api.free_managed(p);
   }
   rt->release_paged(size);
   return result;
 }
+
+bool paged_free(uint64_t ptr) { return ptr && g_explicit && g_explicit->mover->free(ptr); }
 
 void budget_mem_info(Runtime *rt, size_t *free_bytes, size_t *total_bytes) {
   if (!rt || !rt->paging_wanted() || g_state.load() == 2) return;

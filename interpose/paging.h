@@ -1,6 +1,6 @@
-// The managed-memory backend of paging (VRAMCACHE_BUDGET): application allocations become managed
-// memory placed on the host and mapped for the device; the runtime's pager moves pages with
-// prefetches on vramcache's own stream. A status thread logs progress and measures the device's
+// The backends of paging (VRAMCACHE_BUDGET): application allocations become managed memory placed
+// on the host and mapped for the device, moved by prefetches on vramcache's own stream; or, with
+// VRAMCACHE_BACKEND=explicit, frames moved by copies (interpose/vmm.h, runtime/frames.h). A status thread logs progress and measures the device's
 // own figure of used memory, independent of the pager's count.
 #pragma once
 
@@ -16,11 +16,20 @@ enum class PagedAlloc {
   kPassThrough  // paging is off or cannot start: the caller makes the real allocation
 };
 
-// `allocate_managed` makes a managed allocation of `size` bytes (the real cudaMallocManaged or
-// cuMemAllocManaged, so the caller's API initializes CUDA as it would) and returns true on success.
-// `free_managed` frees it.
-PagedAlloc paged_alloc(Runtime *rt, uint64_t size, uint64_t *ptr, bool (*allocate_managed)(uint64_t size, uint64_t *ptr),
-                       void (*free_managed)(uint64_t ptr));
+// How the caller's API allocates: `allocate_managed` makes a managed allocation of `size` bytes
+// (the real cudaMallocManaged or cuMemAllocManaged, so the caller's API initializes CUDA as it
+// would) and returns true on success; `free_managed` frees it; `init` (may be null) makes the
+// context the real allocation would use current (the explicit backend allocates nothing through the API).
+struct AllocApi {
+  bool (*allocate_managed)(uint64_t size, uint64_t *ptr);
+  void (*free_managed)(uint64_t ptr);
+  void (*init)();
+};
+PagedAlloc paged_alloc(Runtime *rt, uint64_t size, uint64_t *ptr, const AllocApi &api);
+
+// The explicit backend's free of a paged allocation (after the runtime's on_free): true if `ptr`
+// was one and is freed; false: the caller frees it for real.
+bool paged_free(uint64_t ptr);
 
 // Managed guard (DESIGN.md, "Safety"), for a managed allocation of `size` bytes already made: false
 // (and one log line) when the total would exceed the device's free memory at the first one.

@@ -35,6 +35,8 @@ int choice_index(const char *choices, const std::string &value) {
 std::string check_option(int id, int64_t value) {
   if (id == kPageSize && (value < (64 << 10) || value > (int64_t(1) << 30) || (value & (value - 1))))
     return "must be a power of two from 64K to 1G";
+  if (id == kFrameSize && (value < (2 << 20) || value > (int64_t(256) << 20) || (value & (value - 1))))
+    return "must be a power of two from 2M to 256M";
   if (id == kProfileIterations && (value < 1 || value > 1000)) return "must be from 1 to 1000";
   if (id == kBudget && value != 0 && value < (int64_t(8) << 20)) return "must be 0 (no paging) or at least 8M";
   if (id == kStatusInterval && value > 86400) return "must be from 1 to 86400 seconds";

@@ -39,13 +39,20 @@ namespace vc {
     "unit of bookkeeping and reuse distances: a power of two from 64K to 1G")                      \
   X(kBudget, "VRAMCACHE_BUDGET", kSize, "0", "24G",                                                 \
     "page the application's device memory under this many GPU-resident bytes (`vramcache run "     \
-    "--budget` sets it); its allocations become managed memory placed on the host, and the "       \
-    "policy moves what kernels need into the budget; 0: no paging")                               \
+    "--budget` sets it); its allocations are paged (VRAMCACHE_BACKEND) and the policy moves what "  \
+    "kernels need into the budget; 0: no paging")                                                 \
   X(kPolicy, "VRAMCACHE_POLICY", kChoice, "predictive", "predictive|reactive",                       \
     "with a budget: `reactive` brings data in when a kernel uses it and evicts the least recently " \
     "used (what unified-memory oversubscription does); `predictive` learns the first iterations "   \
     "and then prefetches ahead of use and evicts what is needed last, falling back to reactive "    \
     "while the program departs from what it learned")                                              \
+  X(kBackend, "VRAMCACHE_BACKEND", kChoice, "managed", "managed|explicit",                           \
+    "with a budget: how data moves. `managed`: allocations become managed memory moved by "          \
+    "prefetches; `explicit`: address space in frames of device or pinned host memory, moved by "     \
+    "copies at the link's rate and remapped (an evicted frame stays reachable at home)")           \
+  X(kFrameSize, "VRAMCACHE_FRAME_SIZE", kSize, "16M", "32M",                                         \
+    "with the explicit backend: the unit that moves, a power of two from 2M to 256M (the last "     \
+    "frame of an allocation is smaller)")                                                          \
   X(kHostLimit, "VRAMCACHE_HOST_LIMIT", kSize, "0", "96G",                                           \
     "with a budget: most bytes of paged allocations in total (each may live on the host); past "    \
     "it an allocation fails with the out-of-memory code; 0: 85% of physical memory")              \
@@ -83,6 +90,8 @@ extern const OptionSpec kOptionSpecs[kOptionCount];
 enum class Mode : int { kOff = 0, kCount = 1, kProfile = 2 };
 // Values of kPolicy.
 enum class PagingPolicy : int { kPredictive = 0, kReactive = 1 };
+// Values of kBackend.
+enum class PagingBackend : int { kManaged = 0, kExplicit = 1 };
 
 struct Options {
   int64_t num[kOptionCount] = {};  // kChoice: index; kBool: 0/1; kSize: bytes; kCount: the number

@@ -39,6 +39,14 @@ namespace vc {
 // position the program has diverged: the pager falls back to reactive and looks, at every op, for
 // a position whose recent history matches the last ops seen, then resumes there.
 //
+// Ordering after the program (what the explicit backend needs: it remaps a frame, and no launch
+// may use a frame during its remap; the managed backend's driver keeps any access coherent):
+//  - an eviction's copies wait for the stream of each victim's last access;
+//  - a page accessed where it was (remote) is fetched only after that stream's work;
+//  - a wildcard op (a kernel whose parameters were not decoded) may touch any page: its stream
+//    waits for every move issued so far, and the moves after it wait for its stream (recorded
+//    at the next op, once the wildcard launch is enqueued).
+//
 // Note [Extent of a live parameter pointer]
 // Like the profiler's Note [Extent of a parameter pointer], but learned as the program runs: a
 // pointer at offset o reaches up to the next larger offset at which any op so far started a ref into
@@ -208,9 +216,21 @@ bool Pager::each_run(std::vector<PageKey> keys,
   return true;
 }
 
+bool Pager::order_after(uint64_t stream) {
+  if (mover_->copy_after(stream)) return true;
+  fail("ordering a move after the program's work");
+  return false;
+}
+
 bool Pager::evict(const std::vector<PageKey> &victims, uint64_t stream) {
   if (victims.empty()) return true;
-  if (!mover_->copy_after(stream)) return fail("ordering an eviction after the program's work"), false;
+  std::vector<uint64_t> streams;
+  for (PageKey k : victims) {
+    uint64_t s = page(k)->last_stream ? page(k)->last_stream : stream;
+    if (std::find(streams.begin(), streams.end(), s) == streams.end()) streams.push_back(s);
+  }
+  for (uint64_t s : streams)
+    if (!order_after(s)) return false;
   bool ok = each_run(victims, [&](uint64_t addr, uint64_t bytes, const std::vector<PageKey> &run) {
     if (!mover_->to_host(addr, bytes)) return fail("a migration to the host"), false;
     for (PageKey k : run) {
@@ -246,6 +266,12 @@ bool Pager::make_room(uint64_t bytes, uint64_t stream, uint64_t horizon, const s
 }
 
 bool Pager::fetch(const std::vector<PageKey> &keys) {
+  for (PageKey k : keys) {
+    Page *p = page(k);
+    if (!p->remote) continue;
+    p->remote = false;
+    if (!order_after(p->last_stream)) return false;
+  }
   bool ok = each_run(keys, [&](uint64_t addr, uint64_t bytes, const std::vector<PageKey> &run) {
     if (!mover_->to_device(addr, bytes)) return fail("a migration to the device"), false;
     resident_ += bytes;
@@ -332,6 +358,17 @@ void Pager::on_op(const OpKey &key, uint64_t stream, const std::vector<Touch> &t
   std::lock_guard lock(mu_);
   if (stats_.failed) return;
   ++clock_;
+  if (wildcard_stream_) {
+    uint64_t s = wildcard_stream_;
+    wildcard_stream_ = 0;
+    if (!order_after(s)) return;
+  }
+  if (key.wildcard) {
+    stats_.wildcards++;
+    uint64_t f = mover_->fence();
+    if (!f || !mover_->stream_wait(stream, f)) return fail("ordering an undecoded launch after the moves");
+    wildcard_stream_ = stream;
+  }
   thread_local std::vector<PageKey> need;
   pages_of(touches, &need);
   if (plan_) {
@@ -352,6 +389,7 @@ void Pager::on_op(const OpKey &key, uint64_t stream, const std::vector<Touch> &t
         uint64_t b = page_bytes(k);
         if (held + missing_bytes + b > budget_) {
           stats_.remote++;  // more than the budget in one op: the rest stays on the host
+          p->remote = true;
           continue;
         }
         missing.push_back(k);
@@ -367,7 +405,7 @@ void Pager::on_op(const OpKey &key, uint64_t stream, const std::vector<Touch> &t
       if (make_room(missing_bytes, stream, 0, need) && fetch(missing)) wait = std::max(wait, page(missing.front())->fence);
     }
     if (wait && !stats_.failed && !mover_->stream_wait(stream, wait)) fail("ordering a launch after its prefetch");
-    for (PageKey k : need) page(k)->last_use = clock_;
+    for (PageKey k : need) page(k)->last_use = clock_, page(k)->last_stream = stream;
   }
   if (tracking_) {
     // Past this op, its pages (and the plan's for its position) are next needed later.

@@ -50,6 +50,7 @@ using Touch = Ref;
 struct OpKey {
   OpKind kind = OpKind::kKernel;
   const char *name = "";
+  bool wildcard = false;  // a kernel whose parameters were not decoded: it may touch any page
 };
 
 struct PagerStats {
@@ -66,6 +67,7 @@ struct PagerStats {
   std::atomic<uint64_t> divergences{0};   // times the program left the learned pattern
   std::atomic<uint64_t> resyncs{0};       // times it was found again
   std::atomic<uint64_t> plans{0};         // plans installed
+  std::atomic<uint64_t> wildcards{0};     // ops that may have touched any page (not decoded)
   std::atomic<bool> failed{false};        // a device call failed: paging stopped (Note [Paging failures])
 };
 
@@ -99,6 +101,8 @@ class Pager {
     uint64_t fence = 0;     // fence after its to_device; 0 once known passed
     uint64_t last_use = 0;  // op counter of its last access (LRU)
     uint64_t rank = 0;      // its key in order_ while resident
+    uint64_t last_stream = 0;  // stream of its last access
+    bool remote = false;       // accessed where it was, not fetched: a fetch must follow that access
     std::vector<uint32_t> uses;  // plan positions that access it, ascending
   };
   struct Alloc {
@@ -124,6 +128,7 @@ class Pager {
                 const std::function<bool(uint64_t, uint64_t, const std::vector<PageKey> &)> &move);
   bool evict(const std::vector<PageKey> &victims, uint64_t stream);
   bool fetch(const std::vector<PageKey> &keys);
+  bool order_after(uint64_t stream);
   void fail(const char *what);
   void track(const OpKey &key, uint64_t hash);  // hash: op_hash(key)
   void prefetch_ahead(uint64_t stream, const std::vector<PageKey> &keep);
@@ -150,6 +155,7 @@ class Pager {
   std::deque<uint64_t> history_;  // hashes of the recent ops (kind and name), for resync
   std::deque<std::pair<uint64_t, uint64_t>> ahead_;  // (position, bytes) fetched ahead for ops still to come
   uint64_t ahead_bytes_ = 0;
+  uint64_t wildcard_stream_ = 0;  // a wildcard op was enqueued on it since the last op (0: none)
 };
 
 }  // namespace vc

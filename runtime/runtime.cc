@@ -111,7 +111,9 @@ void Runtime::page_op(const RecordedOp &op, bool captured) {
   // Nothing is issued while a stream capture is open (into it, or calls that could invalidate it):
   // what such an op touches stays where it is, reachable from the device.
   bool capture_open = counters_.captures_begun > counters_.captures_ended;
-  if (pg && !captured && !capture_open && op.kind != OpKind::kSync) pg->on_op({op.kind, op.name}, op.stream, refs);
+  bool kernel = op.kind == OpKind::kKernel || op.kind == OpKind::kGraphKernel;
+  if (pg && !captured && !capture_open && op.kind != OpKind::kSync)
+    pg->on_op({op.kind, op.name, kernel && !(op.flags & kOpDecoded)}, op.stream, refs);
 }
 
 void Runtime::on_gemm(GemmApi api, const GemmOperand *ops, int n) {
@@ -187,15 +189,14 @@ bool Runtime::finish_recording(const std::function<std::string(uint64_t)> &symbo
 }
 
 Pager *Runtime::start_paging(Mover *mover) {
-  auto *pg = new Pager(mover, uint64_t(options_.num[kBudget]), uint64_t(options_.num[kPageSize]),
-                       PagingPolicy(options_.num[kPolicy]));
+  auto *pg = new Pager(mover, uint64_t(options_.num[kBudget]), paging_page_size(), PagingPolicy(options_.num[kPolicy]));
   Pager *none = nullptr;
   if (!pager_.compare_exchange_strong(none, pg)) {
     delete pg;
     return none;
   }
-  VC_INFO("paging on: budget %.2f GB, policy %s, pages of %llu KB", double(options_.num[kBudget]) / 1e9,
-          options_.str[kPolicy].c_str(), (unsigned long long)(options_.num[kPageSize] >> 10));
+  VC_INFO("paging on: budget %.2f GB, backend %s, policy %s, pages of %llu KB", double(options_.num[kBudget]) / 1e9,
+          options_.str[kBackend].c_str(), options_.str[kPolicy].c_str(), (unsigned long long)(paging_page_size() >> 10));
   return pg;
 }
 

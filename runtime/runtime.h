@@ -137,6 +137,10 @@ class Runtime {
   Pager *pager() { return pager_.load(std::memory_order_acquire); }
   const Pager *pager() const { return pager_.load(std::memory_order_acquire); }
   Pager *start_paging(Mover *mover);
+  // The pager's unit: a frame with the explicit backend, else VRAMCACHE_PAGE_SIZE.
+  uint64_t paging_page_size() const {
+    return uint64_t(options_.num[PagingBackend(options_.num[kBackend]) == PagingBackend::kExplicit ? kFrameSize : kPageSize]);
+  }
   // Host-memory cap of paged allocations (VRAMCACHE_HOST_LIMIT, default 85% of `physical`):
   // reserves `size` bytes, or returns false (nothing reserved).
   bool admit_paged(uint64_t size, uint64_t physical);

@@ -123,6 +123,7 @@ struct Harness {
   vc::Pager pager;
   Device dev;
   std::map<uint64_t, vc::Allocation> allocs;
+  std::map<uint64_t, uint64_t> last_stream;  // page address -> stream of its last use
 
   Harness(uint64_t budget, PagingPolicy policy) : pager(&mover, budget, kPage, policy) { dev.budget = budget; }
   const vc::PagerStats &stats() const { return pager.stats(); }
@@ -151,11 +152,17 @@ struct Harness {
     pager.on_op({vc::OpKind::kKernel, s.name.c_str()}, stream, s.touches);
     dev.replay(mover.log);
     CHECK(stats().resident == dev.bytes);
-    bool ordered = false;  // an eviction comes after the work the op's stream enqueued before
+    // An eviction comes after the work of the stream that last used each page it moves (this op's,
+    // for a page never used).
+    std::set<uint64_t> after;
     for (size_t i = start; i < mover.log.size(); ++i) {
-      ordered |= mover.log[i].kind == Call::kAfter && mover.log[i].a == stream;
-      if (mover.log[i].kind == Call::kToHost) REQUIRE(ordered);
+      const Call &c = mover.log[i];
+      if (c.kind == Call::kAfter) after.insert(c.a);
+      if (c.kind != Call::kToHost) continue;
+      for (uint64_t p = c.a; p < c.a + c.b; p += kPage)
+        REQUIRE(after.count(last_stream.count(p) ? last_stream[p] : stream));
     }
+    for (uint64_t p : need) last_stream[p] = stream;
     if (stats().failed) return;
     uint64_t seen = std::max(dev.waited[stream], std::min(mover.completed, mover.fences));
     size_t visible = seen ? dev.fence_at.at(seen) : 0;  // the copy stream as the op will see it
@@ -257,7 +264,7 @@ TEST_CASE("pager: reactive LRU, coalesced moves, ops larger than the budget, fre
   h.run({"k", {at(1, 2)}}, 2);  // page 1 is the least recently used
   REQUIRE(h.mover.log.size() == 8);
   CHECK(h.mover.log[3].kind == Call::kAfter);
-  CHECK(h.mover.log[3].a == 2);
+  CHECK(h.mover.log[3].a == 1);  // after the stream that last used the victim, not the op's
   CHECK(h.mover.log[4].kind == Call::kToHost);
   CHECK(h.mover.log[4].a == base + kPage);
   CHECK(h.stats().misses == 3);
@@ -275,6 +282,37 @@ TEST_CASE("pager: reactive LRU, coalesced moves, ops larger than the budget, fre
   CHECK(!h.pager.on_free(1));
   CHECK(h.stats().resident == 0);
   CHECK(h.stats().paged_bytes == 0);
+}
+
+// A kernel whose parameters were not decoded may touch any page: it waits for every move issued
+// so far, and the next moves wait for its stream. A page an op used where it was (more than the
+// budget) is fetched later only after that op's stream.
+TEST_CASE("pager: undecoded launches and remote pages order the moves after them") {
+  Harness h(2 * kPage, kReactive);
+  h.alloc(1, 4 * kPage);
+  h.run({"k", {at(1, 0, 2)}}, 1);  // fetch pages 0-1 (not yet passed)
+  size_t n = h.mover.log.size();
+  h.pager.on_op({vc::OpKind::kKernel, "opaque", true}, 5, {});
+  REQUIRE(h.mover.log.size() == n + 2);
+  CHECK(h.mover.log[n].kind == Call::kFence);
+  CHECK(h.mover.log[n + 1].kind == Call::kWait);
+  CHECK(h.mover.log[n + 1].a == 5);
+  CHECK(h.mover.log[n + 1].b == h.mover.log[n].a);
+  CHECK(h.stats().wildcards == 1);
+  h.pager.on_op({vc::OpKind::kKernel, "k"}, 1, {});  // the next op orders the moves after stream 5
+  REQUIRE(h.mover.log.size() == n + 3);
+  CHECK(h.mover.log[n + 2].kind == Call::kAfter);
+  CHECK(h.mover.log[n + 2].a == 5);
+  h.mover.completed = kAllPassed;
+  h.run({"big", {at(1, 0, 3)}}, 7);  // three pages, budget two: page 2 is used where it is
+  CHECK(h.stats().remote == 1);
+  n = h.mover.log.size();
+  h.run({"k", {at(1, 2)}}, 1);  // its fetch waits for stream 7 first
+  REQUIRE(h.mover.log.size() > n + 1);
+  bool after7 = false;
+  for (size_t i = n; i < h.mover.log.size() && h.mover.log[i].kind != Call::kToDevice; ++i)
+    after7 |= h.mover.log[i].kind == Call::kAfter && h.mover.log[i].a == 7;
+  CHECK(after7);
 }
 
 TEST_CASE("pager: divergence from the plan and resync") {

@@ -1,0 +1,23 @@
+// The driver side of the explicit-copy backend (VRAMCACHE_BACKEND=explicit): the VmmDevice the
+// frame mover (runtime/frames.h) runs on.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+
+#include "interpose/cuda_api.h"
+#include "runtime/frames.h"
+
+namespace vc::interpose {
+
+struct ExplicitBackend {
+  std::unique_ptr<VmmDevice> vmm;
+  std::unique_ptr<FrameMover> mover;  // frames of VRAMCACHE_FRAME_SIZE, chunks up to the budget
+  CUcontext context = nullptr;
+  int device = 0;
+};
+
+// Needs a current context. Null (logged once) when the driver or the device cannot do it.
+ExplicitBackend *start_explicit(const DriverApi *api, uint64_t frame_size, uint64_t budget);
+
+}  // namespace vc::interpose
