@@ -152,8 +152,8 @@ void status_thread(Runtime *rt, CUcontext ctx) {
       if (tick % 10 == 0) fflush(csv);
     }
     if (tick % per_line == 0)
-      VC_INFO("%s; device used %.2f GB above start (peak %.2f)", rt->paging_status().c_str(), above / 1e9,
-              c.device_used_peak / 1e9);
+      VC_INFO("%s; device used %.2f GB above start (peak %.2f)%s%s", rt->paging_status().c_str(), above / 1e9,
+              c.device_used_peak / 1e9, g_explicit ? "; " : "", g_explicit ? g_explicit->mover->describe().c_str() : "");
   }
   if (csv) fclose(csv);
 }

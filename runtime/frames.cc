@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
 
 #include "runtime/log.h"
 
@@ -395,6 +396,19 @@ void FrameMover::worker() {
   }
   worker_running_ = false;
   done_.notify_all();
+}
+
+std::string FrameMover::describe() const {
+  uint64_t issued;
+  {
+    std::lock_guard lock(mu_);
+    issued = issued_;
+  }
+  char line[256];
+  snprintf(line, sizeof line, "frames: moves %llu queued, %llu done; copied in %.2f GB, out %.2f GB; %llu remaps; device chunks %.2f GB (peak %.2f)",
+           (unsigned long long)issued, (unsigned long long)completed_.load(), stats_.in_bytes / 1e9, stats_.out_bytes / 1e9,
+           (unsigned long long)stats_.remaps.load(), stats_.device_bytes / 1e9, stats_.device_peak / 1e9);
+  return line;
 }
 
 void FrameMover::stop() {

@@ -13,6 +13,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <string>
 #include <unordered_map>
 #include <vector>
 
@@ -90,6 +91,8 @@ class FrameMover final : public Mover {
   // Publishes every fence and makes service return false (the worker ends).
   void stop();
   const FrameStats &stats() const { return stats_; }
+  // One line: moves queued and done, copies, remaps, device chunks (for the status line).
+  std::string describe() const;
 
  private:
   struct Frame {

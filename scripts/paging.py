@@ -89,17 +89,19 @@ def job(name, args, out_dir, results):
         budget = max(8 << 20, (peak // 2) >> 20 << 20)
     r["budget_bytes"] = budget
     print(f"{name}: plain rc={plain['rc']} {plain['median_step_s']} s/step; budget {budget / GIB:.3f} GiB", flush=True)
-    for policy in args.policies.split(","):
+    for mode in args.policies.split(","):
+        # A mode is a policy, or BACKEND-POLICY (explicit-predictive); the backend defaults to managed.
+        backend, policy = mode.split("-", 1) if "-" in mode else ("managed", mode)
         slow = policy == "reactive" and args.reactive_steps and name[0].isdigit()  # the GPT jobs
         n_steps = min(steps, args.reactive_steps) if slow else steps
         cmd = [c.replace("{steps}", str(n_steps)) for c in cmd_t]
-        summary = os.path.join(out_dir, f"{name}-{policy}.json")
-        report = os.path.join(out_dir, f"{name}-{policy}-report")
-        vc = [CLI, "run", "--budget", str(budget), "--policy", policy, "--summary-file", summary,
+        summary = os.path.join(out_dir, f"{name}-{mode}.json")
+        report = os.path.join(out_dir, f"{name}-{mode}-report")
+        vc = [CLI, "run", "--budget", str(budget), "--backend", backend, "--policy", policy, "--summary-file", summary,
               "--profile-iterations", "1", "--status-interval", "5", "--log-level", "info"]
         if args.report and policy == "predictive":
             vc += ["--report", report]
-        m = run(vc + ["--"] + cmd, env, os.path.join(out_dir, f"{name}-{policy}.log"), args.timeout)
+        m = run(vc + ["--"] + cmd, env, os.path.join(out_dir, f"{name}-{mode}.log"), args.timeout)
         m["summary"] = json.load(open(summary)) if os.path.exists(summary) else None
         n = len(m["times"])
         m["median_step_s"] = median_after(m["times"], max(warmup, n // 2) if policy == "predictive" else min(warmup, n // 2))
@@ -107,11 +109,13 @@ def job(name, args, out_dir, results):
         m["bitwise"] = m["rc"] == 0 and plain["rc"] == 0 and len(m["losses"]) == n_steps and m["losses"] == plain["losses"][:n_steps]
         s = m["summary"] or {}
         m["peak_within_budget"] = bool(s) and s.get("peak_resident", 1 << 62) <= budget  # the pager's own count
-        r[policy] = m
-        print(f"{name}: {policy} rc={m['rc']} bitwise={m['bitwise']} {m['median_step_s']} s/step "
+        if backend == "explicit":  # device chunks are device memory: the device's figure measures them
+            m["device_peak_within_budget"] = bool(s) and s.get("device_used_peak", 1 << 62) <= budget
+        r[mode] = m
+        print(f"{name}: {mode} rc={m['rc']} bitwise={m['bitwise']} {m['median_step_s']} s/step "
               f"in {s.get('paging_h2d_bytes', 0) / 1e9:.2f} GB out {s.get('paging_d2h_bytes', 0) / 1e9:.2f} GB "
               f"misses {s.get('paging_misses')} waits {s.get('paging_waits')} peak resident "
-              f"{s.get('peak_resident', 0) / GIB:.2f} GiB GPU faults {s.get('um_gpu_faults')} "
+              f"{s.get('peak_resident', 0) / GIB:.2f} GiB device used peak {s.get('device_used_peak', 0) / GIB:.2f} GiB GPU faults {s.get('um_gpu_faults')} "
               f"unplanned {s.get('um_unplanned_h2d', 0) / 1e9:.2f}/{s.get('um_unplanned_d2h', 0) / 1e9:.2f} GB "
               f"{'' if m['rc'] == 0 else m['tail']}", flush=True)
     results["jobs"].append(r)

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Smallest GPU check of paging (seconds): the CUDA C++ sample without vramcache, then under half its
-# footprint with each policy; losses must be bitwise identical. Results in results/paging-smoke-final/.
+# footprint with each backend and policy; losses must be bitwise identical. Then compute-sanitizer
+# memcheck of a short run under the explicit backend. Results in results/paging-smoke-final/.
 set -u
 cd "$(dirname "$0")/.."
 out=${1:-results/paging-smoke-final}
@@ -8,15 +9,24 @@ mkdir -p "$out"
 steps=300 budget=44M rc=0
 build/samples/mlp --steps $steps > "$out/plain.log" 2>&1 || rc=1
 grep '^step' "$out/plain.log" | awk '{print $4}' > "$out/plain.losses"
-for policy in reactive predictive; do
-  build/vramcache run --budget $budget --policy $policy --summary-file "$out/$policy.json" -- \
-    build/samples/mlp --steps $steps > "$out/$policy.log" 2>&1 || rc=1
-  grep '^step' "$out/$policy.log" | awk '{print $4}' > "$out/$policy.losses"
-  if [ -s "$out/plain.losses" ] && cmp -s "$out/plain.losses" "$out/$policy.losses"; then
-    echo "mlp $policy: losses bitwise identical over $steps steps" | tee -a "$out/result.txt"
-  else
-    echo "mlp $policy: LOSSES DIFFER or missing" | tee -a "$out/result.txt"; rc=1
-  fi
+for backend in managed explicit; do
+  for policy in reactive predictive; do
+    run=$backend-$policy
+    timeout 120 build/vramcache run --budget $budget --backend $backend --policy $policy --summary-file "$out/$run.json" \
+      --log-level info -- build/samples/mlp --steps $steps > "$out/$run.log" 2>&1 || rc=1
+    grep '^step' "$out/$run.log" | awk '{print $4}' > "$out/$run.losses"
+    if [ -s "$out/plain.losses" ] && cmp -s "$out/plain.losses" "$out/$run.losses"; then
+      echo "mlp $run: losses bitwise identical over $steps steps" | tee -a "$out/result.txt"
+    else
+      echo "mlp $run: LOSSES DIFFER or missing" | tee -a "$out/result.txt"; rc=1
+    fi
+  done
 done
+sanitizer=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
+if [ -x "$sanitizer" ]; then
+  timeout 300 "$sanitizer" --tool memcheck --error-exitcode 9 env LD_PRELOAD="$PWD/build/libvramcache.so" \
+    VRAMCACHE_BUDGET=$budget VRAMCACHE_BACKEND=explicit build/samples/mlp --steps 20 > "$out/memcheck.log" 2>&1
+  echo "memcheck of mlp under the explicit backend: exit $? ($(grep -c 'ERROR SUMMARY' "$out/memcheck.log") summary lines: $(grep 'ERROR SUMMARY' "$out/memcheck.log"))" | tee -a "$out/result.txt"
+fi
 [ -n "${OUT:-}" ] && cp -r "$out" "$OUT/"
 exit $rc
