@@ -34,7 +34,6 @@ namespace vc::interpose {
   X(cuEventQuery, 2000)               \
   X(cuEventSynchronize, 2000)         \
   X(cuStreamWaitEvent, 3020)          \
-  X(cuEventDestroy, 4000)             \
   X(cuCtxSynchronize, 2000)           \
   X(cuMemAddressReserve, 10020)       \
   X(cuMemAddressFree, 10020)          \
@@ -44,10 +43,7 @@ namespace vc::interpose {
   X(cuMemUnmap, 10020)                \
   X(cuMemSetAccess, 10020)            \
   X(cuMemGetAllocationGranularity, 10020) \
-  X(cuMemcpyAsync, 4000)              \
-  X(cuMemHostAlloc, 2020)             \
-  X(cuMemHostGetDevicePointer, 3020)  \
-  X(cuStreamWaitValue32, 11070)
+  X(cuMemcpyAsync, 4000)
 
 struct DriverApi {
 #define VC_DRIVER_FIELD(name, version) PFN_##name##_v##version name = nullptr;

@@ -426,11 +426,22 @@ bool ours(CUpti_CallbackDomain domain, CUpti_CallbackId cbid) {
   return domain == CUPTI_CB_DOMAIN_RESOURCE && is_resource_event(cbid);
 }
 
+}  // namespace
+
+thread_local int OwnCalls::depth_ = 0;
+
+namespace {
+
 void CUPTIAPI on_callback(void *, CUpti_CallbackDomain domain, CUpti_CallbackId cbid, const void *data) {
   try {
-    if (domain == CUPTI_CB_DOMAIN_DRIVER_API && cbid < CUPTI_DRIVER_TRACE_CBID_SIZE) {
+    if (OwnCalls::active()) {
+      // A driver call vramcache itself makes (a copy of the explicit backend, inside a callback or a
+      // hook): not the program's, and the pager that issued it holds its lock.
+    } else if (domain == CUPTI_CB_DOMAIN_DRIVER_API && cbid < CUPTI_DRIVER_TRACE_CBID_SIZE) {
+      OwnCalls own;
       if (g_state->classes[cbid] != ApiClass::kNone) on_driver_api(cbid, static_cast<const CUpti_CallbackData *>(data));
     } else if (domain == CUPTI_CB_DOMAIN_RESOURCE && is_resource_event(cbid)) {
+      OwnCalls own;
       on_resource(cbid, static_cast<const CUpti_ResourceData *>(data));
     }
   } catch (...) {

@@ -11,6 +11,21 @@
 namespace vc::interpose {
 
 void start_launch_observer(Runtime *rt);
+
+// While one is alive on a thread, the driver calls that thread makes are vramcache's own: the
+// observer does not report them (each callback holds one while it runs, and the paging backends
+// hold one around their work in hooks).
+class OwnCalls {
+ public:
+  OwnCalls() { ++depth_; }
+  ~OwnCalls() { --depth_; }
+  OwnCalls(const OwnCalls &) = delete;
+  OwnCalls &operator=(const OwnCalls &) = delete;
+  static bool active() { return depth_ > 0; }
+
+ private:
+  static thread_local int depth_;
+};
 // Delivers every pending CUPTI activity record (device times, coverage counts) now.
 void flush_activity(Runtime *rt);
 // Profile mode, once the trace is written: device times are no longer needed, and collecting

@@ -170,17 +170,7 @@ bool ensure_paging(Runtime *rt) {
   CUcontext ctx = nullptr;
   if (explicit_backend(rt)) {
     ExplicitBackend *b = start_explicit(api, uint64_t(rt->options().num[kFrameSize]), uint64_t(rt->options().num[kBudget]));
-    if (b) {
-      g_explicit = b, mover = b->mover.get(), ctx = b->context, g_device = b->device;
-      std::thread([b, api] {
-        if (api->cuCtxSetCurrent(b->context) != CUDA_SUCCESS) {
-          VC_ERROR("the frame worker cannot set its context: paging stops");
-          b->mover->stop();
-          return;
-        }
-        b->mover->worker();
-      }).detach();
-    }
+    if (b) g_explicit = b, mover = b->mover.get(), ctx = b->context, g_device = b->device;
   } else {
     auto *m = new ManagedMover();
     if (api && m->start(api)) {
@@ -240,6 +230,7 @@ PagedAlloc paged_alloc(Runtime *rt, uint64_t size, uint64_t *ptr, const AllocApi
   PagedAlloc result = PagedAlloc::kRefused;
   uint64_t p = 0;
   if (explicit_backend(rt)) {
+    OwnCalls own;
     if (api.init) api.init();  // a current context, as the real allocation would make
     if (!ensure_paging(rt) || current_device() != g_device) {
       result = PagedAlloc::kPassThrough;
@@ -268,7 +259,11 @@ PagedAlloc paged_alloc(Runtime *rt, uint64_t size, uint64_t *ptr, const AllocApi
   return result;
 }
 
-bool paged_free(uint64_t ptr) { return ptr && g_explicit && g_explicit->mover->free(ptr); }
+bool paged_free(uint64_t ptr) {
+  if (!ptr || !g_explicit) return false;
+  OwnCalls own;
+  return g_explicit->mover->free(ptr);
+}
 
 void budget_mem_info(Runtime *rt, size_t *free_bytes, size_t *total_bytes) {
   if (!rt || !rt->paging_wanted() || g_state.load() == 2) return;

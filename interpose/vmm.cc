@@ -1,6 +1,5 @@
 // The driver side of the explicit-copy backend (runtime/frames.h, Note [Frames]): chunks and
-// mappings through the VMM API, two copy streams, events, and the counter that application
-// streams wait on (cuStreamWaitValue32 on pinned host memory the worker writes).
+// mappings through the VMM API, two copy streams and their events.
 #include "interpose/vmm.h"
 
 #include <mutex>
@@ -19,8 +18,7 @@ class CudaVmm final : public VmmDevice {
         !api->cuEventCreate || !api->cuEventRecord || !api->cuEventQuery || !api->cuEventSynchronize ||
         !api->cuStreamWaitEvent || !api->cuCtxSynchronize || !api->cuMemAddressReserve || !api->cuMemAddressFree ||
         !api->cuMemCreate || !api->cuMemRelease || !api->cuMemMap || !api->cuMemUnmap || !api->cuMemSetAccess ||
-        !api->cuMemGetAllocationGranularity || !api->cuMemcpyAsync || !api->cuMemHostAlloc ||
-        !api->cuMemHostGetDevicePointer || !api->cuStreamWaitValue32)
+        !api->cuMemGetAllocationGranularity || !api->cuMemcpyAsync)
       return why("the driver lacks a function the explicit backend needs");
     if (api->cuCtxGetCurrent(&ctx_) != CUDA_SUCCESS || !ctx_) return why("no current CUDA context");
     if (api->cuCtxGetDevice(&dev_) != CUDA_SUCCESS) return why("cuCtxGetDevice failed");
@@ -44,11 +42,7 @@ class CudaVmm final : public VmmDevice {
     granularity_ = std::max<uint64_t>(g_dev, g_host);
     for (CUstream &s : copy_)
       if (api->cuStreamCreate(&s, CU_STREAM_NON_BLOCKING) != CUDA_SUCCESS) return why("cuStreamCreate failed");
-    if (api->cuMemHostAlloc(reinterpret_cast<void **>(&counter_), sizeof(uint32_t),
-                            CU_MEMHOSTALLOC_DEVICEMAP | CU_MEMHOSTALLOC_PORTABLE) != CUDA_SUCCESS ||
-        api->cuMemHostGetDevicePointer(&counter_dev_, counter_, 0) != CUDA_SUCCESS)
-      return why("cannot allocate the completion counter");
-    *counter_ = 0;
+    if (api->cuEventCreate(&after_, CU_EVENT_DISABLE_TIMING) != CUDA_SUCCESS) return why("cuEventCreate failed");
     return true;
   }
   CUcontext context() const { return ctx_; }
@@ -81,11 +75,13 @@ class CudaVmm final : public VmmDevice {
   bool copy(int dir, uint64_t dst, uint64_t src, uint64_t bytes) override {
     return api_->cuMemcpyAsync(dst, src, bytes, copy_[dir]) == CUDA_SUCCESS;
   }
-  uint64_t record(uint64_t stream) override { return record_on(CUstream(stream)); }
-  uint64_t mark(int dir) override { return record_on(copy_[dir]); }
-  bool wait_event(int dir, uint64_t token) override {
-    return api_->cuStreamWaitEvent(copy_[dir], event(token), 0) == CUDA_SUCCESS;
+  // The event is recorded and waited for in one call (the caller holds its lock), so one does.
+  bool copies_after(uint64_t stream) override {
+    return api_->cuEventRecord(after_, CUstream(stream)) == CUDA_SUCCESS &&
+           api_->cuStreamWaitEvent(copy_[0], after_, 0) == CUDA_SUCCESS &&
+           api_->cuStreamWaitEvent(copy_[1], after_, 0) == CUDA_SUCCESS;
   }
+  uint64_t mark(int dir) override { return record_on(copy_[dir]); }
   int poll(uint64_t token, bool block) override {
     CUresult r = block ? api_->cuEventSynchronize(event(token)) : api_->cuEventQuery(event(token));
     return r == CUDA_SUCCESS ? 1 : r == CUDA_ERROR_NOT_READY ? 0 : -1;
@@ -93,13 +89,6 @@ class CudaVmm final : public VmmDevice {
   void drop(uint64_t token) override {
     std::lock_guard lock(mu_);
     free_.push_back(uint32_t(token - 1));
-  }
-  bool publish(uint32_t value) override {
-    __atomic_store_n(counter_, value, __ATOMIC_RELEASE);
-    return true;
-  }
-  bool stream_wait(uint64_t stream, uint32_t value) override {
-    return api_->cuStreamWaitValue32(CUstream(stream), counter_dev_, value, CU_STREAM_WAIT_VALUE_GEQ) == CUDA_SUCCESS;
   }
   bool synchronize() override { return api_->cuCtxSynchronize() == CUDA_SUCCESS; }
 
@@ -146,8 +135,7 @@ class CudaVmm final : public VmmDevice {
   int numa_ = 0;
   uint64_t granularity_ = 2 << 20;
   CUstream copy_[2] = {nullptr, nullptr};
-  uint32_t *counter_ = nullptr;
-  CUdeviceptr counter_dev_ = 0;
+  CUevent after_ = nullptr;
   std::mutex mu_;
   std::vector<CUevent> events_;  // grows only, so an index stays valid
   std::vector<uint32_t> free_;

@@ -24,7 +24,7 @@ for backend in managed explicit; do
 done
 sanitizer=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
 if [ -x "$sanitizer" ]; then
-  timeout 300 "$sanitizer" --tool memcheck --error-exitcode 9 env LD_PRELOAD="$PWD/build/libvramcache.so" \
+  timeout 60 "$sanitizer" --tool memcheck --error-exitcode 9 env LD_PRELOAD="$PWD/build/libvramcache.so" \
     VRAMCACHE_BUDGET=$budget VRAMCACHE_BACKEND=explicit build/samples/mlp --steps 20 > "$out/memcheck.log" 2>&1
   echo "memcheck of mlp under the explicit backend: exit $? ($(grep -c 'ERROR SUMMARY' "$out/memcheck.log") summary lines: $(grep 'ERROR SUMMARY' "$out/memcheck.log"))" | tee -a "$out/result.txt"
 fi
