@@ -13,7 +13,7 @@ import json
 import os
 
 GIB = 1 << 30
-POLICIES = ("plain", "reactive", "predictive")
+POLICIES = ("plain", "reactive", "predictive", "explicit-reactive", "explicit-predictive")
 
 
 def merge(paths):
@@ -65,31 +65,65 @@ def table(jobs):
     return lines
 
 
+def explicit_table(jobs):
+    """The explicit-copy backend against the managed one, for the jobs that have explicit runs."""
+    rows = [j for j in jobs if j.get("explicit-predictive") or j.get("explicit-reactive")]
+    if not rows:
+        return []
+    lines = ["| job | budget | managed reactive s/step | explicit reactive s/step | explicit predictive s/step "
+             "| explicit predictive vs managed reactive / vs managed predictive | bitwise (explicit r / p, steps) "
+             "| moved in / out per step, GB (explicit p) | copy rate while paging | device used peak (driver) |",
+             "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+    for j in rows:
+        mr, mp = j.get("reactive", {}), j.get("predictive", {})
+        er, ep = j.get("explicit-reactive", {}), j.get("explicit-predictive", {})
+        es = ep.get("summary") or {}
+        steps = max(1, len(ep.get("losses", [])))
+        moved_in, moved_out = es.get("paging_h2d_bytes", 0) / steps, es.get("paging_d2h_bytes", 0) / steps
+        t = ep.get("median_step_s")
+        ratio = lambda a, b: f"{a['median_step_s'] / b['median_step_s']:.2f}x" if a.get("median_step_s") and b.get("median_step_s") else "-"
+        used = max((r.get("summary") or {}).get("device_used_peak", 0) for r in (er, ep))
+        lines.append(
+            f"| {j['job']} | {j['budget_bytes'] / GIB:.3g} GiB | {mr.get('median_step_s', 0):.3g} | {er.get('median_step_s', 0):.3g} "
+            f"| {ep.get('median_step_s', 0):.3g} | **{ratio(mr, ep)}** / {ratio(mp, ep)} "
+            f"| {er.get('bitwise')} / {ep.get('bitwise')} ({len(er.get('losses', []))} / {len(ep.get('losses', []))}) "
+            f"| {gb(moved_in)} / {gb(moved_out)} | {(moved_in + moved_out) / t / 1e9:.0f} GB/s | {used / GIB:.2f} GiB |"
+            if t else f"| {j['job']} | explicit predictive did not finish | | | | | | | | |")
+    return lines
+
+
 def svg(jobs):
-    """Bar chart of seconds per step, reactive and predictive side by side, per configuration."""
+    """Bar chart of seconds per step, per mode side by side, per configuration."""
     rows = [j for j in jobs if j.get("reactive") and j.get("predictive") and j["job"][0].isdigit()]
     if not rows:
         return None
-    w, h, left, bottom, top = 640, 300, 50, 40, 30
+    modes = [m for m in (("reactive", "#d9822b", "managed reactive (LRU)"), ("predictive", "#2b6cb0", "managed predictive"),
+                         ("explicit-predictive", "#2f855a", "explicit predictive"))
+             if any(j.get(m[0]) for j in rows)]
+    w, h, left, bottom = 640, 340, 50, 40
+    top = 30 + 18 * len(modes)  # the legend sits above the bars
     top_s = max(j["reactive"]["median_step_s"] for j in rows) * 1.15
     group = (w - left - 10) / len(rows)
+    bar = 0.7 / len(modes)
     out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" font-family="sans-serif" font-size="12">',
-           f'<text x="{w / 2}" y="18" text-anchor="middle" font-size="14">GPT training under a budget: seconds per step '
-           f'(managed-memory backend)</text>']
+           f'<text x="{w / 2}" y="18" text-anchor="middle" font-size="14">GPT training under a budget: seconds per step</text>']
     y = lambda v: h - bottom - (h - bottom - top) * v / top_s
     for t in range(0, int(top_s) + 1, max(1, int(top_s // 5))):
         out.append(f'<line x1="{left}" x2="{w - 10}" y1="{y(t):.1f}" y2="{y(t):.1f}" stroke="#ddd"/>'
                    f'<text x="{left - 6}" y="{y(t) + 4:.1f}" text-anchor="end">{t}</text>')
     for i, j in enumerate(rows):
         x0 = left + i * group + group * 0.15
-        for k, (p, color) in enumerate((("reactive", "#d9822b"), ("predictive", "#2b6cb0"))):
+        for k, (p, color, _) in enumerate(modes):
+            if not j.get(p):
+                continue
             v = j[p]["median_step_s"]
-            x = x0 + k * group * 0.35
-            out.append(f'<rect x="{x:.1f}" y="{y(v):.1f}" width="{group * 0.33:.1f}" height="{h - bottom - y(v):.1f}" fill="{color}"/>'
-                       f'<text x="{x + group * 0.165:.1f}" y="{y(v) - 4:.1f}" text-anchor="middle">{v:.1f}</text>')
+            x = x0 + k * group * bar
+            out.append(f'<rect x="{x:.1f}" y="{y(v):.1f}" width="{group * bar * 0.95:.1f}" height="{h - bottom - y(v):.1f}" fill="{color}"/>'
+                       f'<text x="{x + group * bar / 2:.1f}" y="{y(v) - 4:.1f}" text-anchor="middle">{v:.1f}</text>')
         out.append(f'<text x="{x0 + group * 0.35:.1f}" y="{h - bottom + 16}" text-anchor="middle">GPT {j["job"].replace("-", " @ ")} GiB</text>')
-    out.append(f'<rect x="{w - 190}" y="{top}" width="12" height="12" fill="#d9822b"/><text x="{w - 172}" y="{top + 10}">reactive (LRU)</text>'
-               f'<rect x="{w - 190}" y="{top + 18}" width="12" height="12" fill="#2b6cb0"/><text x="{w - 172}" y="{top + 28}">predictive (learned plan)</text>')
+    for k, (_, color, label) in enumerate(modes):
+        out.append(f'<rect x="{w - 190}" y="{28 + 18 * k}" width="12" height="12" fill="{color}"/>'
+                   f'<text x="{w - 172}" y="{38 + 18 * k}">{label}</text>')
     out.append("</svg>")
     return "\n".join(out)
 
@@ -112,7 +146,16 @@ def main():
              "their deterministic mode; *bitwise* compares every step's loss with the run without vramcache.", ""]
     if chart:
         lines += ["![seconds per step](paging_step_time.svg)", ""]
-    lines += table(jobs)
+    lines += ["## Managed-memory backend", ""] + table(jobs)
+    explicit = explicit_table(jobs)
+    if explicit:
+        lines += ["", "## Explicit-copy backend (`--backend explicit`, frames of 16 MiB)", ""] + explicit
+        lines += ["", "The managed runs in this table come from earlier calls than the explicit ones (see the sources): "
+                  "these ratios are across calls, not side by side. Copy rate while paging: bytes moved both ways per step divided by seconds per step. The same call's "
+                  "probe (`build/samples/explicit_probe`) copied 16 MiB frames at 54-55 GB/s each way and 88-96 GB/s both "
+                  "ways at once. Device used peak: the driver's used memory above its level when paging started (device "
+                  "chunks are device memory, so this measures residency independently of the pager; it also holds the "
+                  "memory the program and libraries allocate outside the budget)."]
     lines += ["", "Seconds per step: median after the warm-up steps; predictive: median of the last half of its steps (it "
               "learns during the first ones). Moved per step: the pager's bytes for the whole run divided by its steps "
               "(the learning steps included). Unplanned migrations: CUPTI unified-memory migrations whose cause is not an "
