@@ -69,6 +69,7 @@ void publish(Runtime *rt, GemmApi api, const GemmOperand *ops, int n) {
   rt->on_gemm(api, ops, n);
   vc::interpose::GemmInProgress &g = vc::interpose::gemm_in_progress();
   g.n = n;
+  g.indirect = api == GemmApi::kCublasBatchedPointers;
   std::copy(ops, ops + n, g.ops);
 }
 
@@ -163,8 +164,8 @@ VC_EXPORT cublasStatus_t cublasGemmStridedBatchedEx(
               ldc, sc, batch, compute, algo);
 }
 
-// Pointer arrays live in device memory: the operands cannot be read here, so none is reported
-// (Note: such memory must stay resident once paging exists; DESIGN.md, hard problem 1).
+// Pointer arrays live in device memory: the operands cannot be read here, so none is reported, and
+// its kernels count as touching any allocation (the pager orders them like undecoded launches).
 VC_EXPORT cublasStatus_t cublasGemmBatchedEx(cublasHandle_t h, cublasOperation_t ta,
                                              cublasOperation_t tb, int m, int n, int k,
                                              const void *alpha, const void *const a[],

@@ -284,6 +284,7 @@ void on_launch(CUpti_CallbackId cbid, const CUpti_CallbackData *cb) {
   const GemmInProgress &gemm = gemm_in_progress();
   launch.gemm = gemm.ops;
   launch.gemm_count = gemm.n;
+  launch.indirect = gemm.indirect;
   // The per-thread default stream as an explicit handle, so that the pager orders work on it.
   launch.stream = reinterpret_cast<uint64_t>(per_thread && !stream ? CU_STREAM_PER_THREAD : stream);
   launch.captured = stream_capturing(stream, per_thread);

@@ -28,6 +28,7 @@ int capture_stack(uint64_t *pcs, int max);
 struct GemmInProgress {
   GemmOperand ops[4];
   int n = 0;
+  bool indirect = false;  // its operands are pointer arrays in device memory: its kernels may touch any allocation
 };
 GemmInProgress &gemm_in_progress();
 
@@ -41,7 +42,7 @@ class HookScope {
  public:
   explicit HookScope(HookGroup group) : group_(int(group)), outermost_(depth_[group_]++ == 0) {}
   ~HookScope() {
-    if (--depth_[group_] == 0 && group_ == int(HookGroup::kBlas)) gemm_in_progress().n = 0;
+    if (--depth_[group_] == 0 && group_ == int(HookGroup::kBlas)) gemm_in_progress() = {};
   }
   HookScope(const HookScope &) = delete;
   HookScope &operator=(const HookScope &) = delete;

@@ -50,7 +50,7 @@ using Touch = Ref;
 struct OpKey {
   OpKind kind = OpKind::kKernel;
   const char *name = "";
-  bool wildcard = false;  // a kernel whose parameters were not decoded: it may touch any page
+  bool wildcard = false;  // a kernel that may touch any page (parameters not decoded, or pointer arrays)
 };
 
 struct PagerStats {

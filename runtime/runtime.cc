@@ -89,7 +89,8 @@ void Runtime::on_launch(const Launch &launch) {
   RecordedOp op;
   op.kind = launch.in_graph ? OpKind::kGraphKernel : OpKind::kKernel;
   op.name = launch.name;
-  op.flags = (launch.decoded ? uint32_t(kOpDecoded) : 0u) | (launch.captured ? uint32_t(kOpCaptured) : 0u);
+  op.flags = (launch.decoded ? uint32_t(kOpDecoded) : 0u) | (launch.captured ? uint32_t(kOpCaptured) : 0u) |
+             (launch.indirect ? uint32_t(kOpIndirect) : 0u);
   op.stream = launch.stream;
   std::copy(launch.grid, launch.grid + 3, op.grid);
   std::copy(launch.block, launch.block + 3, op.block);
@@ -113,7 +114,7 @@ void Runtime::page_op(const RecordedOp &op, bool captured) {
   bool capture_open = counters_.captures_begun > counters_.captures_ended;
   bool kernel = op.kind == OpKind::kKernel || op.kind == OpKind::kGraphKernel;
   if (pg && !captured && !capture_open && op.kind != OpKind::kSync)
-    pg->on_op({op.kind, op.name, kernel && !(op.flags & kOpDecoded)}, op.stream, refs);
+    pg->on_op({op.kind, op.name, kernel && (!(op.flags & kOpDecoded) || (op.flags & kOpIndirect))}, op.stream, refs);
 }
 
 void Runtime::on_gemm(GemmApi api, const GemmOperand *ops, int n) {
@@ -397,6 +398,7 @@ std::string Runtime::summary_json() const {
     add("paging_divergences", s.divergences);
     add("paging_resyncs", s.resyncs);
     add("paging_plans", s.plans);
+    add("paging_wildcards", s.wildcards);
     add("paging_failed", s.failed);
     add("device_used_peak", c.device_used_peak);
     add("um_prefetch_h2d", c.um_prefetch_h2d);

@@ -39,6 +39,7 @@ struct Launch {
   uint64_t graph_node = 0;   // CUPTI graph node id
   const GemmOperand *gemm = nullptr;  // operands of the BLAS call this launch is part of
   int gemm_count = 0;
+  bool indirect = false;  // part of a BLAS call with pointer arrays in device memory: may touch any allocation
 };
 
 // A copy, set, synchronization or other observed call. Addresses and sizes where decoded.

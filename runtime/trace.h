@@ -32,6 +32,7 @@ const char *op_kind_name(OpKind kind);
 enum OpFlags : uint32_t {
   kOpDecoded = 1u << 0,   // kernel: parameter layout known, every pointer found
   kOpCaptured = 1u << 1,  // recorded into a stream capture: it did not run at this point
+  kOpIndirect = 1u << 2,  // kernel: reaches memory through pointers stored in device memory (not in its refs)
 };
 
 struct TraceAlloc {

@@ -234,6 +234,44 @@ TEST_CASE("runtime: on_launch counts launches and references into tracked alloca
   CHECK(c.refs == 15 + 2);
 }
 
+// A mover that only counts what the pager asks of it (every move succeeds at once).
+struct CountingMover : vc::Mover {
+  uint64_t fences = 0, waits = 0, afters = 0;
+  bool to_device(uint64_t, uint64_t) override { return true; }
+  bool to_host(uint64_t, uint64_t) override { return true; }
+  bool copy_after(uint64_t) override { return ++afters, true; }
+  uint64_t fence() override { return ++fences; }
+  bool stream_wait(uint64_t, uint64_t) override { return ++waits, true; }
+  bool passed(uint64_t) override { return false; }
+};
+
+// Under a budget, a kernel that may touch any page goes to the pager as a wildcard: one whose
+// parameters were not decoded, and one inside a BLAS call with pointer arrays in device memory.
+TEST_CASE("runtime: undecoded and pointer-array kernels reach the pager as wildcards") {
+  auto rt = make_runtime({{"VRAMCACHE_BUDGET", "64M"}});
+  CountingMover mover;
+  REQUIRE(rt->start_paging(&mover));
+  rt->on_alloc(0x10000000, 8 << 20, AllocKind::kDevice, 0, nullptr, 0, true);
+  std::vector<vc::ParamSlot> slots = {{0, 8}};
+  std::vector<uint8_t> buf(vc::param_buffer_size(slots), 0);
+  put64(buf, 0, 0x10000000);
+  vc::Launch decoded;
+  decoded.func = 1, decoded.decoded = true, decoded.params = buf.data(), decoded.params_size = buf.size();
+  decoded.slots = &slots;
+  vc::Launch opaque;
+  opaque.func = 2;
+  vc::Launch batched = decoded;
+  batched.indirect = true;
+  rt->on_launch(decoded);
+  CHECK(rt->pager()->stats().wildcards == 0);
+  rt->on_launch(opaque);
+  CHECK(rt->pager()->stats().wildcards == 1);
+  rt->on_launch(batched);
+  CHECK(rt->pager()->stats().wildcards == 2);
+  CHECK(mover.waits >= 2);  // each wildcard's stream waited for the moves before it
+  CHECK(json_values(*rt)["paging_wildcards"] == 2);
+}
+
 TEST_CASE("runtime: on_launch with an empty decoded parameter list") {
   auto rt = make_runtime();
   rt->on_alloc(0x10000, 0x1000, AllocKind::kDevice);
