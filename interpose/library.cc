@@ -150,7 +150,7 @@ __attribute__((constructor)) void library_start() {
     (void)w;
     _exit(2);
   }
-  log_configure(static_cast<LogLevel>(options.num[kLogLevel]), options.str[kLogFile].c_str());
+  log_configure(static_cast<LogLevel>(options.num[kLogLevel]), expand_path(options.str[kLogFile]).c_str());
   g_runtime.store(new Runtime(options, command_line()), std::memory_order_release);
   VC_INFO("started, mode %s", options.str[kMode].c_str());
 }
@@ -164,7 +164,7 @@ __attribute__((destructor)) void library_stop() {
   rt->finish_recording(symbolize, /*at_exit=*/true);
   std::string text = rt->summary_text();
   fputs(text.c_str(), stderr);
-  const std::string &path = rt->options().str[kSummaryFile];
+  const std::string path = expand_path(rt->options().str[kSummaryFile]);
   if (!path.empty()) {
     if (FILE *f = fopen(path.c_str(), "w")) {
       std::string json = rt->summary_json() + "\n";

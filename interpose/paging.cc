@@ -131,7 +131,7 @@ void status_thread(Runtime *rt, CUcontext ctx) {
     return api->cuMemGetInfo(&f, &t) == CUDA_SUCCESS ? uint64_t(t - f) : 0;
   };
   const uint64_t baseline = used();
-  const std::string path = with_pid(rt->options().str[kResidencyFile]);
+  const std::string path = expand_path(rt->options().str[kResidencyFile]);
   FILE *csv = path.empty() ? nullptr : fopen(path.c_str(), "w");
   if (!path.empty() && !csv) VC_WARN("cannot write the residency file %s", path.c_str());
   if (csv) fprintf(csv, "time_s,resident_bytes,device_used_bytes,moved_h2d_bytes,moved_d2h_bytes,misses\n");

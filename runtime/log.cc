@@ -5,6 +5,7 @@
 #include <fcntl.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -17,6 +18,14 @@ std::atomic<int> g_level{static_cast<int>(LogLevel::kWarn)};
 std::atomic<int> g_fd{2};
 const char *const kNames[] = {"ERROR", "WARN", "INFO", "DEBUG"};
 }  // namespace
+
+const char *process_rank() {
+  static const char *rank = [] {
+    const char *r = getenv("RANK");  // torchrun, and most launchers of one process per GPU
+    return r && *r && strspn(r, "0123456789") == strlen(r) ? r : nullptr;
+  }();
+  return rank;
+}
 
 void log_configure(LogLevel level, const char *path) {
   g_level.store(static_cast<int>(level));
@@ -40,8 +49,9 @@ void log_write(LogLevel level, const char *file, int line, const char *fmt, ...)
   } else {
     base = file;
   }
-  int n = snprintf(buf, sizeof buf, "vramcache %d:%ld %s %s:%d ", getpid(), (long)syscall(SYS_gettid),
-                   kNames[static_cast<int>(level)], base, line);
+  const char *rank = process_rank();
+  int n = snprintf(buf, sizeof buf, "vramcache %s%s%s%d:%ld %s %s:%d ", rank ? "rank " : "", rank ? rank : "", rank ? " " : "", getpid(),
+                   (long)syscall(SYS_gettid), kNames[static_cast<int>(level)], base, line);
   va_list ap;
   va_start(ap, fmt);
   if (n >= 0 && n < (int)sizeof buf) n += vsnprintf(buf + n, sizeof buf - n, fmt, ap);

@@ -8,6 +8,10 @@ namespace vc {
 enum class LogLevel : int { kError = 0, kWarn = 1, kInfo = 2, kDebug = 3 };
 
 // Set once at start-up from the options; read on every log call.
+// The process's rank among the processes of one job (the RANK variable of torchrun and most
+// launchers), or null. Log lines, the summary and `%r` in paths name it.
+const char *process_rank();
+
 void log_configure(LogLevel level, const char *path);
 LogLevel log_level();
 void log_write(LogLevel level, const char *file, int line, const char *fmt, ...)

@@ -9,6 +9,8 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "runtime/log.h"
+
 namespace vc {
 
 const OptionSpec kOptionSpecs[kOptionCount] = {
@@ -171,8 +173,17 @@ std::string options_markdown() {
   return md;
 }
 
-std::string with_pid(std::string path) {
-  if (size_t at = path.find("%p"); at != std::string::npos) path.replace(at, 2, std::to_string(getpid()));
+std::string expand_path(std::string path) {
+  const std::string pid = std::to_string(getpid()), rank = process_rank() ? process_rank() : "0";
+  for (size_t at = 0; (at = path.find('%', at)) != std::string::npos;) {
+    const std::string *with = path.compare(at, 2, "%p") == 0 ? &pid : path.compare(at, 2, "%r") == 0 ? &rank : nullptr;
+    if (!with) {
+      ++at;
+      continue;
+    }
+    path.replace(at, 2, *with);
+    at += with->size();
+  }
   return path;
 }
 

@@ -22,7 +22,8 @@ namespace vc {
   X(kLogLevel, "VRAMCACHE_LOG_LEVEL", kChoice, "warn", "error|warn|info|debug",                      \
     "least severe log level written")                                                              \
   X(kLogFile, "VRAMCACHE_LOG_FILE", kPath, "", "/tmp/vramcache.log",                                 \
-    "append log lines to this file instead of stderr")                                             \
+    "append log lines to this file instead of stderr; `%p` becomes the process id, `%r` its rank "  \
+    "(RANK, else 0), as in every path option")                                             \
   X(kSummaryFile, "VRAMCACHE_SUMMARY_FILE", kPath, "", "/tmp/vramcache-summary.json",                \
     "also write the exit summary as JSON to this file")                                            \
   X(kActivity, "VRAMCACHE_ACTIVITY", kBool, "0", "1",                                                \
@@ -113,9 +114,9 @@ bool parse_options(const EnvLookup &lookup, const char *const *environ_list, Opt
 // optional trailing B). False on anything else or on overflow.
 bool parse_size(const std::string &text, uint64_t *bytes);
 
-// A path option's value with its first `%p` replaced by this process's id (VRAMCACHE_TRACE_FILE,
-// VRAMCACHE_RESIDENCY_FILE), so that several processes under the library write apart.
-std::string with_pid(std::string path);
+// A path option's value with `%p` replaced by this process's id and `%r` by its rank (RANK, else 0),
+// so that several processes under the library write apart (every path option).
+std::string expand_path(std::string path);
 
 // Markdown table of every option (the README's list is generated from this).
 std::string options_markdown();

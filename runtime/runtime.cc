@@ -180,7 +180,7 @@ bool Runtime::finish_recording(const std::function<std::string(uint64_t)> &symbo
     if (!pg->learn(trace, &why)) VC_WARN("predictive paging: %s; paging stays reactive", why.c_str());
   }
   if (options_.mode() != Mode::kProfile) return true;
-  std::string path = with_pid(options_.str[kTraceFile]);
+  std::string path = expand_path(options_.str[kTraceFile]);
   if (!write_trace(trace, path, &error)) {
     VC_ERROR("profile: %s", error.c_str());
     return false;
@@ -276,7 +276,7 @@ std::string Runtime::summary_text() const {
   char buf[4096];
   int n = snprintf(
       buf, sizeof buf,
-      "vramcache summary (mode %s)\n"
+      "vramcache summary (mode %s%s%s)\n"
       "  allocations   %llu (device %llu, async %llu, managed %llu, vmm maps %llu), %.2f GB; "
       "failed %llu, refused %llu; vmm creates %llu\n"
       "  frees         %llu (untracked %llu); still tracked %zu, %.2f GB\n"
@@ -286,7 +286,8 @@ std::string Runtime::summary_text() const {
       "  gemms         cublas %llu, cublas pointer-array %llu, cublasLt %llu; operands with extent %llu "
       "(in tracked allocations %llu)\n"
       "  copies        %llu (%.2f GB decoded), sets %llu, syncs %llu, captures %llu/%llu\n",
-      options_.str[kMode].c_str(), (unsigned long long)f.allocs,
+      options_.str[kMode].c_str(), process_rank() ? ", rank " : "", process_rank() ? process_rank() : "",
+      (unsigned long long)f.allocs,
       (unsigned long long)c.allocs[0].load(), (unsigned long long)c.allocs[1].load(),
       (unsigned long long)c.allocs[2].load(), (unsigned long long)c.allocs[3].load(),
       c.alloc_bytes / 1e9, (unsigned long long)c.alloc_failures.load(),
@@ -339,6 +340,7 @@ std::string Runtime::summary_json() const {
     if (j.size() > 1) j += ",";
     j += std::string("\"") + key + "\":" + std::to_string(v);
   };
+  if (const char *rank = process_rank()) add("rank", strtoull(rank, nullptr, 10));
   add("allocs", f.allocs);
   add("allocs_device", c.allocs[0]);
   add("allocs_async", c.allocs[1]);

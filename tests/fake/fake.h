@@ -35,6 +35,9 @@
 constexpr uint64_t kFakeFunction = 0x1000;
 constexpr uint64_t kFakeKernel = 0x2000;
 constexpr uint64_t kFakeUnknownKernel = 0x3000;
+// fake_add(pointer a, pointer b, int n), laid out as kFakeFunction: the fake driver runs it at
+// launch, adding 1 to the first n bytes at a and at b (each unless null) in VMM-mapped memory.
+constexpr uint64_t kFakeAdd = 0x6000;
 // Fake graph: two kernel nodes and a child graph holding one more.
 constexpr uint64_t kFakeGraph = 0x4000;
 constexpr uint64_t kFakeChildGraph = 0x4100;

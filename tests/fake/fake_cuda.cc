@@ -1,13 +1,18 @@
 // Fake libcuda.so.1: the driver entry points vramcache hooks or calls, with cuGetProcAddress
 // following the real driver's rules (highest version <= the one asked for, _ptsz twins under the
 // per-thread flag), plus just enough launch, graph and capture behaviour to drive the launch
-// observer through the fake CUPTI. Every function counts its calls.
+// observer through the fake CUPTI. Every function counts its calls. The VMM API (what the explicit
+// paging backend calls) keeps real bytes behind its mappings, and copies, sets and the fake_add
+// kernel read and write through them, so a test can check a paged program's data byte by byte.
 #include <cuda.h>
 #include <cupti.h>
 #include <dlfcn.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <iterator>
+#include <vector>
 
 #include "tests/fake/fake.h"
 
@@ -107,12 +112,211 @@ DEF(CUresult, cuMemGetInfo, unsigned *free_bytes, unsigned *total) {
   *free_bytes = *total = 0;
   return counted("cuMemGetInfo");
 }
-DEF(CUresult, cuMemCreate, CUmemGenericAllocationHandle *h, size_t, const CUmemAllocationProp *, unsigned long long) {
-  *h = 1;
-  return counted("cuMemCreate");
+
+// ---- virtual memory management, with the driver's rules on host memory: a reservation is a range
+// of numbers; a chunk (cuMemCreate, host or device location alike) is a byte buffer; a chunk is
+// mapped whole, inside one reservation, where nothing is mapped; cuMemUnmap and cuMemSetAccess take
+// whole mappings; a reservation is freed exactly and only once nothing in it is mapped; a released
+// chunk lives until its last unmap. A mapped range is reachable once its access is set. Copies,
+// sets and the fake_add kernel read and write through this table: an address in a reservation that
+// does not resolve is an illegal address; addresses outside every reservation (those of take()) are
+// not backed, and copies there do nothing, as before. FAKE_CUDA_FAIL_MAP=N makes the Nth cuMemMap
+// of the process fail (out of memory), with no effect. ----
+namespace {
+constexpr uint64_t kGranularity = 2 << 20;
+struct PhysChunk {
+  std::vector<uint8_t> bytes;
+  bool device = false, released = false;
+  int maps = 0;
+};
+struct Mapping {
+  uint64_t bytes = 0, handle = 0;
+  bool access = false;
+};
+std::mutex g_vmm_mu;  // never held while a CUPTI callback runs
+std::map<uint64_t, uint64_t> g_reserved;  // va -> bytes
+std::map<uint64_t, Mapping> g_mapped;     // va -> what is mapped there
+std::map<uint64_t, PhysChunk> g_chunks;   // by handle
+uint64_t g_next_va = 0x500000000000ull, g_next_chunk = 0x100;
+uint64_t g_device_live = 0, g_device_peak = 0, g_host_live = 0;
+int g_map_calls = 0;
+
+// With g_vmm_mu held.
+bool in_reservation(uint64_t va, uint64_t bytes) {  // wholly inside one reservation
+  auto r = g_reserved.upper_bound(va);
+  return r != g_reserved.begin() && va + bytes <= std::prev(r)->first + std::prev(r)->second;
 }
-DEF(CUresult, cuMemMap, CUdeviceptr, size_t, size_t, CUmemGenericAllocationHandle, unsigned long long) { return counted("cuMemMap"); }
-DEF(CUresult, cuMemUnmap, CUdeviceptr, size_t) { return counted("cuMemUnmap"); }
+bool touches_reservation(uint64_t va, uint64_t bytes) {
+  auto r = g_reserved.lower_bound(va + bytes);
+  return r != g_reserved.begin() && std::prev(r)->first + std::prev(r)->second > va;
+}
+bool touches_mapping(uint64_t va, uint64_t bytes) {
+  auto m = g_mapped.lower_bound(va + bytes);
+  return m != g_mapped.begin() && std::prev(m)->first + std::prev(m)->second.bytes > va;
+}
+// The mappings that exactly cover [va, va + bytes), in order; empty if there are none such.
+std::vector<std::map<uint64_t, Mapping>::iterator> covering(uint64_t va, uint64_t bytes) {
+  std::vector<std::map<uint64_t, Mapping>::iterator> out;
+  for (uint64_t at = va; at < va + bytes;) {
+    auto m = g_mapped.find(at);
+    if (m == g_mapped.end() || at + m->second.bytes > va + bytes) return {};
+    out.push_back(m);
+    at += m->second.bytes;
+  }
+  return out;
+}
+void forget_chunk(std::map<uint64_t, PhysChunk>::iterator c) {
+  if (!c->second.released || c->second.maps) return;
+  (c->second.device ? g_device_live : g_host_live) -= c->second.bytes.size();
+  g_chunks.erase(c);
+}
+// Host memory behind device address `va` and the bytes that follow it in the same mapping; null if
+// nothing reachable is mapped there.
+uint8_t *at(uint64_t va, uint64_t *run) {
+  auto m = g_mapped.upper_bound(va);
+  if (m == g_mapped.begin()) return nullptr;
+  --m;
+  if (va >= m->first + m->second.bytes || !m->second.access) return nullptr;
+  *run = m->first + m->second.bytes - va;
+  return g_chunks.at(m->second.handle).bytes.data() + (va - m->first);
+}
+// One side of a copy: a device address, or host memory when `host` is set.
+struct Side {
+  uint64_t va;
+  uint8_t *host;
+};
+CUresult transfer(Side dst, Side src, uint64_t n) {
+  std::lock_guard<std::mutex> lock(g_vmm_mu);
+  if ((!dst.host && !touches_reservation(dst.va, n)) || (!src.host && !touches_reservation(src.va, n)))
+    return CUDA_SUCCESS;  // unbacked fake memory
+  while (n) {
+    uint64_t dst_run = n, src_run = n;
+    uint8_t *d = dst.host ? dst.host : at(dst.va, &dst_run);
+    uint8_t *s = src.host ? src.host : at(src.va, &src_run);
+    if (!d || !s) return CUDA_ERROR_ILLEGAL_ADDRESS;
+    uint64_t len = std::min({n, dst_run, src_run});
+    memmove(d, s, len);
+    dst.host ? dst.host += len : dst.va += len;
+    src.host ? src.host += len : src.va += len;
+    n -= len;
+  }
+  return CUDA_SUCCESS;
+}
+// `fn` on every byte of [va, va + n) (unbacked memory: nothing).
+template <class Fn>
+CUresult each_byte(uint64_t va, uint64_t n, Fn fn) {
+  std::lock_guard<std::mutex> lock(g_vmm_mu);
+  if (!touches_reservation(va, n)) return CUDA_SUCCESS;
+  while (n) {
+    uint64_t run = n;
+    uint8_t *p = at(va, &run);
+    if (!p) return CUDA_ERROR_ILLEGAL_ADDRESS;
+    run = std::min(run, n);
+    for (uint64_t i = 0; i < run; ++i) fn(p[i]);
+    va += run, n -= run;
+  }
+  return CUDA_SUCCESS;
+}
+}  // namespace
+
+// Test controls: "host_bytes", "device_bytes" (live chunks), "device_peak", "mappings",
+// "reservations"; fake_vmm_reachable(va): 1 if `va` resolves to memory.
+FAKE_EXPORT uint64_t fake_vmm_stat(const char *name) {
+  std::lock_guard<std::mutex> lock(g_vmm_mu);
+  std::string n = name;
+  return n == "host_bytes" ? g_host_live
+         : n == "device_bytes" ? g_device_live
+         : n == "device_peak" ? g_device_peak
+         : n == "mappings" ? g_mapped.size()
+         : n == "reservations" ? g_reserved.size()
+                               : ~uint64_t(0);
+}
+FAKE_EXPORT int fake_vmm_reachable(uint64_t va) {
+  std::lock_guard<std::mutex> lock(g_vmm_mu);
+  uint64_t run = 0;
+  return at(va, &run) != nullptr;
+}
+
+DEF(CUresult, cuMemGetAllocationGranularity, size_t *g, const CUmemAllocationProp *, CUmemAllocationGranularity_flags) {
+  *g = kGranularity;
+  return counted("cuMemGetAllocationGranularity");
+}
+DEF(CUresult, cuMemAddressReserve, CUdeviceptr *p, size_t size, size_t align, CUdeviceptr, unsigned long long) {
+  if (CUresult r = counted("cuMemAddressReserve")) return r;
+  if (size == 0 || size % kGranularity || (align & (align - 1))) return CUDA_ERROR_INVALID_VALUE;
+  std::lock_guard<std::mutex> lock(g_vmm_mu);
+  align = std::max<uint64_t>(align, kGranularity);
+  *p = (g_next_va + align - 1) / align * align;
+  g_next_va = *p + size + kGranularity;  // a gap: an overrun never lands in the next range
+  g_reserved[*p] = size;
+  return CUDA_SUCCESS;
+}
+DEF(CUresult, cuMemAddressFree, CUdeviceptr p, size_t size) {
+  if (CUresult r = counted("cuMemAddressFree")) return r;
+  std::lock_guard<std::mutex> lock(g_vmm_mu);
+  auto it = g_reserved.find(p);
+  if (it == g_reserved.end() || it->second != size || touches_mapping(p, size)) return CUDA_ERROR_INVALID_VALUE;
+  g_reserved.erase(it);
+  return CUDA_SUCCESS;
+}
+DEF(CUresult, cuMemCreate, CUmemGenericAllocationHandle *h, size_t size, const CUmemAllocationProp *prop, unsigned long long) {
+  if (CUresult r = counted("cuMemCreate")) return r;
+  CUmemLocationType where = prop ? prop->location.type : CU_MEM_LOCATION_TYPE_INVALID;
+  bool device = where == CU_MEM_LOCATION_TYPE_DEVICE;
+  if (size == 0 || size % kGranularity || (!device && where != CU_MEM_LOCATION_TYPE_HOST_NUMA && where != CU_MEM_LOCATION_TYPE_HOST))
+    return CUDA_ERROR_INVALID_VALUE;
+  std::lock_guard<std::mutex> lock(g_vmm_mu);
+  *h = g_next_chunk++;
+  PhysChunk &c = g_chunks[*h];
+  c.bytes.assign(size, uint8_t(*h * 37));  // garbage, as fresh memory may hold
+  c.device = device;
+  (device ? g_device_live : g_host_live) += size;
+  g_device_peak = std::max(g_device_peak, g_device_live);
+  return CUDA_SUCCESS;
+}
+DEF(CUresult, cuMemRelease, CUmemGenericAllocationHandle h) {
+  if (CUresult r = counted("cuMemRelease")) return r;
+  std::lock_guard<std::mutex> lock(g_vmm_mu);
+  auto c = g_chunks.find(h);
+  if (c == g_chunks.end() || c->second.released) return CUDA_ERROR_INVALID_VALUE;
+  c->second.released = true;
+  forget_chunk(c);
+  return CUDA_SUCCESS;
+}
+DEF(CUresult, cuMemMap, CUdeviceptr p, size_t size, size_t offset, CUmemGenericAllocationHandle h, unsigned long long) {
+  if (CUresult r = counted("cuMemMap")) return r;
+  std::lock_guard<std::mutex> lock(g_vmm_mu);
+  const char *fail = getenv("FAKE_CUDA_FAIL_MAP");
+  if (++g_map_calls == (fail ? atoi(fail) : 0)) return CUDA_ERROR_OUT_OF_MEMORY;
+  auto c = g_chunks.find(h);
+  if (c == g_chunks.end() || c->second.released || offset != 0 || size != c->second.bytes.size() ||
+      !in_reservation(p, size) || touches_mapping(p, size))
+    return CUDA_ERROR_INVALID_VALUE;
+  g_mapped[p] = Mapping{size, h, false};
+  c->second.maps++;
+  return CUDA_SUCCESS;
+}
+DEF(CUresult, cuMemUnmap, CUdeviceptr p, size_t size) {
+  if (CUresult r = counted("cuMemUnmap")) return r;
+  std::lock_guard<std::mutex> lock(g_vmm_mu);
+  auto whole = covering(p, size);
+  if (whole.empty()) return CUDA_ERROR_INVALID_VALUE;
+  for (auto m : whole) {
+    auto c = g_chunks.find(m->second.handle);
+    c->second.maps--;
+    g_mapped.erase(m);
+    forget_chunk(c);
+  }
+  return CUDA_SUCCESS;
+}
+DEF(CUresult, cuMemSetAccess, CUdeviceptr p, size_t size, const CUmemAccessDesc *desc, size_t count) {
+  if (CUresult r = counted("cuMemSetAccess")) return r;
+  std::lock_guard<std::mutex> lock(g_vmm_mu);
+  auto whole = covering(p, size);
+  if (whole.empty() || !desc || count == 0) return CUDA_ERROR_INVALID_VALUE;
+  for (auto m : whole) m->second.access = desc[0].flags == CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+  return CUDA_SUCCESS;
+}
 
 // ---- paging: the managed-memory backend's calls. Prefetched bytes are summed per direction;
 // FAKE_CUDA_FAIL_PREFETCH=1 makes every prefetch fail. Streams and events are plain numbers. ----
@@ -127,7 +331,11 @@ uint64_t handle() {
 FAKE_EXPORT uint64_t fake_prefetched_bytes(int to_device) { return g_prefetched[to_device != 0]; }
 DEF(CUresult, cuCtxGetDevice, CUdevice *d) { *d = 0; return counted("cuCtxGetDevice"); }
 DEF(CUresult, cuCtxSetCurrent, CUcontext) { return counted("cuCtxSetCurrent"); }
-DEF(CUresult, cuDeviceGetAttribute, int *v, CUdevice_attribute, CUdevice) { *v = 1; return counted("cuDeviceGetAttribute"); }
+// Every capability is there (concurrent managed access, VMM, host-NUMA VMM); the host NUMA node is 0.
+DEF(CUresult, cuDeviceGetAttribute, int *v, CUdevice_attribute a, CUdevice) {
+  *v = a == CU_DEVICE_ATTRIBUTE_HOST_NUMA_ID ? 0 : 1;
+  return counted("cuDeviceGetAttribute");
+}
 DEF(CUresult, cuStreamCreate, CUstream *s, unsigned) { *s = reinterpret_cast<CUstream>(handle()); return counted("cuStreamCreate"); }
 DEF(CUresult, cuEventCreate, CUevent *e, unsigned) { *e = reinterpret_cast<CUevent>(handle()); return counted("cuEventCreate"); }
 DEF(CUresult, cuEventRecord, CUevent, CUstream) { return counted("cuEventRecord"); }
@@ -145,12 +353,12 @@ DEF(CUresult, cuMemPrefetchAsync_v2, CUdeviceptr, size_t n, CUmemLocation to, un
 
 // ---- kernels: names and parameter layouts ----
 DEF(CUresult, cuFuncGetName, const char **name, CUfunction f) {
-  if (uint64_t(f) != kFakeFunction) return CUDA_ERROR_INVALID_HANDLE;
-  *name = "fake_function";
+  if (uint64_t(f) != kFakeFunction && uint64_t(f) != kFakeAdd) return CUDA_ERROR_INVALID_HANDLE;
+  *name = uint64_t(f) == kFakeAdd ? "fake_add" : "fake_function";
   return CUDA_SUCCESS;
 }
 DEF(CUresult, cuFuncGetParamInfo, CUfunction f, size_t i, size_t *offset, size_t *size) {
-  if (uint64_t(f) != kFakeFunction) return CUDA_ERROR_INVALID_HANDLE;
+  if (uint64_t(f) != kFakeFunction && uint64_t(f) != kFakeAdd) return CUDA_ERROR_INVALID_HANDLE;
   static const size_t layout[][2] = {{0, 8}, {8, 8}, {16, 4}};
   if (i >= 3) return CUDA_ERROR_INVALID_VALUE;
   *offset = layout[i][0], *size = layout[i][1];
@@ -170,23 +378,49 @@ DEF(CUresult, cuKernelGetParamInfo, CUkernel k, size_t i, size_t *offset, size_t
 }
 
 // ---- launches, copies, synchronization, capture (each one raises its CUPTI callbacks) ----
+namespace {
+// What a launch does: kernels run at once, on the host. Only fake_add touches memory: it adds 1 to
+// the first n bytes at each of its two pointers that is not null.
+CUresult run_kernel(CUfunction f, void **params) {
+  if (uint64_t(f) != kFakeAdd || !params) return CUDA_SUCCESS;
+  uint64_t n = uint64_t(*static_cast<int *>(params[2]));
+  for (int i = 0; i < 2; ++i)
+    if (uint64_t p = *static_cast<uint64_t *>(params[i]))
+      if (CUresult r = each_byte(p, n, [](uint8_t &b) { b++; })) return r;
+  return CUDA_SUCCESS;
+}
+}  // namespace
 DEF(CUresult, cuLaunchKernel, CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
     unsigned bz, unsigned smem, CUstream s, void **params, void **extra) {
   cuLaunchKernel_params p = {f, gx, gy, gz, bx, by, bz, smem, s, params, extra};
-  return traced(CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel, "cuLaunchKernel", p, [] { return CUDA_SUCCESS; });
+  return traced(CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel, "cuLaunchKernel", p, [=] { return run_kernel(f, params); });
 }
 DEF(CUresult, cuLaunchKernel_ptsz, CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
     unsigned bz, unsigned smem, CUstream s, void **params, void **extra) {
   cuLaunchKernel_ptsz_params p = {f, gx, gy, gz, bx, by, bz, smem, s, params, extra};
-  return traced(CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel_ptsz, "cuLaunchKernel_ptsz", p, [] { return CUDA_SUCCESS; });
+  return traced(CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel_ptsz, "cuLaunchKernel_ptsz", p, [=] { return run_kernel(f, params); });
 }
+// Copies run at once (the async one too: its stream is done when it returns).
 DEF(CUresult, cuMemcpyHtoD_v2, CUdeviceptr dst, const void *src, size_t n) {
   cuMemcpyHtoD_v2_params p = {dst, src, n};
-  return traced(CUPTI_DRIVER_TRACE_CBID_cuMemcpyHtoD_v2, "cuMemcpyHtoD_v2", p, [] { return CUDA_SUCCESS; });
+  return traced(CUPTI_DRIVER_TRACE_CBID_cuMemcpyHtoD_v2, "cuMemcpyHtoD_v2", p, [=] {
+    return transfer({dst, nullptr}, {0, static_cast<uint8_t *>(const_cast<void *>(src))}, n);
+  });
+}
+DEF(CUresult, cuMemcpyDtoH_v2, void *dst, CUdeviceptr src, size_t n) {
+  cuMemcpyDtoH_v2_params p = {dst, src, n};
+  return traced(CUPTI_DRIVER_TRACE_CBID_cuMemcpyDtoH_v2, "cuMemcpyDtoH_v2", p,
+                [=] { return transfer({0, static_cast<uint8_t *>(dst)}, {src, nullptr}, n); });
+}
+DEF(CUresult, cuMemcpyAsync, CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s) {
+  cuMemcpyAsync_params p = {dst, src, n, s};
+  return traced(CUPTI_DRIVER_TRACE_CBID_cuMemcpyAsync, "cuMemcpyAsync", p,
+                [=] { return transfer({dst, nullptr}, {src, nullptr}, n); });
 }
 DEF(CUresult, cuMemsetD8_v2, CUdeviceptr dst, unsigned char v, size_t n) {
   cuMemsetD8_v2_params p = {dst, v, n};
-  return traced(CUPTI_DRIVER_TRACE_CBID_cuMemsetD8_v2, "cuMemsetD8_v2", p, [] { return CUDA_SUCCESS; });
+  return traced(CUPTI_DRIVER_TRACE_CBID_cuMemsetD8_v2, "cuMemsetD8_v2", p,
+                [=] { return each_byte(dst, n, [v](uint8_t &b) { b = v; }); });
 }
 DEF(CUresult, cuCtxSynchronize) {
   int p = 0;
@@ -314,8 +548,13 @@ const Entry kEntries[] = {
     E("cuMemFreeAsync", 11020, true, cuMemFreeAsync_ptsz),
     E("cuMemAllocManaged", 6000, false, cuMemAllocManaged),
     E("cuMemCreate", 10020, false, cuMemCreate),
+    E("cuMemRelease", 10020, false, cuMemRelease),
+    E("cuMemAddressReserve", 10020, false, cuMemAddressReserve),
+    E("cuMemAddressFree", 10020, false, cuMemAddressFree),
     E("cuMemMap", 10020, false, cuMemMap),
     E("cuMemUnmap", 10020, false, cuMemUnmap),
+    E("cuMemSetAccess", 10020, false, cuMemSetAccess),
+    E("cuMemGetAllocationGranularity", 10020, false, cuMemGetAllocationGranularity),
     E("cuFuncGetName", 12030, false, cuFuncGetName),
     E("cuFuncGetParamInfo", 12040, false, cuFuncGetParamInfo),
     E("cuKernelGetName", 12030, false, cuKernelGetName),
@@ -323,6 +562,8 @@ const Entry kEntries[] = {
     E("cuLaunchKernel", 4000, false, cuLaunchKernel),
     E("cuLaunchKernel", 7000, true, cuLaunchKernel_ptsz),
     E("cuMemcpyHtoD", 3020, false, cuMemcpyHtoD_v2),
+    E("cuMemcpyDtoH", 3020, false, cuMemcpyDtoH_v2),
+    E("cuMemcpyAsync", 4000, false, cuMemcpyAsync),
     E("cuMemsetD8", 3020, false, cuMemsetD8_v2),
     E("cuCtxSynchronize", 2000, false, cuCtxSynchronize),
     E("cuStreamBeginCapture", 10010, false, cuStreamBeginCapture_v2),

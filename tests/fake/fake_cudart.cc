@@ -19,6 +19,8 @@ struct Driver {
   PFN_cuMemFreeAsync_v11020 mem_free_async = nullptr;
   PFN_cuMemAllocManaged_v6000 mem_alloc_managed = nullptr;
   PFN_cuMemGetInfo_v3020 mem_get_info = nullptr;
+  PFN_cuMemcpyHtoD_v3020 memcpy_htod = nullptr;
+  PFN_cuMemcpyDtoH_v3020 memcpy_dtoh = nullptr;
 };
 
 const Driver &driver() {
@@ -34,6 +36,8 @@ const Driver &driver() {
     gpa("cuMemFreeAsync", reinterpret_cast<void **>(&d.mem_free_async), 13000, CU_GET_PROC_ADDRESS_DEFAULT, &status);
     gpa("cuMemAllocManaged", reinterpret_cast<void **>(&d.mem_alloc_managed), 13000, CU_GET_PROC_ADDRESS_DEFAULT, &status);
     gpa("cuMemGetInfo", reinterpret_cast<void **>(&d.mem_get_info), 13000, CU_GET_PROC_ADDRESS_DEFAULT, &status);
+    gpa("cuMemcpyHtoD", reinterpret_cast<void **>(&d.memcpy_htod), 13000, CU_GET_PROC_ADDRESS_DEFAULT, &status);
+    gpa("cuMemcpyDtoH", reinterpret_cast<void **>(&d.memcpy_dtoh), 13000, CU_GET_PROC_ADDRESS_DEFAULT, &status);
     return d;
   }();
   return d;
@@ -100,4 +104,15 @@ DEF(cudaError_t, cudaMemGetInfo, size_t *free_bytes, size_t *total) {
   fake_record("cudaMemGetInfo");
   if (g_fake_result) return cudaError_t(g_fake_result);
   return from(driver().mem_get_info(free_bytes, total));
+}
+// Host to device and device to host only (the driver's copies; the fake driver keeps the bytes of
+// VMM-mapped memory). Other kinds are not faked.
+DEF(cudaError_t, cudaMemcpy, void *dst, const void *src, size_t n, cudaMemcpyKind kind) {
+  fake_record("cudaMemcpy");
+  if (g_fake_result) return cudaError_t(g_fake_result);
+  if (kind == cudaMemcpyHostToDevice && driver().memcpy_htod)
+    return from(driver().memcpy_htod(reinterpret_cast<CUdeviceptr>(dst), src, n));
+  if (kind == cudaMemcpyDeviceToHost && driver().memcpy_dtoh)
+    return from(driver().memcpy_dtoh(dst, reinterpret_cast<CUdeviceptr>(src), n));
+  return cudaErrorInvalidValue;
 }

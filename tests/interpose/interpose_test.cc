@@ -217,8 +217,13 @@ TEST_CASE("scenario: allocations, GEMMs, launches, graphs, copies, frees") {
   }
   CUmemGenericAllocationHandle handle = 0;
   CUmemAllocationProp prop = {};
+  prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+  prop.location = {CU_MEM_LOCATION_TYPE_DEVICE, 0};
   REQUIRE(mem_create(&handle, 8 << 20, &prop, 0) == CUDA_SUCCESS);      // vmm create 1
-  const CUdeviceptr mapped = 0x600000000000ull;
+  auto reserve = driver<PFN_cuMemAddressReserve_v10020>("cuMemAddressReserve");  // not hooked
+  REQUIRE((reserve != nullptr));
+  CUdeviceptr mapped = 0;
+  REQUIRE(reserve(&mapped, 8 << 20, 0, 0, 0) == CUDA_SUCCESS);
   REQUIRE(mem_map(mapped, 8 << 20, 0, handle, 0) == CUDA_SUCCESS);      // vmm map 1
 
   // GEMMs: every operand lies in a tracked allocation.

@@ -305,9 +305,12 @@ TEST_CASE("options: the budget is 0 (off) or at least 8M; the policy is one of t
   CHECK(contains(policy.error, "predictive, reactive"));
 }
 
-TEST_CASE("options: %p in a path becomes the process id, once") {
+TEST_CASE("options: %p in a path becomes the process id, %r the rank") {
   std::string pid = std::to_string(getpid());
-  CHECK(vc::with_pid("/tmp/t-%p.vctrace") == "/tmp/t-" + pid + ".vctrace");
-  CHECK(vc::with_pid("plain.csv") == "plain.csv");
-  CHECK(vc::with_pid("%p-%p") == pid + "-%p");
+  CHECK(vc::expand_path("/tmp/t-%p.vctrace") == "/tmp/t-" + pid + ".vctrace");
+  CHECK(vc::expand_path("plain.csv") == "plain.csv");
+  CHECK(vc::expand_path("%p-%p") == pid + "-" + pid);
+  CHECK(vc::expand_path("100%-%x%") == "100%-%x%");  // other % sequences stay
+  std::string rank = vc::process_rank() ? vc::process_rank() : "0";  // RANK of this test process, else 0
+  CHECK(vc::expand_path("/tmp/r%r-%p.log") == "/tmp/r" + rank + "-" + pid + ".log");
 }
