@@ -117,6 +117,7 @@ bool Pager::on_free(uint64_t alloc_id) {
     order_.erase({p.rank, {alloc_id, i}});
   }
   stats_.resident = resident_;
+  if (it->second.pinned) stats_.pinned_bytes -= it->second.size;
   stats_.paged_allocs--;
   stats_.paged_bytes -= it->second.size;
   allocs_.erase(it);
@@ -169,7 +170,7 @@ uint64_t Pager::rank_of(const Page &p) const {
 
 void Pager::rerank(PageKey k) {
   Page *p = page(k);
-  if (!p || !p->resident) return;
+  if (!p || !p->resident || p->pinned) return;
   order_.erase({p->rank, k});
   p->rank = rank_of(*p);
   order_.insert({p->rank, k});
@@ -419,6 +420,42 @@ void Pager::on_op(const OpKey &key, uint64_t stream, const std::vector<Touch> &t
   } else {
     for (PageKey key : need) rerank(key);
   }
+}
+
+bool Pager::is_paged(uint64_t alloc_id) const {
+  std::lock_guard lock(mu_);
+  return allocs_.count(alloc_id) > 0;
+}
+
+bool Pager::pin(uint64_t alloc_id, uint64_t stream) {
+  std::lock_guard lock(mu_);
+  auto it = allocs_.find(alloc_id);
+  if (it == allocs_.end() || stats_.failed) return false;
+  Alloc &a = it->second;
+  if (a.pinned) return true;
+  if (stats_.pinned_bytes + a.size > budget_ / 2) {
+    VC_WARN_CAPPED("cannot keep an allocation of %llu bytes resident: pinned memory would pass half the budget",
+                   (unsigned long long)a.size);
+    return false;
+  }
+  std::vector<PageKey> all, missing;
+  uint64_t missing_bytes = 0;
+  for (uint32_t i = 0; i < a.pages.size(); ++i) {
+    all.push_back({alloc_id, i});
+    if (!a.pages[i].resident) missing.push_back({alloc_id, i}), missing_bytes += page_bytes({alloc_id, i});
+  }
+  if (!missing.empty() && !(make_room(missing_bytes, stream, 0, all) && fetch(missing))) return false;
+  uint64_t wait = 0;
+  for (PageKey k : all) {
+    Page *p = page(k);
+    order_.erase({p->rank, k});
+    p->pinned = true;
+    wait = std::max(wait, p->fence);
+  }
+  if (wait && !mover_->passed(wait) && !mover_->stream_wait(stream, wait)) return fail("ordering after a pinned fetch"), false;
+  a.pinned = true;
+  stats_.pinned_bytes += a.size;
+  return true;
 }
 
 bool Pager::learn(const Trace &trace, std::string *why) {

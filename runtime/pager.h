@@ -68,6 +68,7 @@ struct PagerStats {
   std::atomic<uint64_t> resyncs{0};       // times it was found again
   std::atomic<uint64_t> plans{0};         // plans installed
   std::atomic<uint64_t> wildcards{0};     // ops that may have touched any page (not decoded)
+  std::atomic<uint64_t> pinned_bytes{0};  // of allocations kept resident for good (pin)
   std::atomic<bool> failed{false};        // a device call failed: paging stopped (Note [Paging failures])
 };
 
@@ -83,6 +84,12 @@ class Pager {
   // An op about to be enqueued on `stream`, touching `touches` (refs into any allocation;
   // unpaged ones are ignored). Ops recorded into a stream capture must not be passed here.
   void on_op(const OpKey &key, uint64_t stream, const std::vector<Touch> &touches);
+  // Keeps every page of paged allocation `alloc_id` resident from now on, fetched before what
+  // `stream` enqueues next: memory another party reaches at a fixed physical place (a buffer
+  // registered with NCCL). False (nothing pinned) if it is not paged, or pinned memory would pass
+  // half the budget; its free unpins it.
+  bool pin(uint64_t alloc_id, uint64_t stream);
+  bool is_paged(uint64_t alloc_id) const;
   // Predictive policy: learns the plan from a trace of the program's first iterations.
   // Returns false (and says why in `why`) when the trace has no usable period, or the policy is reactive.
   bool learn(const Trace &trace, std::string *why);
@@ -103,12 +110,14 @@ class Pager {
     uint64_t rank = 0;      // its key in order_ while resident
     uint64_t last_stream = 0;  // stream of its last access
     bool remote = false;       // accessed where it was, not fetched: a fetch must follow that access
+    bool pinned = false;       // resident for good (pin), never in order_
     std::vector<uint32_t> uses;  // plan positions that access it, ascending
   };
   struct Alloc {
     uint64_t base = 0, size = 0;
     std::vector<Page> pages;
     std::set<uint64_t> starts;  // offsets at which refs begin (Note [Extent of a live parameter pointer])
+    bool pinned = false;
   };
   using PageKey = std::pair<uint64_t, uint32_t>;  // (alloc id, page index)
 

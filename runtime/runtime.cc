@@ -189,6 +189,13 @@ bool Runtime::finish_recording(const std::function<std::string(uint64_t)> &symbo
   return true;
 }
 
+bool Runtime::pin(uint64_t ptr, uint64_t stream) {
+  Pager *pg = pager();
+  auto hit = allocs_.find(ptr);
+  if (!pg || !hit) return true;
+  return !pg->is_paged(hit->alloc.id) || pg->pin(hit->alloc.id, stream);
+}
+
 Pager *Runtime::start_paging(Mover *mover) {
   auto *pg = new Pager(mover, uint64_t(options_.num[kBudget]), paging_page_size(), PagingPolicy(options_.num[kPolicy]));
   Pager *none = nullptr;
@@ -401,6 +408,7 @@ std::string Runtime::summary_json() const {
     add("paging_resyncs", s.resyncs);
     add("paging_plans", s.plans);
     add("paging_wildcards", s.wildcards);
+    add("paging_pinned_bytes", s.pinned_bytes);
     add("paging_failed", s.failed);
     add("device_used_peak", c.device_used_peak);
     add("um_prefetch_h2d", c.um_prefetch_h2d);

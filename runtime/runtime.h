@@ -138,6 +138,9 @@ class Runtime {
   Pager *pager() { return pager_.load(std::memory_order_acquire); }
   const Pager *pager() const { return pager_.load(std::memory_order_acquire); }
   Pager *start_paging(Mover *mover);
+  // Keeps the paged allocation holding `ptr` resident for good (Pager::pin). True if it is (or
+  // `ptr` is not paged: nothing to keep).
+  bool pin(uint64_t ptr, uint64_t stream);
   // The pager's unit: a frame with the explicit backend, else VRAMCACHE_PAGE_SIZE.
   uint64_t paging_page_size() const {
     return uint64_t(options_.num[PagingBackend(options_.num[kBackend]) == PagingBackend::kExplicit ? kFrameSize : kPageSize]);

@@ -196,8 +196,10 @@ CUresult transfer(Side dst, Side src, uint64_t n) {
     if (!d || !s) return CUDA_ERROR_ILLEGAL_ADDRESS;
     uint64_t len = std::min({n, dst_run, src_run});
     memmove(d, s, len);
-    dst.host ? dst.host += len : dst.va += len;
-    src.host ? src.host += len : src.va += len;
+    if (dst.host) dst.host += len;
+    else dst.va += len;
+    if (src.host) src.host += len;
+    else src.va += len;
     n -= len;
   }
   return CUDA_SUCCESS;

@@ -14,8 +14,10 @@
 #include <dlfcn.h>
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cstring>
 #include <string>
+#include <vector>
 
 #include "tests/fake/fake.h"
 
@@ -427,4 +429,99 @@ TEST_CASE("paging: managed allocations, budget, memory figures, host limit, fail
   CHECK(cudaFree(a) == cudaSuccess);
   CHECK(cudaFree(b) == cudaSuccess);
   CHECK(cudaFree(c) == cudaSuccess);
+}
+
+namespace {
+// Byte i of explicit-paging buffer k as the program writes it: differs from frame to frame and
+// from buffer to buffer, so a frame mapped at the wrong place shows too.
+uint8_t pattern(int k, size_t i) {
+  uint32_t x = uint32_t(i) * 2654435761u ^ uint32_t(k + 1) * 40503u;
+  return uint8_t(x >> 24 ^ x >> 9);
+}
+}  // namespace
+
+// Explicit paging, run by run.sh with VRAMCACHE_BACKEND=explicit, VRAMCACHE_BUDGET=64M and
+// VRAMCACHE_FRAME_SIZE=16M (skipped otherwise): three 48 MiB allocations (144 MiB, over the budget)
+// become frames of the fake driver's VMM memory, which keeps real bytes behind each mapping. The
+// program writes a pattern into each, reads it back, runs fake_add kernels that touch them in turn
+// (one, then two at a time: more than the budget, so some frames are used at home), and reads every
+// byte back. A frame remapped before its data arrived, or evicted without it, shows as a wrong
+// byte. vramcache's own copies raise CUPTI callbacks inside the callbacks of the program's calls,
+// as on the GPU (run.sh runs this under a timeout: a re-entrant observer deadlocks). With
+// FAKE_CUDA_FAIL_MAP=N one cuMemMap fails: paging stops and every byte must still be intact.
+TEST_CASE("explicit paging: frames under a budget keep every byte") {
+  const char *backend = getenv("VRAMCACHE_BACKEND");
+  if (!getenv("VRAMCACHE_BUDGET") || !backend || strcmp(backend, "explicit") != 0) return;
+  const bool failing = getenv("FAKE_CUDA_FAIL_MAP") != nullptr;
+  const size_t mib = size_t(1) << 20, size = 48 * mib;
+  REQUIRE(libcuda());
+  auto vmm = control<uint64_t (*)(const char *)>("libcuda.so.1", "fake_vmm_stat");
+  auto reachable = control<int (*)(uint64_t)>("libcuda.so.1", "fake_vmm_reachable");
+  REQUIRE((vmm && reachable));
+  const int real_mallocs = calls("libcudart.so.13", "cudart", "cudaMalloc");
+  const int managed = calls("libcudart.so.13", "cudart", "cudaMallocManaged");
+  void *buf[3] = {};
+  for (void *&b : buf) REQUIRE(cudaMalloc(&b, size) == cudaSuccess);
+  // Frames of VMM address space, pinned host memory at home: no real allocation was made.
+  CHECK(calls("libcudart.so.13", "cudart", "cudaMalloc") == real_mallocs);
+  CHECK(calls("libcudart.so.13", "cudart", "cudaMallocManaged") == managed);
+  for (void *b : buf) CHECK(reachable(uint64_t(b)));
+  CHECK(vmm("host_bytes") == 3 * size);
+  size_t free_bytes = 0, total = 0;
+  REQUIRE(cudaMemGetInfo(&free_bytes, &total) == cudaSuccess);
+  CHECK(total == 64 * mib);
+
+  std::vector<uint8_t> host(size);
+  int adds[3] = {0, 0, 0};  // fake_add launches that touched each buffer
+  auto check_all = [&](const char *when) {
+    for (int k = 0; k < 3; ++k) {
+      std::fill(host.begin(), host.end(), uint8_t(0));
+      REQUIRE(cudaMemcpy(host.data(), buf[k], size, cudaMemcpyDeviceToHost) == cudaSuccess);
+      size_t wrong = 0, first = 0;
+      for (size_t i = 0; i < size; ++i)
+        if (host[i] != uint8_t(pattern(k, i) + adds[k]) && !wrong++) first = i;
+      CAPTURE(when);
+      CAPTURE(k);
+      CAPTURE(first);
+      CHECK(wrong == 0);
+    }
+  };
+  for (int k = 0; k < 3; ++k) {
+    for (size_t i = 0; i < size; ++i) host[i] = pattern(k, i);
+    REQUIRE(cudaMemcpy(buf[k], host.data(), size, cudaMemcpyHostToDevice) == cudaSuccess);
+  }
+  check_all("after writing");
+
+  using Launch = CUresult (*)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
+                              CUstream, void **, void **);
+  auto launch = driver<Launch>("cuLaunchKernel");
+  REQUIRE((launch != nullptr));
+  uint64_t x = 0, y = 0;
+  int n = int(size);
+  void *args[] = {&x, &y, &n};
+  for (int round = 0; round < 2; ++round) {
+    for (int k = 0; k < 3; ++k) {  // one buffer: fits the budget
+      x = uint64_t(buf[k]), y = 0;
+      REQUIRE(launch(reinterpret_cast<CUfunction>(kFakeAdd), 1, 1, 1, 1, 1, 1, 0, nullptr, args, nullptr) == CUDA_SUCCESS);
+      adds[k]++;
+    }
+    for (int k = 0; k < 3; ++k) {  // two: 96 MiB, some frames stay home
+      x = uint64_t(buf[k]), y = uint64_t(buf[(k + 1) % 3]);
+      REQUIRE(launch(reinterpret_cast<CUfunction>(kFakeAdd), 1, 1, 1, 1, 1, 1, 0, nullptr, args, nullptr) == CUDA_SUCCESS);
+      adds[k]++, adds[(k + 1) % 3]++;
+    }
+  }
+  check_all("after the kernels");
+
+  // Device chunks never took more than the budget; copies were made, unless paging stopped at once.
+  CHECK(vmm("device_peak") <= 64 * mib);
+  if (!failing) {
+    CHECK(vmm("device_peak") > 0);
+    CHECK(calls("libcuda.so.1", "cuda", "cuMemcpyAsync") > 0);
+  }
+  const int real_frees = calls("libcudart.so.13", "cudart", "cudaFree");
+  for (void *b : buf) CHECK(cudaFree(b) == cudaSuccess);
+  CHECK(calls("libcudart.so.13", "cudart", "cudaFree") == real_frees);  // paged: freed by vramcache
+  for (void *b : buf) CHECK(!reachable(uint64_t(b)));
+  CHECK(vmm("host_bytes") == 0);  // every frame's home given back
 }

@@ -315,6 +315,29 @@ TEST_CASE("pager: undecoded launches and remote pages order the moves after them
   CHECK(after7);
 }
 
+// A pinned allocation (a buffer NCCL registered) is fetched at once, waited for, and never
+// evicted; pinning past half the budget is refused; its free unpins it.
+TEST_CASE("pager: pinned allocations stay resident") {
+  Harness h(4 * kPage, kReactive);
+  h.alloc(1, 2 * kPage);
+  h.alloc(2, 4 * kPage);
+  h.alloc(3, 3 * kPage);
+  CHECK_FALSE(h.pager.pin(3, 1));  // 3 pages: more than half the budget
+  CHECK(h.stats().resident == 0);
+  REQUIRE(h.pager.pin(1, 1));
+  CHECK(h.stats().resident == 2 * kPage);
+  CHECK(h.stats().pinned_bytes == 2 * kPage);
+  CHECK(h.mover.log.back().kind == Call::kWait);  // the stream waits for the pinned pages
+  for (int i = 0; i < 5; ++i) h.run({"k", {at(2, 0, 2)}}), h.run({"k", {at(2, 2, 2)}});
+  for (const Call &c : h.mover.log)
+    if (c.kind == Call::kToHost) CHECK((c.a >> 32) != 1);  // allocation 1 never leaves
+  CHECK(h.stats().evictions > 0);
+  CHECK(h.pager.pin(1, 1));  // again: nothing more to do
+  CHECK(h.pager.on_free(1));
+  CHECK(h.stats().pinned_bytes == 0);
+  CHECK_FALSE(h.pager.pin(1, 1));  // gone
+}
+
 TEST_CASE("pager: divergence from the plan and resync") {
   Harness h(3 * kPage, kPredictive);
   h.alloc(1, 6 * kPage);
