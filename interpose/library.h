@@ -35,8 +35,9 @@ GemmInProgress &gemm_in_progress();
 // Re-entry guard, one per group of hooks. cudaMalloc reaches our cuMemAlloc_v2 through the
 // runtime's driver table, and cublasGemmEx reaches our cublasLtMatmul: the outer hook has already
 // reported the call, so only the outermost hook of a group on a thread acts. Groups are separate
-// because an allocation made inside a GEMM call (a workspace) is still an allocation.
-enum class HookGroup : int { kAlloc, kBlas, kCount };
+// because an allocation made inside a GEMM call (a workspace) is still an allocation. kNccl: an
+// allocation made inside an NCCL call is NCCL's own (shared with peers, registered): never paged.
+enum class HookGroup : int { kAlloc, kBlas, kNccl, kCount };
 
 class HookScope {
  public:
@@ -48,6 +49,8 @@ class HookScope {
   HookScope &operator=(const HookScope &) = delete;
   // The runtime to report to, or null if this hook must only pass through.
   Runtime *runtime() const { return outermost_ ? interpose::runtime() : nullptr; }
+  // Whether a hook of `group` is running on this thread.
+  static bool inside(HookGroup group) { return depth_[int(group)] > 0; }
 
  private:
   static thread_local int depth_[int(HookGroup::kCount)];

@@ -220,7 +220,8 @@ bool managed_admitted(Runtime *rt, uint64_t size) {
 
 PagedAlloc paged_alloc(Runtime *rt, uint64_t size, uint64_t *ptr, const AllocApi &api) {
   // After a failure the pager moves nothing: allocations are then made as the program asked.
-  if (!rt->paging_wanted() || size == 0 || g_state.load() == 2 || (rt->pager() && rt->pager()->stats().failed))
+  if (!rt->paging_wanted() || size == 0 || g_state.load() == 2 || (rt->pager() && rt->pager()->stats().failed) ||
+      HookScope::inside(HookGroup::kNccl))
     return PagedAlloc::kPassThrough;
   if (!rt->admit_paged(size, physical_memory())) {
     VC_WARN_CAPPED("allocation of %llu bytes refused: paged allocations would exceed the host limit "

@@ -81,6 +81,9 @@ void collect_refs(const RecordedOp &r, const AllocMap &allocs, std::vector<Ref> 
   }
   if (r.param_refs)
     for (const ParamRef &p : *r.param_refs) refs.push_back({p.alloc_id, p.offset, 0, Role::kUnknown});
+  if (r.ranges)
+    for (const Range &x : *r.ranges)
+      if (auto hit = allocs.find(x.addr)) refs.push_back({hit->alloc.id, hit->offset, x.bytes, x.role});
   if (r.kind == OpKind::kCopy || r.kind == OpKind::kSet) {
     if (auto hit = allocs.find(r.dst))
       refs.push_back({hit->alloc.id, hit->offset, r.bytes, r.bytes ? Role::kWritten : Role::kUnknown});

@@ -20,6 +20,12 @@
 
 namespace vc {
 
+// An exact range an op reads or writes, by address (a collective's buffers).
+struct Range {
+  uint64_t addr = 0, bytes = 0;
+  Role role = Role::kUnknown;
+};
+
 // A kernel launch, copy, set or sync as the recorder stores it.
 struct RecordedOp {
   OpKind kind = OpKind::kKernel;
@@ -34,6 +40,7 @@ struct RecordedOp {
   int gemm_count = 0;
   // Copies and sets: destination and source addresses with exact sizes (src 0 for a set).
   uint64_t dst = 0, src = 0, bytes = 0;
+  const std::vector<Range> *ranges = nullptr;  // further exact ranges (collectives)
 };
 
 // The refs of an op: exact GEMM operands, kernel-parameter pointers, copy and set ranges; one per

@@ -126,6 +126,17 @@ void Runtime::on_gemm(GemmApi api, const GemmOperand *ops, int n) {
   }
 }
 
+void Runtime::on_collective(const char *name, uint64_t stream, const std::vector<Range> &ranges) {
+  counters_.collectives++;
+  if (!pager() && !(recorder_ && recorder_->recording())) return;
+  RecordedOp op;
+  op.kind = OpKind::kCopy;
+  op.name = name;
+  op.stream = stream;
+  op.ranges = &ranges;
+  page_op(op, false);
+}
+
 void Runtime::on_api(ApiClass cls, const ApiCall &call) {
   if ((pager() || (recorder_ && recorder_->recording())) &&
       (cls == ApiClass::kCopy || cls == ApiClass::kSet || cls == ApiClass::kSync)) {
@@ -379,6 +390,7 @@ std::string Runtime::summary_json() const {
   add("copy_d2h_bytes", c.copy_d2h_bytes);
   add("sets", c.sets);
   add("syncs", c.syncs);
+  add("collectives", c.collectives);
   add("captures_begun", c.captures_begun);
   add("captures_ended", c.captures_ended);
   add("unmatched_lookups", c.unmatched_lookups);

@@ -76,6 +76,7 @@ struct Counters {
   std::atomic<uint64_t> copy_h2d_bytes{0}, copy_d2h_bytes{0};  // of those, host to device and back
   std::atomic<uint64_t> sets{0};
   std::atomic<uint64_t> syncs{0};
+  std::atomic<uint64_t> collectives{0};  // communication calls (NCCL), one per group
   std::atomic<uint64_t> captures_begun{0};
   std::atomic<uint64_t> captures_ended{0};
   std::atomic<uint64_t> unmatched_lookups{0};  // a lookup returned a function we did not know
@@ -116,6 +117,9 @@ class Runtime {
   void on_launch(const Launch &launch);
   void on_gemm(GemmApi api, const GemmOperand *ops, int n);
   void on_api(ApiClass cls, const ApiCall &call);
+  // A communication call (an NCCL collective, or a group of them) about to be enqueued on
+  // `stream`, reading and writing `ranges`: recorded and paged as one copy op named `name`.
+  void on_collective(const char *name, uint64_t stream, const std::vector<Range> &ranges);
   void on_api(ApiClass cls, uint64_t bytes) {
     ApiCall call;
     call.bytes = bytes;

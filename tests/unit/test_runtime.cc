@@ -272,6 +272,26 @@ TEST_CASE("runtime: undecoded and pointer-array kernels reach the pager as wildc
   CHECK(json_values(*rt)["paging_wildcards"] == 2);
 }
 
+// A collective (or a group of them) is one op touching exactly its buffers: the pager fetches
+// those pages, and only those.
+TEST_CASE("runtime: a collective pages exactly its ranges") {
+  auto rt = make_runtime({{"VRAMCACHE_BUDGET", "64M"}, {"VRAMCACHE_POLICY", "reactive"}});
+  struct Moves : CountingMover {
+    uint64_t in = 0;
+    bool to_device(uint64_t, uint64_t bytes) override { return in += bytes, true; }
+  } mover;
+  REQUIRE(rt->start_paging(&mover));
+  rt->on_alloc(0x10000000, 32 << 20, AllocKind::kDevice, 0, nullptr, 0, true);  // send, 32 MiB
+  rt->on_alloc(0x20000000, 32 << 20, AllocKind::kDevice, 0, nullptr, 0, true);  // receive
+  // 4 MiB out of the first, 8 MiB into the second (2 MiB pages).
+  std::vector<vc::Range> ranges = {{0x10000000, 4 << 20, vc::Role::kRead}, {0x20000000 + (2 << 20), 8 << 20, vc::Role::kWritten}};
+  rt->on_collective("ncclAllGather", 7, ranges);
+  CHECK(mover.in == (12u << 20));
+  CHECK(mover.waits == 1);
+  CHECK(rt->counters().collectives == 1);
+  CHECK(json_values(*rt)["collectives"] == 1);
+}
+
 TEST_CASE("runtime: on_launch with an empty decoded parameter list") {
   auto rt = make_runtime();
   rt->on_alloc(0x10000, 0x1000, AllocKind::kDevice);
