@@ -20,7 +20,7 @@ RUNTIME_OBJ   := $(RUNTIME_SRC:%.cc=$(BUILD)/obj/%.o)
 INTERPOSE_OBJ := $(INTERPOSE_SRC:%.cc=$(BUILD)/obj/%.o)
 PROFILER_OBJ  := $(PROFILER_SRC:%.cc=$(BUILD)/obj/%.o)
 UNIT_OBJ      := $(UNIT_SRC:%.cc=$(BUILD)/obj/%.o)
-FAKE_LIBS     := $(addprefix $(BUILD)/fake/,libcuda.so.1 libcudart.so.13 libcublas.so.13 libcublasLt.so.13 libcupti.so.13)
+FAKE_LIBS     := $(addprefix $(BUILD)/fake/,libcuda.so.1 libcudart.so.13 libcublas.so.13 libcublasLt.so.13 libcupti.so.13 libnccl.so.2)
 
 LIB := $(BUILD)/libvramcache.so
 CLI := $(BUILD)/vramcache
@@ -63,13 +63,14 @@ $(BUILD)/fake/libcudart.so.13: tests/fake/fake_cudart.cc
 $(BUILD)/fake/libcublas.so.13: tests/fake/fake_cublas.cc
 $(BUILD)/fake/libcublasLt.so.13: tests/fake/fake_cublasLt.cc
 $(BUILD)/fake/libcupti.so.13: tests/fake/fake_cupti.cc
+$(BUILD)/fake/libnccl.so.2: tests/fake/fake_nccl.cc
 $(FAKE_LIBS): tests/fake/fake.h
 	@mkdir -p $(@D)
 	$(CXX) -std=c++17 $(WARN) -fPIC -fvisibility=hidden -shared -I. $(CUDA_INC) -Wl,-Bsymbolic -Wl,-soname,$(@F) -o $@ $(filter %.cc,$^) -ldl
 
 # Linked like PyTorch: directly against the runtime and cuBLAS (the fakes), never libcuda.
 $(BUILD)/interpose_test: $(BUILD)/obj/tests/interpose/interpose_test.o $(FAKE_LIBS)
-	$(CXX) -o $@ $< -L$(BUILD)/fake -l:libcudart.so.13 -l:libcublas.so.13 -l:libcublasLt.so.13 -ldl
+	$(CXX) -o $@ $< -L$(BUILD)/fake -l:libcudart.so.13 -l:libcublas.so.13 -l:libcublasLt.so.13 -l:libnccl.so.2 -ldl
 
 test: $(LIB) $(CLI) $(BUILD)/unit_tests $(FAKE_LIBS) $(BUILD)/interpose_test
 	$(BUILD)/unit_tests

@@ -37,6 +37,7 @@ const char *lib_soname(Lib lib) {
     case Lib::kCublas: return "libcublas.so.13";
     case Lib::kCublasLt: return "libcublasLt.so.13";
     case Lib::kCupti: return "libcupti.so.13";
+    case Lib::kNccl: return "libnccl.so.2";
   }
   return "";
 }
@@ -103,7 +104,7 @@ void *real_function(HookId id) {
 }
 
 void *wrap_dlsym_result(const char *name, void *found) {
-  if (!found || !name || name[0] != 'c' || name[1] != 'u') return found;
+  if (!found || !name || !((name[0] == 'c' && name[1] == 'u') || strncmp(name, "nccl", 4) == 0)) return found;
   for (int i = 0; i < kHookCount; ++i) {
     if (strcmp(kHooks[i].symbol, name) != 0) continue;
     if (found == kHooks[i].wrapper) return found;

@@ -46,9 +46,29 @@ using GemmBatchedEx = cublasStatus_t (*)(cublasHandle_t, cublasOperation_t, cubl
                                          int, const void *const[], cudaDataType, int, const void *,
                                          void *const[], cudaDataType, int, int, cublasComputeType_t,
                                          cublasGemmAlgo_t);
+// NCCL (no header of it here: its ABI, from nccl.h of NCCL 2.x). Enums are int-sized; a
+// communicator is a pointer; ncclUniqueId is 128 bytes passed by value.
+using NcclResult = int;
+using NcclComm = void *;
+struct NcclUniqueId {
+  char internal[128];
+};
+using NcclInitRank = NcclResult (*)(NcclComm *, int, NcclUniqueId, int);
+using NcclInitRankConfig = NcclResult (*)(NcclComm *, int, NcclUniqueId, int, void *);
+using NcclInitAll = NcclResult (*)(NcclComm *, int, const int *);
+using NcclSplit = NcclResult (*)(NcclComm, int, int, NcclComm *, void *);
+using NcclAllReduce = NcclResult (*)(const void *, void *, size_t, int, int, NcclComm, cudaStream_t);
+using NcclBroadcast = NcclResult (*)(const void *, void *, size_t, int, int, NcclComm, cudaStream_t);
+using NcclReduce = NcclResult (*)(const void *, void *, size_t, int, int, int, NcclComm, cudaStream_t);
+using NcclAllGather = NcclResult (*)(const void *, void *, size_t, int, NcclComm, cudaStream_t);
+using NcclReduceScatter = NcclResult (*)(const void *, void *, size_t, int, int, NcclComm, cudaStream_t);
+using NcclSend = NcclResult (*)(const void *, size_t, int, int, NcclComm, cudaStream_t);
+using NcclRecv = NcclResult (*)(void *, size_t, int, int, NcclComm, cudaStream_t);
+using NcclGroup = NcclResult (*)();
+using NcclRegister = NcclResult (*)(NcclComm, void *, size_t, void **);
 }  // namespace abi
 
-enum class Lib : int { kCudart, kCuda, kCublas, kCublasLt, kCupti };
+enum class Lib : int { kCudart, kCuda, kCublas, kCublasLt, kCupti, kNccl };
 const char *lib_soname(Lib lib);
 
 enum HookId : int {
@@ -118,5 +138,19 @@ VC_DECLARE(cuGetProcAddress)
 VC_DECLARE(cuMemAllocAsync_ptsz)
 VC_DECLARE(cuMemAllocFromPoolAsync_ptsz)
 VC_DECLARE(cuMemFreeAsync_ptsz)
+VC_DECLARE(ncclCommInitRank)
+VC_DECLARE(ncclCommInitRankConfig)
+VC_DECLARE(ncclCommInitAll)
+VC_DECLARE(ncclCommSplit)
+VC_DECLARE(ncclAllReduce)
+VC_DECLARE(ncclBroadcast)
+VC_DECLARE(ncclReduce)
+VC_DECLARE(ncclAllGather)
+VC_DECLARE(ncclReduceScatter)
+VC_DECLARE(ncclSend)
+VC_DECLARE(ncclRecv)
+VC_DECLARE(ncclGroupStart)
+VC_DECLARE(ncclGroupEnd)
+VC_DECLARE(ncclCommRegister)
 #undef VC_DECLARE
 }
