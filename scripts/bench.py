@@ -66,6 +66,7 @@ PAGER_FIELDS = ("budget", "paging_h2d_bytes", "paging_d2h_bytes", "peak_resident
                 "paging_waits", "paging_failed", "um_gpu_faults", "um_unplanned_h2d", "um_unplanned_d2h")
 MIN_RUN_S = 45  # a run with less time than this before the deadline is not started
 STEP_LINE = re.compile(r"^step (\d+) loss (\S+) time (\S+)$")
+LOG_LINE = re.compile(r"^vramcache \d+:\d+ (INFO|DEBUG) ")
 
 
 class Nvml:
@@ -78,6 +79,7 @@ class Nvml:
             import pynvml
             pynvml.nvmlInit()
             self.nvml, self.handle, self.error = pynvml, pynvml.nvmlDeviceGetHandleByIndex(0), None
+            self.util_error = None
         except Exception as e:  # no NVML: the figures that need it are null, with this reason
             self.nvml, self.error = None, f"NVML not available: {e!r}"
 
@@ -110,8 +112,8 @@ class Nvml:
             s = {"t": time.monotonic()}
             try:
                 s["util"] = nv.nvmlDeviceGetUtilizationRates(h).gpu
-            except Exception:
-                pass
+            except Exception as e:  # not supported (MIG, some drivers): the idle fraction says why
+                self.util_error = f"NVML utilization not available: {e!r}"
             try:
                 s["used"] = nv.nvmlDeviceGetMemoryInfo(h).used
             except Exception:
@@ -149,6 +151,10 @@ class Nvml:
             self.kill_group(proc.pid)
             proc.wait()
             rc = 124
+        except BaseException:  # interrupted (SIGTERM, Ctrl-C): the command must not outlive us
+            self.kill_group(proc.pid)
+            done.set()
+            raise
         for t in readers:  # a leftover process of the group may hold the pipes open
             t.join(10)
         if any(t.is_alive() for t in readers):
@@ -180,16 +186,30 @@ def timed_from(mode, n, warmup):
     return warmup
 
 
-def idle_fraction(samples, window, nvml_error):
+def idle_fraction(samples, window, nvml):
     """(1 - mean utilization / 100 over the samples in `window`, sample count, reason if null)."""
-    if nvml_error:
-        return None, 0, nvml_error
-    if not window:
-        return None, 0, "no timed steps"
+    if nvml.error:
+        return None, 0, nvml.error
     util = [s["util"] for s in samples if "util" in s and window[0] <= s["t"] <= window[1]]
     if not util:
-        return None, 0, "no NVML utilization sample in the timed window"
+        return None, 0, nvml.util_error or "no NVML utilization sample in the timed window"
     return round(1 - statistics.mean(util) / 100, 4), len(util), None
+
+
+def error_tail(err, out, n=6):
+    """The last `n` lines of stderr that say why a run failed: without vramcache's info and debug log
+    lines and its exit summary (a block of indented lines), which end stderr; else stdout's."""
+    keep, in_summary = [], False
+    for line in err.splitlines():
+        if line.startswith("vramcache summary ("):
+            in_summary = True
+            continue
+        if in_summary and line.startswith("  "):
+            continue
+        in_summary = False
+        if line.strip() and not LOG_LINE.match(line):
+            keep.append(line)
+    return "\n".join((keep or [line for line in out.splitlines() if line.strip()])[-n:])
 
 
 def clean_env():
@@ -217,7 +237,7 @@ def run_mode(nvml, args, results, size, mode, budget, call, time_left):
     r.update(steps=steps, warmup=warmup)
     timeout = min(args.timeout, time_left())
     if timeout < MIN_RUN_S:
-        r.update(status="skipped", error=f"not started: {time_left():.0f} s left before the call's deadline")
+        r.update(status="skipped", error=f"not started: {max(0, time_left()):.0f} s left before the call's deadline")
         print(f"  {tag}: SKIPPED ({r['error']})", flush=True)
         return r
     cmd = [sys.executable, "samples/gpt/train_gpt.py", "--size", size, "--steps", str(steps), "--warmup", str(warmup)]
@@ -273,7 +293,7 @@ def run_mode(nvml, args, results, size, mode, budget, call, time_left):
     skip = timed_from(mode, n, warmup)
     if rc != 0 or not summary or n <= skip:
         r["status"] = "failed"
-        r["error"] = "\n".join((err or out).strip().splitlines()[-6:]) or f"exit code {rc}, no output"
+        r["error"] = error_tail(err, out) or f"exit code {rc}, no output"
         if paging:  # how far its losses matched before it stopped
             r.update(bitwise_check(results, r))
         print(f"  {tag}: FAILED rc={rc}: {r['error'].splitlines()[-1]}", flush=True)
@@ -281,7 +301,7 @@ def run_mode(nvml, args, results, size, mode, budget, call, time_left):
     timed = steps_seen[skip:]
     median = statistics.median(d for _, _, d in timed)
     window = (timed[0][0] - timed[0][2], timed[-1][0])
-    idle, n_util, why = idle_fraction(samples, window, nvml.error)
+    idle, n_util, why = idle_fraction(samples, window, nvml)
     r.update(status="ok", median_step_s=median, timed_steps=[skip, n - 1], tokens_per_s=summary["batch"] * summary["seq"] / median,
              torch_peak_reserved_bytes=summary["peak_reserved_bytes"], params=summary["params"],
              idle_fraction=idle, idle_samples=n_util, idle_window_s=round(window[1] - window[0], 3))
@@ -327,15 +347,28 @@ def record_trace(args, size, time_left):
         return trace, None
     timeout = min(args.timeout, time_left())
     if timeout < MIN_RUN_S:
-        return None, f"not recorded: {time_left():.0f} s left before the call's deadline"
+        return None, f"not recorded: {max(0, time_left()):.0f} s left before the call's deadline"
     cmd = [CLI, "profile", "--iterations", "3", "-o", pdir, "--", sys.executable, "samples/gpt/train_gpt.py",
            "--size", size, "--steps", "8"]
+    rc, out = run_quiet(cmd, timeout)
+    return (trace, None) if rc == 0 and os.path.exists(trace) else (None, f"{' '.join(cmd)}: exit {rc}: {out.strip()[-500:]}")
+
+
+def run_quiet(cmd, timeout):
+    """(exit code, 124 on timeout; stderr, else stdout). In its own session, so that a timeout ends the
+    whole command: `vramcache profile` runs the program in a child of its own."""
+    proc = subprocess.Popen(cmd, cwd=ROOT, env=clean_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)
     try:
-        p = subprocess.run(cmd, cwd=ROOT, env=clean_env(), capture_output=True, text=True, timeout=timeout)
-        tail = (p.stderr or p.stdout).strip()[-500:]
+        out, err = proc.communicate(timeout=timeout)
+        return proc.returncode, err or out
     except subprocess.TimeoutExpired:
-        tail = f"profile timed out after {timeout:.0f}s"
-    return (trace, None) if os.path.exists(trace) else (None, f"{' '.join(cmd)}: {tail}")
+        Nvml.kill_group(proc.pid)
+        out, err = proc.communicate()
+        return 124, (err or out) + f"\nTIMEOUT after {timeout:.0f}s"
+    except BaseException:
+        Nvml.kill_group(proc.pid)
+        raise
 
 
 def simulate(args, size, trace, budget, call, time_left):
@@ -344,13 +377,11 @@ def simulate(args, size, trace, budget, call, time_left):
     timeout = min(120, time_left())
     if timeout < 5:
         return dict(base, status="skipped", error="not run: the call's deadline has passed")
-    try:
-        p = subprocess.run([CLI, "simulate", "--budget", f"{budget}G", "-o", path, trace], cwd=ROOT,
-                           capture_output=True, text=True, timeout=timeout)
-    except subprocess.TimeoutExpired:
-        return dict(base, status="failed", error=f"simulate timed out after {timeout:.0f}s")
-    if p.returncode != 0:
-        return dict(base, status="failed", error=(p.stderr or p.stdout).strip()[-500:])
+    if os.path.exists(path):
+        os.remove(path)
+    rc, out = run_quiet([CLI, "simulate", "--budget", f"{budget}G", "-o", path, trace], timeout)
+    if rc != 0 or not os.path.exists(path):
+        return dict(base, status="failed", error=f"exit {rc}: {out.strip()[-500:]}")
     return dict(json.load(open(path)), **base, status="ok")
 
 
@@ -368,17 +399,25 @@ def load_earlier(path):
                "runs": [dict(r, call=call, deterministic=False, steps=r.get("steps", res.get("steps")),
                              warmup=r.get("warmup", res.get("warmup"))) for r in res.get("runs", []) if r["mode"] in MODES],
                "simulated": [dict(s, call=call) for s in res.get("simulated", [])]}
+    res.setdefault("references", [])
     return res
 
 
 def put(results, r):
-    """Adds run `r`, replacing the earlier run of the same key unless `r` was only skipped."""
+    """Adds run `r`, replacing the earlier run of the same key unless `r` was only skipped. A replaced
+    in-VRAM or FSDP2 run stays under `references` while runs of its call remain: each call runs its own
+    in-VRAM reference, and the report takes ratios against the reference of the run's own call."""
     for i, x in enumerate(results["runs"]):
         if key(x) == key(r):
             if r["status"] != "skipped" or x.get("status") == "skipped":
                 results["runs"][i] = r
-            return
-    results["runs"].append(r)
+                if x["mode"] in ("in_vram", "fsdp2") and x.get("status") == "ok":
+                    results.setdefault("references", []).append(x)
+            break
+    else:
+        results["runs"].append(r)
+    calls = {x.get("call") for x in results["runs"]}
+    results["references"] = [x for x in results.get("references", []) if x.get("call") in calls and x is not r]
 
 
 def parse_budgets(spec, sizes):
@@ -404,6 +443,10 @@ def git_commit():
         return (head + ("+changes" if dirty else "")) or None
     except OSError:
         return None
+
+
+def interrupted(signum, frame):
+    raise KeyboardInterrupt(f"signal {signum}")
 
 
 def main():
@@ -435,11 +478,12 @@ def main():
         budgets = parse_budgets(args.budgets, sizes) if args.budgets else {s: BUDGETS[s] for s in sizes}
     except ValueError as e:
         ap.error(str(e))
+    args.out = os.path.abspath(args.out)  # the commands run in ROOT, and their summary files go here
     started = time.monotonic()
     time_left = (lambda: started + args.deadline - time.monotonic()) if args.deadline else (lambda: float("inf"))
     os.makedirs(args.out, exist_ok=True)
     path = os.path.join(args.out, "results.json")
-    results = {"calls": [], "runs": [], "simulated": []}
+    results = {"calls": [], "runs": [], "simulated": [], "references": []}
     if os.path.exists(path) and not args.fresh:
         results = load_earlier(path)
     call = time.strftime("%Y-%m-%d %H:%M:%S")
@@ -453,9 +497,23 @@ def main():
         with open(path, "w") as f:
             json.dump(results, f, indent=1)
 
+    # `timeout` (bench.sh's backstop) sends SIGTERM: end as on Ctrl-C, so that Nvml.run ends the
+    # command it started (in its own session, it would outlive us) and the file keeps what was saved.
+    signal.signal(signal.SIGTERM, interrupted)
     nvml = Nvml()
     if nvml.error:
         print(f"bench: {nvml.error}: no NVML peaks or idle fractions", flush=True)
+    try:
+        run_all(args, nvml, results, sizes, modes, budgets, call, time_left, save)
+    except KeyboardInterrupt as e:  # what was saved stays; the run in progress is lost
+        save()
+        print(f"bench: interrupted ({e}); results so far in {path}", flush=True)
+        sys.exit(1)
+    save()
+    print(f"bench: results in {path} ({time.monotonic() - started:.0f} s)")
+
+
+def run_all(args, nvml, results, sizes, modes, budgets, call, time_left, save):
     for size in sizes:
         todo = [(m, None) for m in BASELINES if m in modes] + [(m, b) for b in budgets[size] for m in PAGING if m in modes]
         for mode, budget in todo:
@@ -473,8 +531,6 @@ def main():
                       f"{sim.get('predictive', {}).get('step_s')} bound {sim.get('bound', {}).get('bound_s')}"
                       f"{'' if sim['status'] == 'ok' else ': ' + sim['error']}", flush=True)
             save()
-    save()
-    print(f"bench: results in {path} ({time.monotonic() - started:.0f} s)")
 
 
 if __name__ == "__main__":
