@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "interpose/launch_observer.h"
 #include "interpose/library.h"
 #include "interpose/symbols.h"
 #include "runtime/log.h"
@@ -17,6 +18,7 @@ using vc::Role;
 using vc::Runtime;
 using vc::interpose::HookGroup;
 using vc::interpose::HookScope;
+using vc::interpose::OwnCalls;
 using vc::interpose::addr;
 using vc::interpose::abi::NcclComm;
 using vc::interpose::abi::NcclResult;
@@ -59,6 +61,7 @@ void collective(Runtime *rt, const char *name, cudaStream_t stream, std::vector<
     for (const Range &r : ranges) p.ranges.push_back({addr(stream), r});
     return;
   }
+  OwnCalls own;  // the pager's copies are not the program's
   rt->on_collective(name, addr(stream), ranges);
 }
 
@@ -158,6 +161,7 @@ VC_EXPORT NcclResult ncclGroupEnd() {
     std::vector<std::pair<uint64_t, Range>> all;
     all.swap(p.ranges);
     if (Runtime *rt = scope.runtime()) {
+      OwnCalls own;
       std::stable_sort(all.begin(), all.end(), [](const auto &x, const auto &y) { return x.first < y.first; });
       std::vector<Range> ranges;
       for (size_t i = 0; i < all.size(); ++i) {
@@ -176,7 +180,10 @@ VC_EXPORT NcclResult ncclGroupEnd() {
 VC_EXPORT NcclResult ncclCommRegister(NcclComm comm, void *buff, size_t size, void **handle) {
   HookScope scope(HookGroup::kNccl);
   VC_REAL_OR_FAIL(ncclCommRegister, kNcclSystemError);
-  if (Runtime *rt = scope.runtime(); rt && !rt->pin(addr(buff), 0))
-    VC_WARN_CAPPED("a buffer registered with NCCL (%zu bytes) could not be kept resident: it stays paged", size);
+  if (Runtime *rt = scope.runtime()) {
+    OwnCalls own;  // the pager's copies are not the program's
+    if (!rt->pin(addr(buff), 0))
+      VC_WARN_CAPPED("a buffer registered with NCCL (%zu bytes) could not be kept resident: it stays paged", size);
+  }
   return real(comm, buff, size, handle);
 }

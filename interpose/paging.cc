@@ -238,11 +238,12 @@ PagedAlloc paged_alloc(Runtime *rt, uint64_t size, uint64_t *ptr, const AllocApi
     } else if (g_explicit->mover->allocate(size, &p)) {
       *ptr = p;
       return PagedAlloc::kDone;
-    } else if (g_explicit->mover->stats().failed) {
-      result = PagedAlloc::kPassThrough;
     } else {
-      VC_WARN_CAPPED("paged allocation of %llu bytes failed: no pinned host memory or address space for its frames",
-                     (unsigned long long)size);
+      // Our failure is not the program's: it gets the allocation it asked for, outside the budget.
+      if (!g_explicit->mover->stats().failed)
+        VC_WARN_CAPPED("allocation of %llu bytes is not paged: its frames could not be made (pinned host memory "
+                       "or address space); it is made as the program asked", (unsigned long long)size);
+      result = PagedAlloc::kPassThrough;
     }
   } else if (api.allocate_managed(size, &p)) {
     // One device is paged: the first one allocated on. Allocations on others pass through.

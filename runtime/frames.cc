@@ -103,8 +103,15 @@ bool FrameMover::allocate(uint64_t size, uint64_t *va) {
 void FrameMover::release(Alloc *a) {
   bool ok = true;
   for (Frame &f : a->frames) {
-    ok &= dev_->unmap(f.va, f.bytes);
-    if (f.where == Where::kResident || f.where == Where::kEvicting) give_chunk(f.chunk, f.chunk_va, f.bytes);
+    bool unmapped = dev_->unmap(f.va, f.bytes);
+    ok &= unmapped;
+    if (f.where == Where::kResident || f.where == Where::kEvicting) {
+      if (unmapped) {
+        give_chunk(f.chunk, f.chunk_va, f.bytes);
+      } else {
+        in_use_ -= f.bytes;  // still mapped at the freed address: never handed out again
+      }
+    }
     ok &= dev_->unmap(f.home_va, f.bytes);
     ok &= dev_->release(f.home);
   }

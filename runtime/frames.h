@@ -76,6 +76,7 @@ class FrameMover final : public Mover {
   uint64_t fence() override;
   bool stream_wait(uint64_t stream, uint64_t f) override;  // waits here, on the host
   bool passed(uint64_t f) override;
+  bool failed_and_logged() const override { return stats_.failed; }
 
   const FrameStats &stats() const { return stats_; }
   // One line: moves in flight, copies, remaps, device chunks (for the status line).

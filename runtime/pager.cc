@@ -43,9 +43,10 @@ namespace vc {
 // may use a frame during its remap; the managed backend's driver keeps any access coherent):
 //  - an eviction's copies wait for the stream of each victim's last access;
 //  - a page accessed where it was (remote) is fetched only after that stream's work;
-//  - a wildcard op (a kernel whose parameters were not decoded) may touch any page: its stream
-//    waits for every move issued so far, and the moves after it wait for its stream (recorded
-//    at the next op, once the wildcard launch is enqueued).
+//  - a wildcard op (a kernel whose parameters were not decoded, or one reaching memory through
+//    pointer arrays) may touch any page: no prefetch is issued at it, its stream waits for every
+//    move issued until then (its own misses included), and the moves after it wait for its stream
+//    (recorded at the next op, once the wildcard launch is enqueued).
 //
 // Note [Extent of a live parameter pointer]
 // Like the profiler's Note [Extent of a parameter pointer], but learned as the program runs: a
@@ -195,7 +196,7 @@ uint64_t Pager::next_use(const Page &p, uint64_t from) const {
 }
 
 void Pager::fail(const char *what) {
-  if (!stats_.failed.exchange(true))
+  if (!stats_.failed.exchange(true) && !mover_->failed_and_logged())
     VC_ERROR("paging stopped: %s failed; the program goes on with its data where it is", what);
 }
 
@@ -364,12 +365,6 @@ void Pager::on_op(const OpKey &key, uint64_t stream, const std::vector<Touch> &t
     wildcard_stream_ = 0;
     if (!order_after(s)) return;
   }
-  if (key.wildcard) {
-    stats_.wildcards++;
-    uint64_t f = mover_->fence();
-    if (!f || !mover_->stream_wait(stream, f)) return fail("ordering an undecoded launch after the moves");
-    wildcard_stream_ = stream;
-  }
   thread_local std::vector<PageKey> need;
   pages_of(touches, &need);
   if (plan_) {
@@ -416,9 +411,17 @@ void Pager::on_op(const OpKey &key, uint64_t stream, const std::vector<Touch> &t
     ++pos_;
     for (uint32_t a = plan.first[k]; a < plan.first[k + 1]; ++a) rerank(plan.acc[a]);
     for (PageKey key : need) rerank(key);
-    prefetch_ahead(stream, need);
+    if (!key.wildcard) prefetch_ahead(stream, need);  // a wildcard's come after it (next op)
   } else {
     for (PageKey key : need) rerank(key);
+  }
+  if (key.wildcard && !stats_.failed) {
+    // It may touch any page: every move issued so far (its own misses' evictions included) is
+    // complete before it runs, and the next moves wait for it.
+    stats_.wildcards++;
+    uint64_t f = mover_->fence();
+    if (!f || !mover_->stream_wait(stream, f)) return fail("ordering an undecoded launch after the moves");
+    wildcard_stream_ = stream;
   }
 }
 

@@ -40,6 +40,8 @@ class Mover {
   virtual bool stream_wait(uint64_t stream, uint64_t f) = 0;
   // True once fence `f` has passed on the device (then every earlier fence has too).
   virtual bool passed(uint64_t f) = 0;
+  // True if the mover failed and said why itself (the pager then logs nothing more).
+  virtual bool failed_and_logged() const { return false; }
 };
 
 // One range an op touches, as the recorder resolves it (Ref): bytes 0 = a kernel-parameter

@@ -36,6 +36,7 @@ const char *soname(const char *lib) {
          : l == "kCuda"   ? "libcuda.so.1"
          : l == "kCublas" ? "libcublas.so.13"
          : l == "kCupti"  ? "libcupti.so.13"
+         : l == "kNccl"   ? "libnccl.so.2"
                           : "libcublasLt.so.13";
 }
 const Row kRows[] = {
@@ -473,7 +474,7 @@ TEST_CASE("explicit paging: frames under a budget keep every byte") {
 
   std::vector<uint8_t> host(size);
   int adds[3] = {0, 0, 0};  // fake_add launches that touched each buffer
-  auto check_all = [&](const char *when) {
+  auto check_all = [&](std::string when) {
     for (int k = 0; k < 3; ++k) {
       std::fill(host.begin(), host.end(), uint8_t(0));
       REQUIRE(cudaMemcpy(host.data(), buf[k], size, cudaMemcpyDeviceToHost) == cudaSuccess);
@@ -524,4 +525,51 @@ TEST_CASE("explicit paging: frames under a budget keep every byte") {
   CHECK(calls("libcudart.so.13", "cudart", "cudaFree") == real_frees);  // paged: freed by vramcache
   for (void *b : buf) CHECK(!reachable(uint64_t(b)));
   CHECK(vmm("host_bytes") == 0);  // every frame's home given back
+}
+
+// NCCL under a budget (run.sh runs it with the explicit backend): memory NCCL allocates for itself
+// is not paged; each collective, and a group at its end, is one op over its buffers; a registered
+// buffer is kept resident. The calls reach the fake libnccl unchanged.
+TEST_CASE("nccl: set-up, collectives, groups and registration under a budget") {
+  if (!getenv("VRAMCACHE_BUDGET") || !getenv("VC_TEST_NCCL")) return;
+  struct UniqueId {
+    char internal[128];
+  };
+  REQUIRE(dlopen("libnccl.so.2", RTLD_NOW | RTLD_GLOBAL));  // as libtorch_cuda's dependency loads it
+  using Init = int (*)(void **, int, UniqueId, int);
+  using AllReduce = int (*)(const void *, void *, size_t, int, int, void *, cudaStream_t);
+  using AllGather = int (*)(const void *, void *, size_t, int, void *, cudaStream_t);
+  using Group = int (*)();
+  using Register = int (*)(void *, void *, size_t, void **);
+  auto init = reinterpret_cast<Init>(dlsym(RTLD_DEFAULT, "ncclCommInitRank"));
+  auto all_reduce = reinterpret_cast<AllReduce>(dlsym(RTLD_DEFAULT, "ncclAllReduce"));
+  auto all_gather = reinterpret_cast<AllGather>(dlsym(RTLD_DEFAULT, "ncclAllGather"));
+  auto group_start = reinterpret_cast<Group>(dlsym(RTLD_DEFAULT, "ncclGroupStart"));
+  auto group_end = reinterpret_cast<Group>(dlsym(RTLD_DEFAULT, "ncclGroupEnd"));
+  auto reg = reinterpret_cast<Register>(dlsym(RTLD_DEFAULT, "ncclCommRegister"));
+  REQUIRE((init && all_reduce && all_gather && group_start && group_end && reg));
+  CHECK(in_vramcache(reinterpret_cast<void *>(all_reduce)));
+
+  const size_t mib = size_t(1) << 20;
+  void *buf[2] = {};
+  for (void *&b : buf) REQUIRE(cudaMalloc(&b, 16 * mib) == cudaSuccess);  // paged
+  const int driver_allocs = calls("libcuda.so.1", "cuda", "cuMemAlloc_v2");
+  void *comm = nullptr;
+  REQUIRE(init(&comm, 2, UniqueId{}, 0) == 0);
+  // NCCL's own buffer was made for real by the driver, not paged.
+  CHECK(calls("libcuda.so.1", "cuda", "cuMemAlloc_v2") == driver_allocs + 1);
+
+  const size_t floats = 4 * mib / sizeof(float);
+  const int kFloat = 7, kSum = 0;
+  CHECK(all_reduce(buf[0], buf[1], floats, kFloat, kSum, comm, nullptr) == 0);  // collective 1
+  REQUIRE(group_start() == 0);
+  CHECK(all_reduce(buf[0], buf[0], floats, kFloat, kSum, comm, nullptr) == 0);
+  CHECK(all_reduce(buf[1], buf[1], floats, kFloat, kSum, comm, nullptr) == 0);
+  REQUIRE(group_end() == 0);                                                     // collective 2
+  CHECK(all_gather(buf[0], buf[1], floats, kFloat, comm, nullptr) == 0);        // 3: 32 MiB gathered
+  void *handle = nullptr;
+  CHECK(reg(comm, buf[0], 16 * mib, &handle) == 0);  // kept resident from now on
+  CHECK(calls("libnccl.so.2", "nccl", "ncclAllReduce") == 3);
+  CHECK(calls("libnccl.so.2", "nccl", "ncclGroupEnd") == 1);
+  CHECK(calls("libnccl.so.2", "nccl", "ncclCommRegister") == 1);
 }

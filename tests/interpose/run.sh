@@ -3,7 +3,8 @@
 # in count mode (the exit summary must hold the scenario's exact counts), with CUPTI taken by
 # another tool (vramcache degrades, the program still passes), in off mode (pure pass-through),
 # in profile mode, and under a budget (paging with the fake driver's prefetches, and with all of
-# them failing). Also: a bad VRAMCACHE_* value stops the program before it starts.
+# them failing; explicit paging over the fake driver's VMM memory, with every byte checked, and with
+# one mapping failing). Also: a bad VRAMCACHE_* value stops the program before it starts.
 set -u
 build=${1:-build}
 lib=$PWD/$build/libvramcache.so
@@ -24,6 +25,10 @@ expect_json() {  # expect_json FILE key=value...
   for kv in "$@"; do
     grep -q "\"${kv%%=*}\":${kv#*=}[,}]" "$file" || bad "$(basename "$file"): expected ${kv%%=*}=${kv#*=}, got $(grep -o "\"${kv%%=*}\":[0-9]*" "$file")"
   done
+}
+json_num() {  # json_num FILE key: the key's number, or -1 if it is missing
+  local v; v=$(grep -o "\"$2\":[0-9]*" "$1" | head -1 | cut -d: -f2)
+  echo "${v:--1}"
 }
 
 # 1. count mode: every figure of the scenario in interpose_test.cc.
@@ -92,16 +97,72 @@ else
   bad "paging failure: test program failed"; cat "$out/paging-failure.log"
 fi
 
-# 6. configuration errors stop the program before main, with one line naming the variable.
+# 6. explicit paging (VRAMCACHE_BACKEND=explicit): three 48 MiB allocations under a 64 MiB budget
+#    become frames of the fake driver's VMM memory, which keeps their bytes; the test program checks
+#    every byte after its writes and after kernels that modify them (interpose_test.cc). Under
+#    `timeout 20`: vramcache's own copies raise CUPTI callbacks inside the callbacks of the program's
+#    calls, and an observer that reports them re-enters the pager and deadlocks (OwnCalls,
+#    launch_observer.h). The program's copies are counted, ours are not (copies=9: 3 writes, 6 reads),
+#    nor are our VMM calls (vmm_creates=0, allocs_vmm_map=0).
+explicit() {  # explicit NAME [VAR=VALUE...]
+  local name=$1; shift
+  timeout -k 5 20 env LD_PRELOAD="$lib" LD_LIBRARY_PATH="$PWD/$build/fake" VRAMCACHE_SUMMARY_FILE="$out/$name.json" \
+    VRAMCACHE_BUDGET=64M VRAMCACHE_BACKEND=explicit VRAMCACHE_FRAME_SIZE=16M VRAMCACHE_HOST_LIMIT=256M "$@" \
+    "$build/interpose_test" --minimal -tc="${TC:-explicit paging*}" >"$out/$name.log" 2>&1
+}
+explicit explicit-paging; rc=$?
+if [ $rc = 124 ] || [ $rc = 137 ]; then
+  bad "explicit paging: timed out after 20 s (a deadlock: our own driver calls re-entering the pager?)"; tail -5 "$out/explicit-paging.log"
+elif [ $rc != 0 ]; then
+  bad "explicit paging: test program failed (rc $rc)"; cat "$out/explicit-paging.log"
+else
+  expect_json "$out/explicit-paging.json" budget=67108864 allocs_device=3 alloc_bytes=150994944 frees=3 \
+    paged_allocs=0 paged_bytes=0 resident=0 paging_failed=0 launches=12 launches_decoded=12 \
+    copies=9 copy_h2d_bytes=150994944 copy_d2h_bytes=301989888 vmm_creates=0 allocs_vmm_map=0 launch_observer_on=1
+  for key in paging_h2d_bytes paging_d2h_bytes paging_evictions paging_remote; do
+    [ "$(json_num "$out/explicit-paging.json" $key)" -gt 0 ] || bad "explicit paging: $key is not above 0"
+  done
+  peak=$(json_num "$out/explicit-paging.json" peak_resident)
+  [ "$peak" -gt 0 ] && [ "$peak" -le 67108864 ] || bad "explicit paging: peak_resident $peak is not within the 64M budget"
+  ! grep -q "paging stopped\|cannot start" "$out/explicit-paging.log" || bad "explicit paging: $(grep 'paging stopped\|cannot start' "$out/explicit-paging.log")"
+fi
+# With the Nth cuMemMap of the process failing: maps 1-18 are the allocations' frames (3 x 3 frames,
+# each mapped at its address and at its staging address), 19-21 the first device chunks, 22 the first
+# remap of a frame to the device, 25 the first remap of one back to the host. Paging stops with one
+# line naming the call that failed, nothing more moves, and every byte is still intact.
+for case in "22:remapping a frame to the device" "25:remapping a frame to the host"; do
+  n=${case%%:*} what=${case#*:} name=explicit-failure-${case%%:*}
+  explicit "$name" FAKE_CUDA_FAIL_MAP="$n"; rc=$?
+  if [ $rc != 0 ]; then
+    bad "explicit paging, map $n failing: test program failed (rc $rc)"; tail -20 "$out/$name.log"; continue
+  fi
+  expect_json "$out/$name.json" paging_failed=1 resident=0 paged_allocs=0 copies=9
+  [ "$(grep -c "explicit paging stopped: $what failed" "$out/$name.log")" = 1 ] ||
+    bad "explicit paging, map $n failing: expected one 'explicit paging stopped: $what failed' line, got: $(grep 'stopped' "$out/$name.log")"
+  [ "$(grep -c 'paging stopped' "$out/$name.log")" = 1 ] ||
+    bad "explicit paging, map $n failing: expected one 'paging stopped' line, got $(grep -c 'paging stopped' "$out/$name.log")"
+done
+
+# 6b. NCCL under a budget (explicit backend, fake libnccl): NCCL's own memory is not paged; a
+#    collective and a group are one op each (collectives=3); a registered buffer stays resident.
+TC='nccl*' explicit nccl VC_TEST_NCCL=1; rc=$?
+if [ $rc != 0 ]; then
+  bad "nccl: test program failed (rc $rc)"; tail -20 "$out/nccl.log"
+else
+  expect_json "$out/nccl.json" collectives=3 paging_pinned_bytes=16777216 paging_failed=0
+  [ "$(json_num "$out/nccl.json" paging_h2d_bytes)" = 33554432 ] || bad "nccl: the collectives' two buffers were not paged in once each"
+fi
+
+# 7. configuration errors stop the program before main, with one line naming the variable.
 msg=$(env LD_PRELOAD="$lib" VRAMCACHE_MODE=fast true 2>&1); rc=$?
 [ $rc = 2 ] && [ "$msg" = "vramcache: VRAMCACHE_MODE=fast is not valid: expected one of off, count, profile (for example VRAMCACHE_MODE=count)" ] ||
   bad "bad VRAMCACHE_MODE: rc=$rc msg=$msg"
 msg=$(env LD_PRELOAD="$lib" VRAMCACHE_BUGDET=1 true 2>&1); rc=$?
 [ $rc = 2 ] && [[ $msg == *"VRAMCACHE_BUGDET is not a vramcache option"* ]] || bad "misspelled variable: rc=$rc msg=$msg"
 
-# 7. a process that never touches CUDA prints nothing.
+# 8. a process that never touches CUDA prints nothing.
 msg=$(env LD_PRELOAD="$lib" true 2>&1)
 [ -z "$msg" ] || bad "a process without CUDA printed: $msg"
 
-[ $fail = 0 ] && note "all checks passed (count, CUPTI taken, off, profile, paging, paging failure, configuration errors, no CUDA)"
+[ $fail = 0 ] && note "all checks passed (count, CUPTI taken, off, profile, paging, paging failure, explicit paging, explicit paging failures, nccl, configuration errors, no CUDA)"
 exit $fail

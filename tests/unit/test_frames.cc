@@ -1,9 +1,11 @@
-// Tests of the explicit-copy backend's frame mover (runtime/frames.h) against FakeVmm, a device that
-// keeps memory contents: chunks are byte vectors, an address resolves through the mapping table when
-// a copy runs, and copies run only when the test, a blocking poll or synchronize says. They show that
-// frames move with their data, that device chunks never take more than the capacity, that copies wait
-// for the program, and, paged by a reactive Pager with each device call failing in turn, that the
-// program's data stays mapped and intact and that nothing waits forever.
+// Tests of the explicit-copy backend's frame mover (runtime/frames.h, Note [Frames]) against FakeVmm,
+// a device that keeps memory contents: chunks are byte vectors, an address resolves through the
+// mapping table when a copy runs, and copies run only when the test says, or when a blocking poll or
+// synchronize reaches them. They show that frames move with their data and are remapped only once
+// their copy is complete, on the caller's thread; that moves are cancelled both ways; that device
+// chunks never take more than the capacity; that copies wait for the program's stream; and, paged by
+// a Pager with each device call failing in turn, that the program's data stays mapped and intact and
+// that nothing moves after a failure.
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -30,35 +32,25 @@ constexpr int kIn = vc::FrameMover::kIn, kOut = vc::FrameMover::kOut;
 // what was mapped or reserved, and a range is unreserved only once nothing in it is mapped; a
 // released chunk lives until its last unmap; a copy reaches only mapped memory; events are used only
 // until dropped. Every call counts towards `fail_at`, the one that fails (with no effect).
+// Application work: app_work(s) enqueues some on stream s, done at app_done(), a blocking poll or
+// synchronize (it completes by itself: the device never waits for the host); a copy issued after
+// copies_after(s) runs only once the work s had then is done.
 class FakeVmm : public vc::VmmDevice {
  public:
-  struct Chunk {
-    bool host = false, released = false;
-    std::vector<uint8_t> data;
-    int maps = 0;
-  };
-  struct Mapping {
-    uint64_t chunk = 0, bytes = 0;
-  };
-  struct Copy {
-    uint64_t dst, src, bytes, order;
-  };
-  std::map<uint64_t, Chunk> chunks;                     // by handle
-  std::map<uint64_t, uint64_t> reserved;                // va -> bytes
-  std::map<uint64_t, Mapping> maps;                     // va -> what is mapped there
-  std::deque<Copy> queue[2];                            // issued on kIn / kOut, not run yet
-  uint64_t issued[2] = {}, ran[2] = {};                 // copies per stream
-  std::map<uint64_t, std::pair<int, uint64_t>> events;  // token -> (stream, copies before it), or (-1, pending)
-  std::vector<std::string> log;                         // every call, in order
-  std::vector<std::pair<uint64_t, uint32_t>> waits;     // stream_wait(stream, value)
-  uint64_t calls = 0, fail_at = 0;                      // fail_at: 1-based; 0: none fails
-  uint64_t violations = 0, unmapped_twice = 0;          // the latter: unmap where nothing is mapped
+  struct Chunk { bool host = false, released = false; std::vector<uint8_t> data; int maps = 0; };
+  struct Copy { uint64_t dst, src, bytes, order; std::map<uint64_t, uint64_t> after; };  // app work before it
+  using Maps = std::map<uint64_t, std::pair<uint64_t, uint64_t>>;  // va -> (chunk, bytes)
+  std::map<uint64_t, Chunk> chunks;                      // by handle
+  std::map<uint64_t, uint64_t> reserved;                 // va -> bytes
+  Maps maps;
+  std::deque<Copy> queue[2];                             // issued on kIn / kOut, not run yet
+  uint64_t issued[2] = {}, ran[2] = {};                  // copies per stream
+  std::map<uint64_t, std::pair<int, uint64_t>> events;   // token -> (stream, copies before it)
+  std::map<uint64_t, uint64_t> enqueued, done, gate[2];  // app work per stream; gate: of the next copy
+  std::vector<std::string> log;                          // every call, in order
+  uint64_t calls = 0, fail_at = 0, violations = 0;       // fail_at: 1-based; 0: none fails
   std::string last_violation;
   uint64_t device_live = 0, device_peak = 0;  // bytes of device chunks not yet gone
-  uint32_t published = 0;
-  bool app_pending = false;  // events recorded on application streams have not passed
-  bool runs_alone = false;   // a poll finds the copies before its event done (the device got to them)
-  uint64_t app_token = 0;    // the last of them
 
   bool create(bool host, uint64_t bytes, uint64_t *chunk) override {
     if (call("create")) return false;
@@ -71,8 +63,7 @@ class FakeVmm : public vc::VmmDevice {
     if (call("release")) return false;
     auto it = chunks.find(chunk);
     if (it == chunks.end() || it->second.released) return bad("release of an unknown chunk");
-    it->second.released = true;
-    return gc(it), true;
+    return it->second.released = true, gc(it), true;
   }
   bool reserve(uint64_t bytes, uint64_t align, uint64_t *va) override {
     if (call("reserve")) return false;
@@ -91,8 +82,7 @@ class FakeVmm : public vc::VmmDevice {
     if (call("map")) return false;
     auto c = chunks.find(chunk);
     auto r = reserved.upper_bound(va);
-    if (c == chunks.end() || c->second.released) return bad("map of an unknown chunk");
-    if (c->second.data.size() != bytes) return bad("map of a chunk of another size");
+    if (c == chunks.end() || c->second.released || c->second.data.size() != bytes) return bad("map of a bad chunk");
     if (r == reserved.begin() || va + bytes > std::prev(r)->first + std::prev(r)->second)
       return bad("map outside a reservation");
     if (overlap(va, bytes) != maps.end()) return bad("map over a mapped range");
@@ -102,77 +92,59 @@ class FakeVmm : public vc::VmmDevice {
   bool unmap(uint64_t va, uint64_t bytes) override {
     if (call("unmap")) return false;
     auto it = maps.find(va);
-    if (it == maps.end() || it->second.bytes != bytes) {
-      if (overlap(va, bytes) == maps.end()) return ++unmapped_twice, false;  // see "free unmaps each frame once"
-      return bad("unmap of a range not exactly mapped");
-    }
-    auto c = chunks.find(it->second.chunk);
-    c->second.maps--;
-    maps.erase(it);
+    if (it == maps.end() || it->second.second != bytes) return bad("unmap of a range not exactly mapped");
+    auto c = chunks.find(it->second.first);
+    c->second.maps--, maps.erase(it);
     return gc(c), true;
   }
   bool copy(int dir, uint64_t dst, uint64_t src, uint64_t bytes) override {
     if (call("copy " + std::to_string(dir))) return false;
-    queue[dir].push_back({dst, src, bytes, order_++});
+    queue[dir].push_back({dst, src, bytes, order_++, gate[dir]});
     return issued[dir]++, true;
   }
-  uint64_t record(uint64_t stream) override {
-    if (call("record " + std::to_string(stream))) return 0;
-    events[++next_token_] = {-1, app_pending};
-    return app_token = next_token_;
+  bool copies_after(uint64_t stream) override {
+    if (call("copies_after " + std::to_string(stream))) return false;
+    return gate[kIn][stream] = gate[kOut][stream] = enqueued[stream], true;
   }
   uint64_t mark(int dir) override {
     if (call("mark " + std::to_string(dir))) return 0;
     events[++next_token_] = {dir, issued[dir]};
     return next_token_;
   }
-  bool wait_event(int dir, uint64_t token) override {
-    if (call("wait_event " + std::to_string(dir) + " " + std::to_string(token))) return false;
-    return events.count(token) ? true : bad("wait for an unknown event");
-  }
   int poll(uint64_t token, bool block) override {
-    if (call("poll")) return -1;
+    if (call(block ? "poll block" : "poll")) return -1;
     auto it = events.find(token);
     if (it == events.end()) return bad("poll of an unknown event"), -1;
     auto [dir, n] = it->second;
-    if (dir < 0) return n ? 0 : 1;
-    while ((block || runs_alone) && ran[dir] < n) run(dir);
+    if (block) app_done();
+    while (block && ran[dir] < n) run(dir);
     return ran[dir] >= n;
   }
   void drop(uint64_t token) override {
     call("drop " + std::to_string(token));  // cannot fail
     if (!events.erase(token)) bad("drop of an unknown event");
   }
-  bool publish(uint32_t value) override { return !call("publish") && (published = value, true); }
-  bool stream_wait(uint64_t stream, uint32_t value) override {
-    return !call("stream_wait") && (waits.push_back({stream, value}), true);
-  }
-  bool synchronize() override { return !call("synchronize") && (run_copies(~size_t(0)), true); }
+  bool synchronize() override { return !call("synchronize") && (app_done(), run_copies(~size_t(0)), true); }
 
-  // The device runs the `n` oldest copies issued (of both streams).
+  void app_work(uint64_t stream) { ++enqueued[stream]; }
+  void app_done() { done = enqueued; }
+  // The device runs the `n` oldest copies that may run (of both streams).
   void run_copies(size_t n) {
-    for (; n > 0 && (!queue[kIn].empty() || !queue[kOut].empty()); --n) {
-      bool in = !queue[kIn].empty() && (queue[kOut].empty() || queue[kIn].front().order < queue[kOut].front().order);
-      run(in ? kIn : kOut);
-    }
+    for (; n > 0 && (ready(kIn) || ready(kOut)); --n)
+      run(ready(kIn) && (!ready(kOut) || queue[kIn].front().order < queue[kOut].front().order) ? kIn : kOut);
   }
   // The program's view: where `bytes` at `va` are now (null: not all mapped by one chunk).
   uint8_t *at(uint64_t va, uint64_t bytes = 1) {
-    auto it = maps.upper_bound(va);
-    if (it == maps.begin() || va + bytes > std::prev(it)->first + std::prev(it)->second.bytes) return nullptr;
-    --it;
-    return chunks.at(it->second.chunk).data.data() + (va - it->first);
+    auto it = find(va, bytes);
+    return it == maps.end() ? nullptr : chunks.at(it->second.first).data.data() + (va - it->first);
   }
-  uint64_t chunk_at(uint64_t va) {
-    auto it = maps.upper_bound(va);
-    if (it == maps.begin() || va >= std::prev(it)->first + std::prev(it)->second.bytes) return 0;
-    return std::prev(it)->second.chunk;
-  }
+  uint64_t chunk_at(uint64_t va) { return find(va, 1) == maps.end() ? 0 : find(va, 1)->second.first; }
   bool on_device(uint64_t va) { return chunk_at(va) && !chunks.at(chunk_at(va)).host; }
   bool empty() const { return chunks.empty() && maps.empty() && reserved.empty(); }
   size_t live(bool host) const {
     return std::count_if(chunks.begin(), chunks.end(), [&](const auto &c) { return c.second.host == host; });
   }
+  size_t pos(const std::string &call) const { return std::find(log.begin(), log.end(), call) - log.begin(); }
   static constexpr const char *kStillMapped = "unreserve of a range still mapped";
 
  private:
@@ -180,23 +152,28 @@ class FakeVmm : public vc::VmmDevice {
     log.push_back(what);
     return ++calls == fail_at;
   }
-  bool bad(const char *what) {
-    ++violations, last_violation = what;
-    return false;
-  }
+  bool bad(const char *what) { return ++violations, last_violation = what, false; }
   void gc(std::map<uint64_t, Chunk>::iterator c) {
     if (!c->second.released || c->second.maps) return;
     if (!c->second.host) device_live -= c->second.data.size();
     chunks.erase(c);
   }
-  std::map<uint64_t, Mapping>::iterator overlap(uint64_t va, uint64_t bytes) {
+  Maps::iterator find(uint64_t va, uint64_t bytes) {  // the mapping holding all of the range
+    auto it = maps.upper_bound(va);
+    return it == maps.begin() || va + bytes > std::prev(it)->first + std::prev(it)->second.second ? maps.end()
+                                                                                                  : std::prev(it);
+  }
+  Maps::iterator overlap(uint64_t va, uint64_t bytes) {  // a mapping with some of it
     auto it = maps.lower_bound(va + bytes);
-    return it == maps.begin() || std::prev(it)->first + std::prev(it)->second.bytes <= va ? maps.end() : std::prev(it);
+    return it == maps.begin() || std::prev(it)->first + std::prev(it)->second.second <= va ? maps.end() : std::prev(it);
+  }
+  bool ready(int dir) {
+    return !queue[dir].empty() && std::all_of(queue[dir].front().after.begin(), queue[dir].front().after.end(),
+                                              [&](auto w) { return done[w.first] >= w.second; });
   }
   void run(int dir) {
     Copy c = queue[dir].front();
-    queue[dir].pop_front();
-    ran[dir]++;
+    queue[dir].pop_front(), ran[dir]++;
     uint8_t *d = at(c.dst, c.bytes), *s = at(c.src, c.bytes);
     if (!d || !s) return void(bad("a copy through unmapped memory"));
     std::memmove(d, s, c.bytes);
@@ -208,162 +185,189 @@ struct Rig {
   FakeVmm fake;
   vc::FrameMover mover;
   Rig(uint64_t frame, uint64_t gran, uint64_t capacity) : mover(&fake, frame, gran, capacity) {}
-  void step() {  // the worker, not blocking, until it waits for a copy that has not run
-    for (int i = 0; i < 4; ++i) mover.service(false);
-  }
-  void drain() {  // the worker until every move queued so far is done (or the mover stopped)
-    for (int i = 0; !mover.passed(mover.fence()); ++i) {
-      REQUIRE(i < 1000);
-      if (!mover.service(true)) break;
-    }
+  bool step() { return mover.passed(mover.fence()); }  // completes what has finished; never blocks
+  void drain() {  // the device runs everything, then the moves complete
+    fake.app_done();
+    fake.run_copies(~size_t(0));
+    REQUIRE((step() || mover.stats().failed));  // false only from the call whose poll failed
+    REQUIRE(step());
   }
 };
 
-// A pattern at every 256 KiB of a frame and at its last byte.
+// A pattern at every 256 KiB of a range and at its last byte.
 constexpr uint64_t kProbe = 256 << 10;
-std::vector<uint64_t> probes(uint64_t bytes) {
-  std::vector<uint64_t> out;
-  for (uint64_t o = 0; o < bytes; o += kProbe) out.push_back(o);
-  return out.push_back(bytes - 1), out;
-}
-void fill(FakeVmm &fake, uint64_t va, uint64_t bytes, int seed) {
-  for (uint64_t o : probes(bytes)) {
-    REQUIRE(fake.at(va + o));
-    *fake.at(va + o) = uint8_t(o * 31 / kProbe + seed);
+bool probe(FakeVmm &fake, uint64_t va, uint64_t bytes, int seed, bool write) {
+  for (uint64_t o = 0;; o = std::min(o + kProbe, bytes - 1)) {
+    uint8_t *p = fake.at(va + o), want = uint8_t(o * 31 / kProbe + seed);
+    if (!p || (!write && *p != want)) return false;
+    if (write) *p = want;
+    if (o == bytes - 1) return true;
   }
 }
-bool holds(FakeVmm &fake, uint64_t va, uint64_t bytes, int seed) {
-  for (uint64_t o : probes(bytes))
-    if (!fake.at(va + o) || *fake.at(va + o) != uint8_t(o * 31 / kProbe + seed)) return false;
-  return true;
-}
+void fill(FakeVmm &fake, uint64_t va, uint64_t bytes, int seed) { REQUIRE(probe(fake, va, bytes, seed, true)); }
+bool holds(FakeVmm &fake, uint64_t va, uint64_t bytes, int seed) { return probe(fake, va, bytes, seed, false); }
 
-// The randomized program: allocations of 1-5 frames paged by a reactive Pager (budget = capacity,
-// page = frame) through the mover; ops touching 1-3 ranges on three streams; now and then one
-// allocation freed and another made. After each op the worker runs until every move is done (odd
-// seeds: only until the op's stream may go on, the stream_wait values published, and the device
-// runs some more copies), then the op reads a byte of each page it touches (against a shadow copy)
-// and writes a new one.
+// The randomized program: allocations of up to 5 frames (the last one smaller) paged by a Pager
+// (page = frame) through the mover; ops touching 1-3 ranges on three streams, some undecoded (a
+// wildcard that tells the pager nothing and touches any byte); now and then one allocation freed and
+// another made. An op runs as on_op returns: it reads a byte of each page it touches (against a
+// shadow copy) and writes a new one. Then the device runs every copy and the moves complete (even
+// seeds), or it mostly runs none and the mover may complete what has finished (odd seeds). Seeds 2, 3
+// mod 4 follow a plan (a sweep: op k touches frames k and k + 1 of the first allocations), 1 op in 6
+// off it, with a budget 2 frames under the capacity: prefetches and evictions stay in flight across
+// ops, and the next ops cancel some.
 constexpr uint64_t kFrame = 4096, kGran = 1024;
 struct Outcome {
   uint64_t calls = 0;  // device calls, the frees' included
   bool failed = false;
-  uint64_t remaps = 0, evictions = 0, remote = 0, frees = 0;
+  uint64_t remaps = 0, evictions = 0, remote = 0, frees = 0, cancelled = 0, wildcards = 0, planned = 0;
   std::vector<std::string> log;  // the device calls
 };
 Outcome program(uint32_t seed, uint64_t fail_at) {
   std::mt19937 rng(seed);
-  const uint64_t capacity = (3 + seed % 2) * kFrame;
+  const bool predictive = seed % 4 >= 2;
+  const uint64_t capacity = (3 + seed % 2 + 2 * predictive) * kFrame, budget = capacity - 2 * kFrame * predictive;
   Rig r(kFrame, kGran, capacity);
   r.fake.fail_at = fail_at;
-  vc::Pager pager(&r.mover, capacity, kFrame, vc::PagingPolicy::kReactive);
+  vc::Pager pager(&r.mover, budget, kFrame, predictive ? vc::PagingPolicy::kPredictive : vc::PagingPolicy::kReactive);
+  pager.set_prefetch_limit(budget / 2);
   std::map<uint64_t, std::pair<uint64_t, std::vector<uint8_t>>> live;  // id -> (va, shadow)
-  uint64_t next_id = 1, moved = 0;  // copies issued when the mover was first seen stopped, plus one
+  uint64_t next_id = 1, moved = 0, remapped = 0;  // when the mover was first seen stopped: copies + 1, remaps
   bool failed_in_free = false;
   Outcome out;
   // A failed unmap while freeing leaves its mapping, and so the reservation around it (the driver
-  // refuses that unreserve too): nothing could undo it. Anything else is a violation.
+  // refuses that unreserve too): nothing could undo it. Anything else is a violation. [1]: and its
+  // chunk may be counted out while alive (see "a failed unmap while freeing ...").
   auto violations = [&] {
     return r.fake.violations - (failed_in_free && r.fake.last_violation == FakeVmm::kStillMapped);
   };
   auto seen = [&] {
-    if (r.mover.stats().failed && !moved) moved = r.fake.issued[kIn] + r.fake.issued[kOut] + 1;
+    if (r.mover.stats().failed && !moved)
+      moved = r.fake.issued[kIn] + r.fake.issued[kOut] + 1, remapped = r.mover.stats().remaps;
+  };
+  auto frames = [&](uint64_t id, bool init) {  // the program initializes it, or finds it intact
+    auto &[va, shadow] = live.at(id);
+    for (uint64_t off = 0, n; off < shadow.size(); off += kFrame) {
+      uint8_t *p = r.fake.at(va + off, n = std::min(kFrame, shadow.size() - off));
+      REQUIRE(p);
+      if (init) std::memcpy(p, &shadow[off], n);
+      else CHECK(std::memcmp(p, &shadow[off], n) == 0);
+    }
   };
   auto make = [&] {
-    uint64_t size = (1 + rng() % 5) * kFrame, va = 0;
+    uint64_t size = (1 + rng() % 5) * kFrame - rng() % 4 * kGran, va = 0;
     if (!r.mover.allocate(size, &va)) return;  // the program gets unpaged memory: not modeled
-    auto &[base, shadow] = live[next_id] = {va, std::vector<uint8_t>(size)};
-    for (uint8_t &b : shadow) b = uint8_t(rng());
-    for (uint64_t off = 0; off < size; off += kFrame) {  // the program initializes it
-      REQUIRE(r.fake.at(base + off, kFrame));
-      std::memcpy(r.fake.at(base + off, kFrame), &shadow[off], kFrame);
-    }
+    live[next_id] = {va, std::vector<uint8_t>(size)};
+    for (uint8_t &b : live[next_id].second) b = uint8_t(rng());
+    frames(next_id, true);
     pager.on_alloc(vc::Allocation{va, size, vc::AllocKind::kDevice, next_id++});
   };
-  auto intact = [&](uint64_t id) {  // every byte, where the program reaches it
-    const auto &[va, shadow] = live.at(id);
-    for (uint64_t off = 0; off < shadow.size(); off += kFrame) {
-      REQUIRE(r.fake.at(va + off, kFrame));
-      CHECK(std::memcmp(r.fake.at(va + off, kFrame), &shadow[off], kFrame) == 0);
-    }
-  };
   auto release = [&](uint64_t id) {
-    intact(id);
-    CHECK(pager.on_free(id));
+    frames(id, false);
     uint64_t before = r.fake.calls, va = live.at(id).first;
-    r.fake.runs_alone = true;  // free waits for the moves queued before it
-    CHECK(r.mover.free(va));
-    r.fake.runs_alone = false;
-    CHECK(!r.mover.owns(va));
+    CHECK((pager.on_free(id) && r.mover.free(va) && !r.mover.owns(va)));
     failed_in_free |= fail_at > before && fail_at <= r.fake.calls;
     live.erase(id), out.frees++;
   };
-  for (int i = 0; i < 3; ++i) make();
-  for (int op = 0; op < 60; ++op, seen()) {
-    if (live.empty() || rng() % 12 == 0) {
-      if (!live.empty()) release(std::next(live.begin(), rng() % live.size())->first);
+  auto touch = [&](uint64_t id, uint64_t off) {  // the op reads and writes one byte
+    auto &[va, shadow] = live.at(id);
+    uint8_t *p = r.fake.at(va + off);
+    REQUIRE(p);
+    CHECK(*p == shadow[off]);
+    *p = shadow[off] = uint8_t(rng());
+  };
+  auto any = [&] { return std::next(live.begin(), rng() % live.size()); };
+  for (int i = 0; i < 3 + predictive; ++i) make();
+  std::vector<std::vector<vc::Touch>> iter;  // the plan's ops
+  if (predictive && !live.empty()) {
+    std::vector<vc::Touch> all;
+    vc::Trace t;
+    t.page_size = kFrame;
+    for (const auto &[id, a] : live) {
+      t.allocs.push_back({id, a.first, a.second.size()});
+      for (uint64_t off = 0; off < a.second.size(); off += kFrame)
+        all.push_back({id, off, std::min(kFrame, a.second.size() - off), vc::Role::kUnknown});
+    }
+    for (size_t k = 0; k < all.size(); ++k) iter.push_back({all[k], all[(k + 1) % all.size()]});
+    for (size_t k = 0; k < 6 * iter.size(); ++k) {
+      vc::Op op;
+      op.name = t.intern("k" + std::to_string(k % iter.size()));
+      op.first_ref = uint32_t(t.refs.size()), op.ref_count = 2;
+      t.refs.insert(t.refs.end(), iter[k % iter.size()].begin(), iter[k % iter.size()].end());
+      t.ops.push_back(op);
+    }
+    std::string why;
+    REQUIRE(pager.learn(t, &why));
+  }
+  for (size_t op = 0, k = 0; op < 60; ++op, seen()) {
+    if (live.empty() || rng() % (predictive ? 30 : 12) == 0) {
+      if (!live.empty()) release(any()->first);
       make();
+      continue;
+    }
+    const uint64_t stream = 1 + rng() % 3;
+    if (rng() % (predictive ? 30 : 10) == 0) {  // undecoded: every move is complete before it runs
+      pager.on_op({vc::OpKind::kKernel, "w", true}, stream, {});
+      if (!r.mover.stats().failed) CHECK(r.mover.passed(r.mover.fence()));
+      for (int n = 0; n < 8; ++n) {
+        auto it = any();
+        touch(it->first, rng() % it->second.second.size());
+      }
+      out.wildcards++;
       continue;
     }
     std::vector<vc::Touch> touches;
     for (int n = 1 + rng() % 3; n > 0; --n) {
-      auto it = std::next(live.begin(), rng() % live.size());
+      auto it = any();
       uint64_t size = it->second.second.size(), off = rng() % size;
       touches.push_back({it->first, off, 1 + rng() % std::min(size - off, 5 * kFrame / 2), vc::Role::kUnknown});
     }
-    uint64_t remote = pager.stats().remote, stream = 1 + rng() % 3;
-    pager.on_op({vc::OpKind::kKernel, "k"}, stream, touches);
-    if (seed % 2) {
-      uint32_t wait = 0;
-      for (auto [s, v] : r.fake.waits) wait = s == stream ? std::max(wait, v) : wait;
-      for (int i = 0; !r.mover.passed(wait); ++i) {
-        REQUIRE(i < 1000);
-        if (!r.mover.service(true)) break;
-      }
-      if (rng() % 2) r.mover.service(false);
-      r.fake.run_copies(rng() % 3);
-    } else {
-      r.drain();
-      REQUIRE(r.mover.passed(r.mover.fence()));
-    }
-    // Without a failure or a page left where it was, every page it touches is on the device.
+    k = iter.empty() ? 0 : (k + 1) % iter.size();  // off the plan: at random, or its op of two before
+    if (!iter.empty()) touches = rng() % 6 ? iter[k] : rng() % 2 ? iter[(k + iter.size() - 2) % iter.size()] : touches;
+    auto gone = [&](const vc::Touch &t) { return !live.count(t.alloc_id); };  // freed since
+    touches.erase(std::remove_if(touches.begin(), touches.end(), gone), touches.end());
+    uint64_t remote = pager.stats().remote;
+    pager.on_op({vc::OpKind::kKernel, iter.empty() ? "k" : ("k" + std::to_string(k)).c_str()}, stream, touches);
+    // Without a failure or a page left where it was, every page it touches is on the device: the
+    // stream waited (on the host) for its fetches, with no help from the test.
     bool fetched = !r.mover.stats().failed && !pager.stats().failed && pager.stats().remote == remote;
-    for (const vc::Touch &t : touches) {
-      auto &[va, shadow] = live.at(t.alloc_id);
+    for (const vc::Touch &t : touches)
       for (uint64_t page = t.offset / kFrame * kFrame; page < t.offset + t.bytes; page += kFrame) {
         uint64_t lo = std::max(page, t.offset), off = lo + rng() % (std::min(page + kFrame, t.offset + t.bytes) - lo);
-        uint8_t *p = r.fake.at(va + off);
-        REQUIRE(p);
-        CHECK(*p == shadow[off]);
-        *p = shadow[off] = uint8_t(rng());
-        if (fetched) CHECK(r.fake.on_device(va + off));
+        if (fetched) CHECK(r.fake.on_device(live.at(t.alloc_id).first + off));
+        touch(t.alloc_id, off);
       }
+    if (seed % 2) {
+      r.fake.run_copies(rng() % 4 ? 0 : 2);
+      if (rng() % 2) r.step();
+    } else if (!r.mover.stats().failed) {
+      r.drain();
     }
     CHECK_MESSAGE(violations() == 0, r.fake.last_violation);
   }
   r.drain();
   seen();
-  for (const auto &a : live) intact(a.first);
-  for (auto [stream, v] : r.fake.waits) CHECK(r.fake.published >= v);  // no stream waits forever
+  for (const auto &a : live) frames(a.first, false);
   out.failed = r.mover.stats().failed;
-  if (out.failed) {  // nothing waits, nothing moves any more
-    CHECK(r.mover.passed(~uint64_t(0)));
-    CHECK(!r.mover.to_device(live.empty() ? 0 : live.begin()->second.first, kFrame));
-    CHECK(r.fake.issued[kIn] + r.fake.issued[kOut] + 1 == moved);
+  if (out.failed) {  // nothing waits, nothing moves any more, and no device call says so
+    const uint64_t calls = r.fake.calls, va = live.empty() ? 0 : live.begin()->second.first;
+    CHECK((r.mover.passed(~uint64_t(0)) && r.mover.fence() == 0 && !r.mover.stream_wait(1, 1)));
+    CHECK((!r.mover.copy_after(1) && !r.mover.to_device(va, kFrame) && !r.mover.to_host(va, kFrame)));
+    CHECK(r.fake.calls == calls);
+    CHECK((r.fake.issued[kIn] + r.fake.issued[kOut] + 1 == moved && r.mover.stats().remaps == remapped));
   }
-  CHECK(r.fake.device_peak <= capacity);
-  CHECK(r.mover.stats().over_budget.load() == 0);
+  CHECK(((failed_in_free || r.fake.device_peak <= capacity) && r.mover.stats().over_budget == 0));  // [1]
   out.remaps = r.mover.stats().remaps, out.evictions = pager.stats().evictions, out.remote = pager.stats().remote;
+  out.cancelled = r.mover.stats().cancelled, out.planned = pager.stats().planned_ops;
   while (!live.empty()) release(live.begin()->first);
   out.calls = r.fake.calls, out.log = r.fake.log;
   CHECK_MESSAGE(violations() == 0, r.fake.last_violation);
   // Left: no host memory and nothing mapped but device chunks within the capacity: the mover's
   // pool, kept for the life of the process (no call gives it back).
   if (!failed_in_free) {
-    CHECK(r.fake.live(true) == 0);
-    for (const auto &m : r.fake.maps) CHECK(!r.fake.chunks.at(m.second.chunk).host);
-    CHECK(r.fake.device_live <= capacity);
-    if (!out.failed) CHECK(r.fake.device_live == r.mover.stats().device_bytes.load());
+    CHECK((r.fake.live(true) == 0 && r.fake.device_live <= capacity));
+    for (const auto &m : r.fake.maps) CHECK(!r.fake.chunks.at(m.second.first).host);
+    CHECK((out.failed || r.fake.device_live == r.mover.stats().device_bytes));
   }
   return out;
 }
@@ -374,28 +378,22 @@ TEST_CASE("frames: an allocation is frames mapped at home; free gives all of it 
   Rig r(16 * kMiB, 2 * kMiB, 32 * kMiB);
   uint64_t va = 0;
   REQUIRE(r.mover.allocate(40 * kMiB - 1, &va));  // rounded up to the granularity
-  CHECK(r.mover.owns(va));
-  CHECK(!r.mover.owns(va + 16 * kMiB));
+  CHECK((r.mover.owns(va) && !r.mover.owns(va + 16 * kMiB)));
   // Frames of 16, 16 and 8 MiB, each mapped to a host chunk of its size, at `va` and at the
   // staging address the copies use; nothing on the device.
   const uint64_t sizes[] = {16 * kMiB, 16 * kMiB, 8 * kMiB};
   for (uint64_t i = 0, off = 0; i < 3; off += sizes[i++]) {
     REQUIRE(r.fake.maps.count(va + off));
-    CHECK(r.fake.maps[va + off].bytes == sizes[i]);
-    CHECK(r.fake.chunks.at(r.fake.maps[va + off].chunk).host);
+    CHECK(r.fake.maps[va + off].second == sizes[i]);
+    CHECK(r.fake.chunks.at(r.fake.maps[va + off].first).host);
   }
-  CHECK(r.fake.live(true) == 3);
-  CHECK(r.fake.maps.size() == 6);
-  CHECK(r.mover.stats().frames.load() == 3);
-  CHECK(r.mover.stats().host_bytes.load() == 40 * kMiB);
+  CHECK((r.fake.live(true) == 3 && r.fake.maps.size() == 6));
+  CHECK((r.mover.stats().frames == 3 && r.mover.stats().host_bytes == 40 * kMiB));
   CHECK(!r.mover.free(va + 1));  // not an allocation: the caller passes it on
   CHECK(r.mover.free(va));
-  CHECK(!r.mover.owns(va));
-  CHECK(!r.mover.free(va));
-  CHECK(r.fake.empty());
-  CHECK(r.mover.stats().host_bytes.load() == 0);
+  CHECK((!r.mover.owns(va) && !r.mover.free(va)));
+  CHECK((r.fake.empty() && r.mover.stats().host_bytes == 0));
   CHECK_MESSAGE(r.fake.violations == 0, r.fake.last_violation);
-
   // Each device call of an allocation failing in turn: nothing is left, and the mover goes on.
   for (uint64_t n = 1;; ++n) {
     CAPTURE(n);
@@ -403,29 +401,14 @@ TEST_CASE("frames: an allocation is frames mapped at home; free gives all of it 
     f.fake.fail_at = n;
     bool made = f.mover.allocate(40 * kMiB, &va);
     if (n > f.fake.calls) break;  // past the allocation's calls
-    CHECK(!made);
-    CHECK(f.fake.empty());
+    CHECK((!made && f.fake.empty() && f.mover.stats().frames == 0));
     CHECK_MESSAGE(f.fake.violations == 0, f.fake.last_violation);
-    CHECK(f.mover.stats().frames.load() == 0);
     CHECK(f.mover.allocate(40 * kMiB, &va));
     CHECK(n < 12);  // 2 reservations, then a chunk and 2 mappings per frame
   }
 }
 
-// Bug (frames.cc:163-174, release_alloc): it unmaps each frame's `va`, then sets `busy` and calls
-// undo(), which unmaps `va` again (frames.cc:101) along with the staging mapping. Every free makes
-// one cuMemUnmap per frame of a range no longer mapped (the driver returns an error, ignored).
-TEST_CASE("frames: free unmaps each frame once" * doctest::may_fail()) {
-  Rig r(16 * kMiB, 2 * kMiB, 32 * kMiB);
-  uint64_t va = 0;
-  REQUIRE(r.mover.allocate(40 * kMiB, &va));
-  REQUIRE(r.mover.to_device(va, 16 * kMiB));  // one frame resident, two at home
-  r.drain();
-  CHECK(r.mover.free(va));
-  CHECK(r.fake.unmapped_twice == 0);
-}
-
-TEST_CASE("frames: a frame goes to the device and back with its data") {
+TEST_CASE("frames: a frame goes to the device and back with its data; free unmaps each frame once") {
   Rig r(16 * kMiB, 2 * kMiB, 32 * kMiB);
   uint64_t va = 0;
   REQUIRE(r.mover.allocate(40 * kMiB, &va));
@@ -433,90 +416,136 @@ TEST_CASE("frames: a frame goes to the device and back with its data") {
   for (int i = 0; i < 3; ++i) fill(r.fake, va + i * 16 * kMiB, i < 2 ? 16 * kMiB : 8 * kMiB, 1 + i);
   REQUIRE(r.mover.to_device(frame, 16 * kMiB));
   const uint64_t f = r.mover.fence();
-  CHECK(!r.mover.passed(f));
-  CHECK(r.mover.stream_wait(5, f));  // not passed: the stream waits on the counter
-  CHECK(r.fake.waits == std::vector<std::pair<uint64_t, uint32_t>>{{5, uint32_t(f)}});
-  // Its copy is issued but has not run: the frame stays at home and the fence has not passed.
-  r.step();
-  CHECK(r.fake.queue[kIn].size() == 1);
-  CHECK(r.fake.chunk_at(frame) == home);
-  CHECK(!r.mover.passed(f));
-  CHECK(r.fake.published < f);
+  CHECK((r.fake.queue[kIn].size() == 1 && !r.mover.passed(f)));  // its copy is issued, not run
   r.fake.run_copies(1);
-  r.step();
+  CHECK(r.fake.chunk_at(frame) == home);  // run, but nothing is remapped until the mover is next asked
   CHECK(r.mover.passed(f));
-  CHECK(r.fake.published == f);
-  CHECK(r.fake.on_device(frame));
-  CHECK(holds(r.fake, frame, 16 * kMiB, 2));
-  CHECK(!r.fake.on_device(va));
+  CHECK((r.fake.on_device(frame) && holds(r.fake, frame, 16 * kMiB, 2) && !r.fake.on_device(va)));
+  const uint64_t calls = r.fake.calls;
   CHECK(r.mover.stream_wait(5, f));  // passed: no device call
-  CHECK(r.fake.waits.size() == 1);
+  CHECK(r.fake.calls == calls);
   // The program writes it on the device; home keeps the old data until the eviction copies it.
   fill(r.fake, frame, 16 * kMiB, 9);
   CHECK(r.fake.chunks.at(home).data[0] == uint8_t(2));
   REQUIRE(r.mover.to_host(frame, 16 * kMiB));
   r.drain();
   CHECK(r.fake.chunk_at(frame) == home);
-  CHECK(holds(r.fake, frame, 16 * kMiB, 9));
-  CHECK(holds(r.fake, va, 16 * kMiB, 1));
+  CHECK((holds(r.fake, va, 16 * kMiB, 1) && holds(r.fake, frame, 16 * kMiB, 9)));
   CHECK(holds(r.fake, va + 32 * kMiB, 8 * kMiB, 3));
-  CHECK(r.mover.stats().in_bytes.load() == 16 * kMiB);
-  CHECK(r.mover.stats().out_bytes.load() == 16 * kMiB);
-  CHECK(r.mover.stats().remaps.load() == 2);
-  // Queued back to back, the moves of one frame still happen, in their order.
-  for (int i = 0; i < 2; ++i) REQUIRE((r.mover.to_device(frame, 16 * kMiB) && r.mover.to_host(frame, 16 * kMiB)));
-  r.drain();
-  CHECK(r.fake.chunk_at(frame) == home);
-  CHECK(r.mover.stats().remaps.load() == 6);
-  CHECK(holds(r.fake, frame, 16 * kMiB, 9));
-  // A free waits for the moves queued before it (the device runs them meanwhile).
+  CHECK((r.mover.stats().in_bytes == 16 * kMiB && r.mover.stats().out_bytes == 16 * kMiB));
+  CHECK((r.mover.stats().remaps == 2 && r.mover.stats().host_waits == 0));
+  // A free waits for the moves queued before it (synchronize, then every move completes), and
+  // unmaps each frame once (the fake counts a second unmap as a violation).
   REQUIRE(r.mover.to_device(frame, 16 * kMiB));
-  r.fake.runs_alone = true;
   CHECK(r.mover.free(va));
-  CHECK(!r.mover.stats().failed);
-  CHECK(r.fake.live(true) == 0);
-  CHECK(r.fake.maps.size() == 1);  // the device chunk, back in the pool
+  CHECK((r.mover.stats().remaps == 3 && !r.mover.stats().failed));
+  CHECK((r.fake.live(true) == 0 && r.fake.maps.size() == 1));  // left: the device chunk, in the pool
   CHECK_MESSAGE(r.fake.violations == 0, r.fake.last_violation);
 }
 
-TEST_CASE("frames: a fetch waits for the eviction that makes its room") {
-  // Capacity two frames, A and B resident: evict A, fetch C. C's chunk is A's, once A is copied out.
-  Rig r(16 * kMiB, 2 * kMiB, 32 * kMiB);
+TEST_CASE("frames: a fetch is remapped only after its copy; stream_wait completes it on the caller's thread") {
+  Rig r(16 * kMiB, 2 * kMiB, 48 * kMiB);
   uint64_t va = 0;
-  REQUIRE(r.mover.allocate(56 * kMiB, &va));  // A, B, C of 16 MiB, D of 8
-  const uint64_t a = va, b = va + 16 * kMiB, c = va + 32 * kMiB, d = va + 48 * kMiB;
-  for (int i = 0; i < 4; ++i) fill(r.fake, va + i * 16 * kMiB, i < 3 ? 16 * kMiB : 8 * kMiB, 1 + i);
-  REQUIRE(r.mover.to_device(a, 32 * kMiB));
+  REQUIRE(r.mover.allocate(48 * kMiB, &va));
+  const uint64_t a = va, b = va + 16 * kMiB, home_a = r.fake.chunk_at(a), home_b = r.fake.chunk_at(b);
+  for (int i = 0; i < 3; ++i) fill(r.fake, va + i * 16 * kMiB, 16 * kMiB, 1 + i);
+  REQUIRE(r.mover.to_device(a, 16 * kMiB));
+  const uint64_t fa = r.mover.fence();
+  REQUIRE(r.mover.to_device(b, 16 * kMiB));
+  const uint64_t fb = r.mover.fence();
+  CHECK(fa < fb);
+  // The copies are held: however often it is asked, the mover remaps nothing.
+  for (int i = 0; i < 3; ++i) CHECK(!r.mover.passed(fa));
+  CHECK((r.fake.chunk_at(a) == home_a && r.mover.stats().remaps == 0));
+  // A stream waits for A: the caller blocks on A's copy (the device runs it), then remaps A; B's
+  // copy, past the fence, is left where it was.
+  r.fake.log.clear();
+  CHECK(r.mover.stream_wait(9, fa));
+  CHECK(r.fake.log == std::vector<std::string>{"poll", "poll block", "drop 1", "unmap", "map"});
+  CHECK(r.mover.stats().host_waits == 1);
+  CHECK((r.fake.on_device(a) && holds(r.fake, a, 16 * kMiB, 1)));
+  CHECK((r.fake.chunk_at(b) == home_b && r.fake.queue[kIn].size() == 1));
+  CHECK((r.mover.passed(fa) && !r.mover.passed(fb)));
+  // Any stream, the same: the wait is on the host.
+  CHECK(r.mover.stream_wait(3, fb));
+  CHECK((r.fake.on_device(b) && holds(r.fake, b, 16 * kMiB, 2) && holds(r.fake, va + 32 * kMiB, 16 * kMiB, 3)));
+  CHECK((r.mover.stats().remaps == 2 && r.fake.events.empty()));  // every mark dropped
+  CHECK_MESSAGE(r.fake.violations == 0, r.fake.last_violation);
+}
+
+TEST_CASE("frames: at capacity a fetch finishes the oldest moves first, and only as many as it needs") {
+  Rig r(16 * kMiB, 2 * kMiB, 48 * kMiB);  // three frames
+  uint64_t va = 0;
+  REQUIRE(r.mover.allocate(88 * kMiB, &va));  // A..E of 16 MiB, F of 8
+  auto at = [&](int i) { return va + i * 16 * kMiB; };
+  for (int i = 0; i < 6; ++i) fill(r.fake, at(i), i < 5 ? 16 * kMiB : 8 * kMiB, 1 + i);
+  REQUIRE(r.mover.to_device(at(0), 48 * kMiB));
   r.drain();
-  REQUIRE(r.fake.device_live == 32 * kMiB);
-  const uint64_t a_chunk = r.fake.chunk_at(a);
-  REQUIRE(r.mover.to_host(a, 16 * kMiB));
-  REQUIRE(r.mover.to_device(c, 16 * kMiB));
-  const uint64_t f = r.mover.fence();
-  r.step();
-  CHECK(r.fake.queue[kOut].size() == 1);  // A's copy out, not yet run
-  CHECK(r.fake.queue[kIn].empty());       // C waits for it
-  CHECK(r.fake.device_live == 32 * kMiB);
-  r.fake.run_copies(1);
-  r.step();
-  CHECK(!r.fake.on_device(a));
-  CHECK(r.fake.queue[kIn].size() == 1);
-  CHECK(!r.mover.passed(f));
-  CHECK(r.fake.published == f - 1);  // A's eviction is done, not C's fetch
-  r.fake.run_copies(1);
-  r.step();
-  CHECK(r.mover.passed(f));
-  CHECK(r.fake.chunk_at(c) == a_chunk);
-  // D is smaller: B's chunk, once B is out, is given back to make room for D's.
-  REQUIRE(r.mover.to_host(b, 16 * kMiB));
-  REQUIRE(r.mover.to_device(d, 8 * kMiB));
+  const uint64_t chunk_a = r.fake.chunk_at(at(0)), chunk_b = r.fake.chunk_at(at(1)), chunk_c = r.fake.chunk_at(at(2));
+  // Evict A and B, fetch D: only A's eviction is finished (the caller waits for its copy, then D
+  // takes A's chunk); B's copy is still held and B still on the device.
+  r.fake.log.clear();
+  REQUIRE(r.mover.to_host(at(0), 32 * kMiB));
+  REQUIRE(r.mover.to_device(at(3), 16 * kMiB));
+  CHECK((r.mover.stats().host_waits == 1 && r.fake.pos("poll block") < r.fake.pos("copy 0")));
+  CHECK((holds(r.fake, at(0), 16 * kMiB, 1) && r.fake.queue[kOut].size() == 1 && r.fake.chunk_at(at(1)) == chunk_b));
+  // Fetch E: B's eviction (older than D's fetch) is finished; D's copy stays held.
+  REQUIRE(r.mover.to_device(at(4), 16 * kMiB));
+  CHECK((!r.fake.on_device(at(1)) && r.fake.queue[kIn].size() == 2 && !r.fake.on_device(at(3))));
+  // Evict C, fetch A: the fetches of D and E are older, so they finish first (gaining no room), then C.
+  REQUIRE(r.mover.to_host(at(2), 16 * kMiB));
+  REQUIRE(r.mover.to_device(at(0), 16 * kMiB));
+  CHECK((r.fake.on_device(at(3)) && r.fake.on_device(at(4)) && !r.fake.on_device(at(2))));
   r.drain();
-  CHECK(r.fake.on_device(d));
-  CHECK(!r.fake.on_device(b));
-  CHECK(r.fake.device_live == 24 * kMiB);
-  CHECK(r.fake.device_peak == 32 * kMiB);
-  CHECK(r.mover.stats().over_budget.load() == 0);
-  for (int i = 0; i < 4; ++i) CHECK(holds(r.fake, va + i * 16 * kMiB, i < 3 ? 16 * kMiB : 8 * kMiB, 1 + i));
+  CHECK((r.fake.chunk_at(at(3)) == chunk_a && r.fake.chunk_at(at(4)) == chunk_b && r.fake.chunk_at(at(0)) == chunk_c));
+  // F is smaller: a 16 MiB chunk in the pool is given back to make room for F's.
+  REQUIRE(r.mover.to_host(at(3), 16 * kMiB));
+  REQUIRE(r.mover.to_device(at(5), 8 * kMiB));
+  r.drain();
+  CHECK(r.fake.on_device(at(5)));
+  CHECK((r.fake.device_live == 40 * kMiB && r.fake.device_peak == 48 * kMiB && r.mover.stats().over_budget == 0));
+  for (int i = 0; i < 6; ++i) CHECK(holds(r.fake, at(i), i < 5 ? 16 * kMiB : 8 * kMiB, 1 + i));
+  CHECK_MESSAGE(r.fake.violations == 0, r.fake.last_violation);
+}
+
+TEST_CASE("frames: a move is cancelled when the frame is wanted back before its remap") {
+  Rig r(16 * kMiB, 2 * kMiB, 16 * kMiB);  // one frame
+  uint64_t va = 0;
+  REQUIRE(r.mover.allocate(32 * kMiB, &va));
+  const uint64_t x = va, y = va + 16 * kMiB, home = r.fake.chunk_at(x);
+  for (int i = 0; i < 2; ++i) fill(r.fake, va + i * 16 * kMiB, 16 * kMiB, 1 + i);
+  // X being fetched is evicted: it stays home, where the program writes it while the copy is held.
+  REQUIRE(r.mover.to_device(x, 16 * kMiB));
+  const uint64_t fx = r.mover.fence(), chunk = r.fake.queue[kIn].front().dst;  // the chunk (its va)
+  REQUIRE(r.mover.to_host(x, 16 * kMiB));
+  CHECK((r.mover.stats().cancelled == 1 && r.fake.issued[kOut] == 0));  // nothing to copy back
+  fill(r.fake, x, 16 * kMiB, 7);
+  CHECK((!r.mover.passed(fx) && r.fake.chunk_at(x) == home));
+  // Y needs X's chunk: the caller waits for the copy into it before it is taken again.
+  r.fake.log.clear();
+  REQUIRE(r.mover.to_device(y, 16 * kMiB));
+  CHECK((r.mover.stats().host_waits == 1 && r.fake.pos("poll block") < r.fake.pos("copy 0")));
+  CHECK((r.fake.queue[kIn].front().dst == chunk && r.mover.passed(fx)));
+  r.drain();
+  CHECK((r.fake.chunk_at(x) == home && r.fake.on_device(y) && r.fake.device_peak == 16 * kMiB));
+  CHECK(r.mover.stats().remaps == 1);  // Y's
+  CHECK((holds(r.fake, x, 16 * kMiB, 7) && holds(r.fake, y, 16 * kMiB, 2)));
+  // Y being evicted is fetched again: it stays on the device, written there, with no copy in and no
+  // remap; the copy out, harmless, is left to run.
+  const uint64_t resident = r.fake.chunk_at(y);
+  REQUIRE(r.mover.to_host(y, 16 * kMiB));
+  const uint64_t fy = r.mover.fence();
+  REQUIRE(r.mover.to_device(y, 16 * kMiB));
+  CHECK((r.mover.stats().cancelled == 2 && r.fake.issued[kIn] == 2 && r.mover.fence() == fy));
+  fill(r.fake, y, 16 * kMiB, 5);
+  r.fake.run_copies(1);
+  CHECK(r.mover.passed(fy));
+  fill(r.fake, y, 16 * kMiB, 6);
+  r.drain();
+  CHECK((r.fake.chunk_at(y) == resident && r.mover.stats().remaps == 1 && holds(r.fake, y, 16 * kMiB, 6)));
+  REQUIRE(r.mover.to_host(y, 16 * kMiB));  // evicted for good, it takes the latest data home
+  r.drain();
+  CHECK((!r.fake.on_device(y) && holds(r.fake, y, 16 * kMiB, 6)));
   CHECK_MESSAGE(r.fake.violations == 0, r.fake.last_violation);
 }
 
@@ -526,27 +555,33 @@ TEST_CASE("frames: copies after copy_after wait for the program's stream, on bot
   REQUIRE(r.mover.allocate(32 * kMiB, &va));
   REQUIRE(r.mover.to_device(va, 16 * kMiB));
   r.drain();
-  r.fake.app_pending = true;
+  r.fake.app_work(7);
   r.fake.log.clear();
   REQUIRE(r.mover.copy_after(7));
-  CHECK(r.fake.log == std::vector<std::string>{"record 7"});  // at once, on the caller's thread
+  CHECK(r.fake.log == std::vector<std::string>{"copies_after 7"});  // at once, one call for both
   REQUIRE(r.mover.to_host(va, 16 * kMiB));
   REQUIRE(r.mover.to_device(va + 16 * kMiB, 16 * kMiB));
-  r.step();
-  auto pos = [&](const std::string &s) {
-    return std::find(r.fake.log.begin(), r.fake.log.end(), s) - r.fake.log.begin();
-  };
-  const std::string t = std::to_string(r.fake.app_token);
-  const long end = long(r.fake.log.size());
-  CHECK(pos("copy 1") < end);
-  CHECK(pos("copy 0") < end);
-  CHECK(pos("wait_event 1 " + t) < pos("copy 1"));
-  CHECK(pos("wait_event 0 " + t) < pos("copy 0"));
-  CHECK(pos("drop " + t) < end);  // the event is given back
-  r.drain();
-  CHECK(!r.fake.on_device(va));
-  CHECK(r.fake.on_device(va + 16 * kMiB));
+  const uint64_t f = r.mover.fence();
+  r.fake.run_copies(2);  // neither may run while stream 7's work is not done
+  CHECK((r.fake.queue[kIn].size() == 1 && r.fake.queue[kOut].size() == 1 && !r.mover.passed(f)));
+  r.fake.app_done();
+  r.fake.run_copies(2);
+  CHECK((r.mover.passed(f) && !r.fake.on_device(va) && r.fake.on_device(va + 16 * kMiB)));
+  // A wait on the host for copies behind the program's work ends once that work is done.
+  r.fake.app_work(7);
+  REQUIRE((r.mover.copy_after(7) && r.mover.to_host(va + 16 * kMiB, 16 * kMiB)));
+  CHECK(r.mover.stream_wait(7, r.mover.fence()));
+  CHECK(!r.fake.on_device(va + 16 * kMiB));
   CHECK_MESSAGE(r.fake.violations == 0, r.fake.last_violation);
+}
+
+TEST_CASE("frames: a range not starting at a frame moves every frame it covers") {
+  Rig r(16 * kMiB, 2 * kMiB, 64 * kMiB);
+  uint64_t va = 0;
+  REQUIRE(r.mover.allocate(48 * kMiB, &va));
+  REQUIRE(r.mover.to_device(va + 8 * kMiB, 16 * kMiB));  // the second half of frame 0, the first of 1
+  r.drain();
+  CHECK((r.fake.on_device(va) && r.fake.on_device(va + 16 * kMiB) && !r.fake.on_device(va + 32 * kMiB)));
 }
 
 TEST_CASE("frames: random programs paged by the pager keep their data within the capacity") {
@@ -556,25 +591,26 @@ TEST_CASE("frames: random programs paged by the pager keep their data within the
     Outcome o = program(seed, 0);
     CHECK(!o.failed);
     total.remaps += o.remaps, total.evictions += o.evictions, total.remote += o.remote, total.frees += o.frees;
+    total.cancelled += o.cancelled, total.wildcards += o.wildcards, total.planned += o.planned;
   }
-  // Not vacuous: frames moved both ways, some ops did not fit, allocations came and went.
-  CHECK(total.remaps > 1000);
-  CHECK(total.evictions > 300);
-  CHECK(total.remote > 0);
-  CHECK(total.frees > 100);
+  // Not vacuous: frames moved both ways, moves were cancelled, ops followed the plan, some did not
+  // fit, undecoded ops ran, allocations came and went.
+  CHECK((total.remaps > 1000 && total.evictions > 300 && total.cancelled > 10 && total.planned > 300));
+  CHECK((total.remote > 0 && total.wildcards > 50 && total.frees > 100));
 }
 
-TEST_CASE("frames: a device call failing at any point loses no data and leaves nothing waiting") {
+// Also what the worker-thread mover got wrong: after a failure (of the stream's wait, say) it went on
+// remapping under ops that had not waited, and streams waited for a counter never published again.
+TEST_CASE("frames: a device call failing at any point loses no data, and nothing moves after it") {
   vc::log_configure(vc::log_level(), "/dev/null");  // an error line per failed mover
-  for (uint32_t seed : {1u, 2u}) {
+  for (uint32_t seed : {1u, 2u, 23u}) {                // 23: moves cancelled
     const Outcome clean = program(seed, 0);
     REQUIRE(!clean.failed);
     uint64_t stopped = 0;
     for (uint64_t n = 1; n <= clean.calls; ++n) {
       CAPTURE(seed);
       CAPTURE(n);
-      const std::string &call = clean.log[n - 1];  // the same calls up to the failure
-      if (seed % 2 && (call == "stream_wait" || call.rfind("record", 0) == 0)) continue;  // see the next test
+      CAPTURE(clean.log[n - 1]);  // the same calls up to the failure
       stopped += program(seed, n).failed;
     }
     CHECK(stopped > clean.calls / 2);  // most calls stop the mover: the failures reach its moves
@@ -582,65 +618,58 @@ TEST_CASE("frames: a device call failing at any point loses no data and leaves n
   vc::log_configure(vc::log_level(), "/dev/stderr");
 }
 
-// Bug (pager.cc:fail and frames.cc: nothing stops the mover when the pager stops): when a call the
-// pager makes fails (the stream's wait for a fetch here, or the record of copy_after), the pager
-// stops, but FrameMover goes on with the moves already queued and remaps their frames while the op
-// that should have waited for them runs: what it writes at a frame's home between the fetch's copy
-// and the remap is lost. Note [Paging failures] says nothing moves any more.
-TEST_CASE("frames: once the pager stops, no frame is remapped under the program" * doctest::may_fail()) {
+// When the unmap of a resident frame's `va` fails while freeing, its chunk must not go back to the
+// pool: the driver keeps it mapped there (and so alive). Taken from the pool for a chunk of another
+// size, it would be released with its memory staying, no longer counted (found by this test: the
+// mover said 8 MiB of device chunks, the device held 24, of a capacity of 16).
+TEST_CASE("frames: a failed unmap while freeing keeps that chunk out of the pool") {
   vc::log_configure(vc::log_level(), "/dev/null");
-  Rig r(kFrame, kGran, kFrame);
-  vc::Pager pager(&r.mover, kFrame, kFrame, vc::PagingPolicy::kReactive);
-  uint64_t va = 0;
-  REQUIRE(r.mover.allocate(2 * kFrame, &va));
-  pager.on_alloc(vc::Allocation{va, 2 * kFrame, vc::AllocKind::kDevice, 1});
-  pager.on_op({vc::OpKind::kKernel, "k"}, 1, {{1, 0, kFrame, vc::Role::kUnknown}});
+  Rig r(16 * kMiB, 2 * kMiB, 16 * kMiB);
+  uint64_t a = 0, b = 0;
+  REQUIRE((r.mover.allocate(16 * kMiB, &a) && r.mover.to_device(a, 16 * kMiB)));
   r.drain();
-  REQUIRE(r.fake.on_device(va));
-  r.fake.fail_at = r.fake.calls + 2;  // the record for the eviction of frame 0, then the stream's wait
-  pager.on_op({vc::OpKind::kKernel, "k"}, 1, {{1, kFrame, kFrame, vc::Role::kUnknown}});
-  REQUIRE(r.fake.log[r.fake.fail_at - 1] == "stream_wait");
-  REQUIRE(pager.stats().failed);
-  r.step();
-  r.fake.run_copies(1);  // frame 0 copied out
-  r.step();
-  r.fake.run_copies(1);  // frame 1 copied in
-  *r.fake.at(va + kFrame) = 0x5a;  // the op, which did not wait, writes frame 1 (at home)
+  r.fake.fail_at = r.fake.calls + 2;  // synchronize, then the unmap of `a`
+  CHECK(r.mover.free(a));
+  REQUIRE(r.fake.log[r.fake.fail_at - 1] == "unmap");
+  REQUIRE((r.mover.allocate(8 * kMiB, &b) && r.mover.to_device(b, 8 * kMiB)));
   r.drain();
   vc::log_configure(vc::log_level(), "/dev/stderr");
-  CHECK(*r.fake.at(va + kFrame) == 0x5a);
+  CHECK(r.fake.on_device(b));
+  CHECK(r.mover.stats().device_bytes == r.fake.device_live);  // what it counts is what the device holds
 }
 
-// Bug (frames.cc:400-405, stop; 179-180, queue; 219, passed): stop() publishes the fences issued so
-// far, but queue() still takes moves (it checks only `failed`) and passed() stays false for them, so
-// the pager makes streams wait (cuStreamWaitValue32) for a counter that is never published again.
-// The worker thread calls stop() when it cannot set its context (interpose/paging.cc).
-TEST_CASE("frames: after stop nothing waits forever" * doctest::may_fail()) {
-  Rig r(16 * kMiB, 2 * kMiB, 32 * kMiB);
+// An undecoded launch waits for every move issued before it, and the moves after it are ordered
+// after its stream. Found by this test: on_op of the undecoded op itself, following the plan,
+// prefetched before the launch was enqueued, so frame 1's prefetch was copied, the launch wrote
+// frame 1 at home, and the remap to the chunk lost the write. Now no prefetch is issued at it.
+TEST_CASE("frames: no move issued for an undecoded op is in flight when it is enqueued") {
+  Rig r(kFrame, kGran, 2 * kFrame);
+  vc::Pager pager(&r.mover, 2 * kFrame, kFrame, vc::PagingPolicy::kPredictive);
   uint64_t va = 0;
-  REQUIRE(r.mover.allocate(32 * kMiB, &va));
-  r.mover.stop();
-  CHECK(!r.mover.service(false));
-  bool queued = r.mover.to_device(va, 16 * kMiB);
-  uint64_t f = r.mover.fence();
-  CHECK((!queued || r.mover.passed(f)));  // refused, or counted as done
-  CHECK((!f || r.mover.passed(f)));
-  r.mover.stream_wait(3, f);
-  for (auto [s, v] : r.fake.waits) CHECK(r.fake.published >= v);
-  CHECK(r.mover.free(va));
-  CHECK(r.fake.empty());
-}
-
-// Bug (frames.cc:185-190, queue): the loop steps by a frame from the range's first offset, not from
-// its frame's start, so a range that does not start at a frame misses its last frame when it ends
-// within less than a frame of it. The pager's ranges start at frames while its page size equals
-// the frame size (FrameMover rounds VRAMCACHE_FRAME_SIZE up to the granularity: they can differ).
-TEST_CASE("frames: a range not starting at a frame moves every frame it covers" * doctest::may_fail()) {
-  Rig r(16 * kMiB, 2 * kMiB, 64 * kMiB);
-  uint64_t va = 0;
-  REQUIRE(r.mover.allocate(48 * kMiB, &va));
-  REQUIRE(r.mover.to_device(va + 8 * kMiB, 16 * kMiB));  // the second half of frame 0, the first of 1
-  r.drain();
-  CHECK(r.fake.on_device(va));
-  CHECK(r.fake.on_device(va + 16 * kMiB));
+  REQUIRE(r.mover.allocate(3 * kFrame, &va));
+  pager.on_alloc(vc::Allocation{va, 3 * kFrame, vc::AllocKind::kDevice, 1});
+  const char *names[] = {"a", "w", "b", "c"};  // "w" is undecoded; a, b, c touch frames 0, 1, 2
+  auto touches = [&](int i) {
+    return i == 1 ? std::vector<vc::Touch>{} : std::vector<vc::Touch>{{1, uint64_t(i - (i > 1)) * kFrame, kFrame}};
+  };
+  vc::Trace t;
+  t.page_size = kFrame;
+  t.allocs.push_back({1, va, 3 * kFrame});
+  for (int i = 0; i < 24; ++i) {
+    vc::Op op;
+    op.name = t.intern(names[i % 4]), op.first_ref = uint32_t(t.refs.size()), op.ref_count = i % 4 != 1;
+    for (const vc::Touch &x : touches(i % 4)) t.refs.push_back(x);
+    t.ops.push_back(op);
+  }
+  std::string why;
+  REQUIRE(pager.learn(t, &why));
+  for (int i = 0; i < 12; ++i) {
+    pager.on_op({vc::OpKind::kKernel, names[i % 4], i % 4 == 1}, 1, touches(i % 4));
+    if (i % 4 != 1) continue;
+    CHECK(r.mover.passed(r.mover.fence()));  // nothing in flight as the launch is enqueued
+    r.fake.run_copies(~size_t(0));
+    for (int f = 0; f < 3; ++f) *r.fake.at(va + f * kFrame) = uint8_t(0x50 + i);  // it writes every frame
+    r.step();
+    for (int f = 0; f < 3; ++f) CHECK(*r.fake.at(va + f * kFrame) == uint8_t(0x50 + i));
+  }
 }
