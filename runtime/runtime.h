@@ -99,6 +99,8 @@ struct Counters {
 class Runtime {
  public:
   explicit Runtime(const Options &options, std::string command = "");
+  // The library's runtime lives to the end of the process (never destroyed); tests destroy theirs.
+  ~Runtime() { delete pager_.load(); }
 
   const Options &options() const { return options_; }
   bool observing() const { return options_.mode() != Mode::kOff; }
