@@ -61,9 +61,9 @@ namespace vc {
     "with a budget: seconds between status lines (resident bytes, bytes moved each way, misses) "   \
     "at log level info")                                                                          \
   X(kResidencyFile, "VRAMCACHE_RESIDENCY_FILE", kPath, "", "/tmp/residency-%p.csv",                  \
-    "with a budget: every 100 ms, write the pager's resident bytes, the device's used memory (which " \
-    "keeps pages moved out: not a residency figure) and bytes moved to this CSV file; `%p` becomes " \
-    "the process id (`vramcache run --report` sets it)")                                          \
+    "with a budget: every 100 ms, write the pager's resident bytes, the device's used memory (with "  \
+    "the explicit backend a residency figure; with the managed one it keeps pages moved out) and "  \
+    "bytes moved to this CSV file; `%p` becomes the process id (`vramcache run --report` sets it)")                                          \
   X(kAllowOversubscribe, "VRAMCACHE_ALLOW_OVERSUBSCRIBE", kBool, "0", "1",                           \
     "let managed allocations exceed the device's free memory (read at the first managed "           \
     "allocation); without it such an "                                                             \
