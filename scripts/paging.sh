@@ -14,6 +14,8 @@ nvidia-smi --query-gpu=memory.used,memory.total --format=csv
 mkdir -p "$out"
 # Where managed pages are, as the device's used-memory figure shows it (a probe, a few seconds).
 [ -x build/samples/managed_residency ] && timeout 60 build/samples/managed_residency | tee "$out/managed_residency.txt"
+# The link's rate for frames in the same call, the reference of the explicit backend's copy rate.
+[ -x build/samples/explicit_probe ] && timeout 90 build/samples/explicit_probe | tee "$out/explicit_probe.txt"
 timeout "${PAGING_TIMEOUT:-570}" python3 scripts/paging.py --out "$out" "$@"
 rc=$?
 python3 scripts/paging_report.py "$out/results.json" --docs "$out" >/dev/null || rc=1

@@ -65,6 +65,14 @@ def table(jobs):
     return lines
 
 
+def probe_rate(path):
+    """Both-ways copy rate (GB/s) of the explicit probe run in the same call as `path`, or None."""
+    import re
+    probe = os.path.join(os.path.dirname(path), "explicit_probe.txt")
+    m = re.search(r"both at once: ([0-9.]+) GB/s", open(probe).read()) if os.path.exists(probe) else None
+    return float(m.group(1)) if m else None
+
+
 def explicit_table(jobs):
     """The explicit-copy backend against the managed one, for the jobs that have explicit runs."""
     rows = [j for j in jobs if j.get("explicit-predictive") or j.get("explicit-reactive")]
@@ -83,11 +91,13 @@ def explicit_table(jobs):
         t = ep.get("median_step_s")
         ratio = lambda a, b: f"{a['median_step_s'] / b['median_step_s']:.2f}x" if a.get("median_step_s") and b.get("median_step_s") else "-"
         used = max((r.get("summary") or {}).get("device_used_peak", 0) for r in (er, ep))
+        probe = probe_rate(ep["source"]) if ep.get("source") else None
+        rate = f"{(moved_in + moved_out) / t / 1e9:.0f} GB/s" + (f" ({(moved_in + moved_out) / t / 1e9 / probe:.0%} of the probe's {probe:.0f})" if probe and t else "") if t else "-"
         lines.append(
             f"| {j['job']} | {j['budget_bytes'] / GIB:.3g} GiB | {mr.get('median_step_s', 0):.3g} | {er.get('median_step_s', 0):.3g} "
             f"| {ep.get('median_step_s', 0):.3g} | **{ratio(mr, ep)}** / {ratio(mp, ep)} "
             f"| {er.get('bitwise')} / {ep.get('bitwise')} ({len(er.get('losses', []))} / {len(ep.get('losses', []))}) "
-            f"| {gb(moved_in)} / {gb(moved_out)} | {(moved_in + moved_out) / t / 1e9:.0f} GB/s | {used / GIB:.2f} GiB |"
+            f"| {gb(moved_in)} / {gb(moved_out)} | {rate} | {used / GIB:.2f} GiB |"
             if t else f"| {j['job']} | explicit predictive did not finish | | | | | | | | |")
     return lines
 
