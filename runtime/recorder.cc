@@ -8,6 +8,7 @@
 
 #include "runtime/iterations.h"
 #include "runtime/log.h"
+#include "runtime/pages.h"
 
 namespace vc {
 
@@ -90,13 +91,15 @@ void collect_refs(const RecordedOp &r, const AllocMap &allocs, std::vector<Ref> 
     if (r.src)
       if (auto hit = allocs.find(r.src)) refs.push_back({hit->alloc.id, hit->offset, r.bytes, Role::kRead});
   }
-  // One ref per (allocation, offset): exact refs come first and win.
+  // One ref per (allocation, offset): exact refs come first and win over a parameter pointer; two
+  // exact ones of the same extent (a GEMM's C read and D written at one place) merge their roles.
   out->clear();
   for (const Ref &ref : refs) {
-    bool dup = std::any_of(out->begin(), out->end(), [&](const Ref &u) {
+    auto dup = std::find_if(out->begin(), out->end(), [&](const Ref &u) {
       return u.alloc_id == ref.alloc_id && u.offset == ref.offset && (ref.bytes == 0 || u.bytes == ref.bytes);
     });
-    if (!dup) out->push_back(ref);
+    if (dup == out->end()) out->push_back(ref);
+    else if (ref.bytes) dup->role = merge_roles(dup->role, ref.role);
   }
 }
 

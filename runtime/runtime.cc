@@ -112,9 +112,11 @@ void Runtime::page_op(const RecordedOp &op, bool captured) {
   // Nothing is issued while a stream capture is open (into it, or calls that could invalidate it):
   // what such an op touches stays where it is, reachable from the device.
   bool capture_open = counters_.captures_begun > counters_.captures_ended;
+  // A wildcard may touch any page: a kernel not decoded or reaching memory through pointer arrays,
+  // a copy or set whose range was not decoded (2D, 3D, arrays).
   bool kernel = op.kind == OpKind::kKernel || op.kind == OpKind::kGraphKernel;
-  if (pg && !captured && !capture_open && op.kind != OpKind::kSync)
-    pg->on_op({op.kind, op.name, kernel && (!(op.flags & kOpDecoded) || (op.flags & kOpIndirect))}, op.stream, refs);
+  bool wildcard = kernel ? !(op.flags & kOpDecoded) || (op.flags & kOpIndirect) : op.bytes == 0 && !op.ranges;
+  if (pg && !captured && !capture_open && op.kind != OpKind::kSync) pg->on_op({op.kind, op.name, wildcard}, op.stream, refs);
 }
 
 void Runtime::on_gemm(GemmApi api, const GemmOperand *ops, int n) {

@@ -20,6 +20,22 @@ RecordedOp kernel(const char *name, uint64_t correlation) {
 
 }  // namespace
 
+// A GEMM with C read and D written at the same place: one ref, read and written (before, the
+// second exact ref was dropped as a duplicate and the place looked read-only).
+TEST_CASE("recorder: exact refs at one place merge their roles") {
+  AllocMap allocs;
+  allocs.insert(0x200000, 1 << 20, AllocKind::kDevice);
+  GemmOperand cd[2] = {{'C', 0x200000, 16, 16, 16, false, 0, 1, 0, OperandRole::kRead},
+                       {'D', 0x200000, 16, 16, 16, false, 0, 1, 0, OperandRole::kWritten}};
+  RecordedOp gemm = kernel("gemm", 1);
+  gemm.gemm = cd;
+  gemm.gemm_count = 2;
+  std::vector<vc::Ref> refs;
+  vc::collect_refs(gemm, allocs, &refs);
+  REQUIRE(refs.size() == 1);
+  CHECK(refs[0].role == Role::kReadWritten);
+}
+
 TEST_CASE("recorder: refs, roles, names and allocations") {
   AllocMap allocs;
   allocs.insert(0x10000, 1 << 20, AllocKind::kDevice);

@@ -245,8 +245,9 @@ struct CountingMover : vc::Mover {
   bool passed(uint64_t) override { return false; }
 };
 
-// Under a budget, a kernel that may touch any page goes to the pager as a wildcard: one whose
-// parameters were not decoded, and one inside a BLAS call with pointer arrays in device memory.
+// Under a budget, an op that may touch any page goes to the pager as a wildcard: a kernel whose
+// parameters were not decoded, one inside a BLAS call with pointer arrays in device memory, and a
+// copy whose range was not decoded.
 TEST_CASE("runtime: undecoded and pointer-array kernels reach the pager as wildcards") {
   auto rt = make_runtime({{"VRAMCACHE_BUDGET", "64M"}});
   CountingMover mover;
@@ -268,8 +269,16 @@ TEST_CASE("runtime: undecoded and pointer-array kernels reach the pager as wildc
   CHECK(rt->pager()->stats().wildcards == 1);
   rt->on_launch(batched);
   CHECK(rt->pager()->stats().wildcards == 2);
-  CHECK(mover.waits >= 2);  // each wildcard's stream waited for the moves before it
-  CHECK(json_values(*rt)["paging_wildcards"] == 2);
+  vc::ApiCall copy2d;  // a copy whose range was not decoded (cuMemcpy2D, say)
+  copy2d.name = "cuMemcpy2DAsync_v2";
+  rt->on_api(ApiClass::kCopy, copy2d);
+  CHECK(rt->pager()->stats().wildcards == 3);
+  vc::ApiCall copy;  // a decoded one is not
+  copy.name = "cuMemcpyDtoDAsync_v2", copy.dst = 0x10000000, copy.src = 0x10000000 + (4 << 20), copy.bytes = 1 << 20;
+  rt->on_api(ApiClass::kCopy, copy);
+  CHECK(rt->pager()->stats().wildcards == 3);
+  CHECK(mover.waits >= 3);  // each wildcard's stream waited for the moves before it
+  CHECK(json_values(*rt)["paging_wildcards"] == 3);
 }
 
 // A collective (or a group of them) is one op touching exactly its buffers: the pager fetches
