@@ -43,8 +43,8 @@ namespace vc {
 // may use a frame during its remap; the managed backend's driver keeps any access coherent):
 //  - an eviction's copies wait for the stream of each victim's last access;
 //  - a page accessed where it was (remote) is fetched only after that stream's work;
-//  - a wildcard op (a kernel whose parameters were not decoded, or one reaching memory through
-//    pointer arrays) may touch any page: no prefetch is issued at it, its stream waits for every
+//  - a wildcard op (a kernel whose parameters were not decoded or that reaches memory through
+//    pointer arrays, a copy or set whose range was not decoded) may touch any page: no prefetch is issued at it, its stream waits for every
 //    move issued until then (its own misses included), and the moves after it wait for its stream
 //    (recorded at the next op, once the wildcard launch is enqueued).
 //
