@@ -12,6 +12,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <thread>
 #include <vector>
 
 #define CK(x)                                                           \
@@ -24,6 +25,13 @@
       exit(2);                                                          \
     }                                                                   \
   } while (0)
+
+// Spins for about `cycles` clock cycles (one thread): a long kernel that touches no frame.
+__global__ void spin(long long cycles) {
+  long long t0 = clock64();
+  while (clock64() - t0 < cycles) {
+  }
+}
 
 __global__ void add(float *p, size_t n, float v) {
   for (size_t i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += size_t(gridDim.x) * blockDim.x) p[i] += v;
@@ -140,6 +148,33 @@ int main() {
   CK(cuStreamSynchronize(out));
   double t_out = now() - t0;
   bool ok = check(&a, 2.0f);
+  // Can a second thread remap while this one waits in the driver for a long kernel? (Whether
+  // remaps could leave the launch path: if the driver holds a lock through the wait, the remap
+  // takes as long as the kernel.) Frame 0 of set B is remapped, which the kernel does not touch.
+  double remap_during_sync_us = 0, remap_idle_us = 0;
+  {
+    double t = now();
+    CK(cuMemUnmap(b.va, kFrame));
+    map(b.va, b.chunk[0]);
+    remap_idle_us = (now() - t) * 1e6;
+    CUstream s;
+    CK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+    spin<<<1, 1, 0, s>>>(400000000LL);  // about 0.2 s
+    std::thread other([&] {
+      CK(cuCtxSetCurrent(ctx));
+      usleep(20000);
+      double t1 = now();
+      CK(cuMemUnmap(b.va, kFrame));
+      map(b.va, b.home[0]);
+      remap_during_sync_us = (now() - t1) * 1e6;
+    });
+    double t2 = now();
+    CK(cuStreamSynchronize(s));
+    double kernel_ms = (now() - t2) * 1e3;
+    other.join();
+    printf("remap by another thread while this one waits %.0f ms in cuStreamSynchronize: %.0f us (idle: %.0f us)\n",
+           kernel_ms, remap_during_sync_us, remap_idle_us);
+  }
   printf("frames of %zu MiB, %d per set\n", kFrame >> 20, kFrames);
   printf("copy home -> device: %.1f GB/s (again %.1f GB/s); device -> home: %.1f GB/s; both at once: %.1f GB/s total\n",
          gb / t_in, gb / t_in2, gb / t_out, 2 * gb / t_both);
