@@ -67,7 +67,6 @@ class FrameMover final : public Mover {
   // Frees an allocation made here, once the device is idle. False: `va` is not one (the caller frees it).
   bool free(uint64_t va);
   bool owns(uint64_t va) const;
-  uint64_t frame_size() const { return frame_size_; }
 
   // Mover (Note [Frames]).
   bool to_device(uint64_t addr, uint64_t bytes) override;

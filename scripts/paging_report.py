@@ -11,6 +11,7 @@ Usage: python3 scripts/paging_report.py RESULTS.json [RESULTS.json ...] [--docs 
 import argparse
 import json
 import os
+import re
 
 GIB = 1 << 30
 POLICIES = ("plain", "reactive", "predictive", "explicit-reactive", "explicit-predictive")
@@ -67,7 +68,6 @@ def table(jobs):
 
 def probe_rate(path):
     """Both-ways copy rate (GB/s) of the explicit probe run in the same call as `path`, or None."""
-    import re
     probe = os.path.join(os.path.dirname(path), "explicit_probe.txt")
     m = re.search(r"both at once: ([0-9.]+) GB/s", open(probe).read()) if os.path.exists(probe) else None
     return float(m.group(1)) if m else None
