@@ -2,6 +2,7 @@
 // stops the program there with one line (the only place the library may end the process).
 // At exit, count mode prints its summary. Nothing here calls CUDA.
 #include "interpose/library.h"
+#include "interpose/paging.h"
 
 #include <dlfcn.h>
 #include <unistd.h>
@@ -160,6 +161,7 @@ __attribute__((destructor)) void library_stop() {
   // A process that never touched CUDA (a shell, a helper the program spawned) prints nothing.
   if (!rt || g_observer_state.load() == 0) return;
   g_stopping.store(true);
+  stop_paging();
   flush_activity(rt);
   rt->finish_recording(symbolize, /*at_exit=*/true);
   std::string text = rt->summary_text();

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "interpose/cuda_api.h"
+#include "interpose/event_pool.h"
 #include "interpose/launch_observer.h"
 #include "interpose/library.h"
 #include "interpose/vmm.h"
@@ -43,7 +44,7 @@ class ManagedMover final : public Mover {
         !concurrent)
       return why("the device has no concurrent managed access");
     if (api->cuStreamCreate(&stream_, CU_STREAM_NON_BLOCKING) != CUDA_SUCCESS) return why("cuStreamCreate failed");
-    if (api->cuEventCreate(&scratch_, CU_EVENT_DISABLE_TIMING) != CUDA_SUCCESS) return why("cuEventCreate failed");
+    marks_.start(api);
     events_.resize(kEvents);
     for (CUevent &e : events_)
       if (api->cuEventCreate(&e, CU_EVENT_DISABLE_TIMING) != CUDA_SUCCESS) return why("cuEventCreate failed");
@@ -66,10 +67,9 @@ class ManagedMover final : public Mover {
     CUmemLocation host = {CU_MEM_LOCATION_TYPE_HOST, 0};
     return api_->cuMemPrefetchAsync(addr, bytes, host, 0, stream_) == CUDA_SUCCESS;
   }
-  bool copy_after(uint64_t stream) override {
-    return api_->cuEventRecord(scratch_, CUstream(stream)) == CUDA_SUCCESS &&
-           api_->cuStreamWaitEvent(stream_, scratch_, 0) == CUDA_SUCCESS;
-  }
+  uint64_t mark(uint64_t stream) override { return marks_.record(CUstream(stream)); }
+  void drop_mark(uint64_t m) override { marks_.drop(m); }
+  bool copy_after(uint64_t m) override { return api_->cuStreamWaitEvent(stream_, marks_.event(m), 0) == CUDA_SUCCESS; }
   uint64_t fence() override {
     uint64_t f = ++issued_;
     // The slot's previous fence must have passed before its event is recorded again.
@@ -100,7 +100,7 @@ class ManagedMover final : public Mover {
   CUcontext ctx_ = nullptr;
   CUdevice dev_ = 0;
   CUstream stream_ = nullptr;
-  CUevent scratch_ = nullptr;
+  EventPool marks_;
   std::vector<CUevent> events_;
   uint64_t issued_ = 0, passed_ = 0;
 };
@@ -265,6 +265,10 @@ bool paged_free(uint64_t ptr) {
   if (!ptr || !g_explicit) return false;
   OwnCalls own;
   return g_explicit->mover->free(ptr);
+}
+
+void stop_paging() {
+  if (g_explicit) g_explicit->mover->stop();
 }
 
 void budget_mem_info(Runtime *rt, size_t *free_bytes, size_t *total_bytes) {

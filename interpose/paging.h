@@ -35,6 +35,9 @@ bool paged_free(uint64_t ptr);
 // (and one log line) when the total would exceed the device's free memory at the first one.
 bool managed_admitted(Runtime *rt, uint64_t size);
 
+// At exit, before the driver goes: the explicit backend's mover thread stops.
+void stop_paging();
+
 // cudaMemGetInfo/cuMemGetInfo under a budget, given the real figures: the card's size becomes the
 // budget, free what the pager has not used (neither more than the real figure). Unchanged when
 // paging is not wanted or could not start.

@@ -2,9 +2,8 @@
 // mappings through the VMM API, two copy streams and their events.
 #include "interpose/vmm.h"
 
-#include <mutex>
-#include <vector>
-
+#include "interpose/event_pool.h"
+#include "interpose/launch_observer.h"
 #include "runtime/log.h"
 
 namespace vc::interpose {
@@ -42,7 +41,7 @@ class CudaVmm final : public VmmDevice {
     granularity_ = std::max<uint64_t>(g_dev, g_host);
     for (CUstream &s : copy_)
       if (api->cuStreamCreate(&s, CU_STREAM_NON_BLOCKING) != CUDA_SUCCESS) return why("cuStreamCreate failed");
-    if (api->cuEventCreate(&after_, CU_EVENT_DISABLE_TIMING) != CUDA_SUCCESS) return why("cuEventCreate failed");
+    events_.start(api);
     return true;
   }
   CUcontext context() const { return ctx_; }
@@ -75,22 +74,25 @@ class CudaVmm final : public VmmDevice {
   bool copy(int dir, uint64_t dst, uint64_t src, uint64_t bytes) override {
     return api_->cuMemcpyAsync(dst, src, bytes, copy_[dir]) == CUDA_SUCCESS;
   }
-  // The event is recorded and waited for in one call (the caller holds its lock), so one does.
-  bool copies_after(uint64_t stream) override {
-    return api_->cuEventRecord(after_, CUstream(stream)) == CUDA_SUCCESS &&
-           api_->cuStreamWaitEvent(copy_[0], after_, 0) == CUDA_SUCCESS &&
-           api_->cuStreamWaitEvent(copy_[1], after_, 0) == CUDA_SUCCESS;
+  uint64_t mark(int dir) override { return events_.record(copy_[dir]); }
+  uint64_t mark_stream(uint64_t stream) override { return events_.record(CUstream(stream)); }
+  bool copies_after(uint64_t token) override {
+    CUevent e = events_.event(token);
+    return api_->cuStreamWaitEvent(copy_[0], e, 0) == CUDA_SUCCESS &&
+           api_->cuStreamWaitEvent(copy_[1], e, 0) == CUDA_SUCCESS;
   }
-  uint64_t mark(int dir) override { return record_on(copy_[dir]); }
   int poll(uint64_t token, bool block) override {
-    CUresult r = block ? api_->cuEventSynchronize(event(token)) : api_->cuEventQuery(event(token));
+    CUevent e = events_.event(token);
+    CUresult r = block ? api_->cuEventSynchronize(e) : api_->cuEventQuery(e);
     return r == CUDA_SUCCESS ? 1 : r == CUDA_ERROR_NOT_READY ? 0 : -1;
   }
-  void drop(uint64_t token) override {
-    std::lock_guard lock(mu_);
-    free_.push_back(uint32_t(token - 1));
-  }
+  void drop(uint64_t token) override { events_.drop(token); }
   bool synchronize() override { return api_->cuCtxSynchronize() == CUDA_SUCCESS; }
+  // The mover's thread: its calls are vramcache's own, never observed as the program's.
+  bool enter_thread() override {
+    static thread_local OwnCalls own;
+    return api_->cuCtxSetCurrent && api_->cuCtxSetCurrent(ctx_) == CUDA_SUCCESS;
+  }
 
  private:
   CUmemAllocationProp prop(bool host) const {
@@ -99,30 +101,6 @@ class CudaVmm final : public VmmDevice {
     p.location.type = host ? CU_MEM_LOCATION_TYPE_HOST_NUMA : CU_MEM_LOCATION_TYPE_DEVICE;
     p.location.id = host ? numa_ : int(dev_);
     return p;
-  }
-  CUevent event(uint64_t token) {
-    std::lock_guard lock(mu_);
-    return events_[token - 1];
-  }
-  // Events are pooled: a token is an index into events_, plus one.
-  uint64_t record_on(CUstream s) {
-    uint32_t i;
-    CUevent e;
-    {
-      std::lock_guard lock(mu_);
-      if (free_.empty()) {
-        CUevent e = nullptr;
-        if (api_->cuEventCreate(&e, CU_EVENT_DISABLE_TIMING) != CUDA_SUCCESS) return 0;
-        events_.push_back(e);
-        free_.push_back(uint32_t(events_.size() - 1));
-      }
-      i = free_.back();
-      free_.pop_back();
-      e = events_[i];
-    }
-    if (api_->cuEventRecord(e, s) == CUDA_SUCCESS) return uint64_t(i) + 1;
-    drop(uint64_t(i) + 1);
-    return 0;
   }
   bool why(const char *reason) {
     VC_ERROR("explicit paging cannot start: %s; running without a budget", reason);
@@ -135,10 +113,7 @@ class CudaVmm final : public VmmDevice {
   int numa_ = 0;
   uint64_t granularity_ = 2 << 20;
   CUstream copy_[2] = {nullptr, nullptr};
-  CUevent after_ = nullptr;
-  std::mutex mu_;
-  std::vector<CUevent> events_;  // grows only, so an index stays valid
-  std::vector<uint32_t> free_;
+  EventPool events_;
 };
 
 }  // namespace
@@ -149,7 +124,7 @@ ExplicitBackend *start_explicit(const DriverApi *api, uint64_t frame_size, uint6
   auto *b = new ExplicitBackend;
   b->context = vmm->context();
   b->device = vmm->device();
-  b->mover = std::make_unique<FrameMover>(vmm.get(), frame_size, vmm->granularity(), budget);
+  b->mover = std::make_unique<FrameMover>(vmm.get(), frame_size, vmm->granularity(), budget, /*worker=*/true);
   b->vmm = std::move(vmm);
   return b;
 }

@@ -2,6 +2,7 @@
 #include "runtime/frames.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 
 #include "runtime/log.h"
@@ -17,13 +18,16 @@ namespace vc {
 //
 // A fetch takes a chunk and copies home -> chunk on the in stream; an eviction copies
 // chunk -> home on the out stream. When its copy is complete, a move remaps `va` (unmap, map, set
-// access); an eviction then returns its chunk to the pool. Moves complete in issue order, and only
-// on the caller's thread: when the pager asks whether a fence passed, when an op must wait for one
-// (the caller waits on the host for the copy, then remaps), or when a chunk is needed and the chunks
-// in use would pass the capacity (the oldest moves are finished first).
+// access); an eviction then returns its chunk to the pool. Moves complete in issue order, on the
+// mover's own thread (the worker), so that remaps (100-300 us each on the H200) stay off the
+// program's launch path: the worker waits for the oldest move's copy, then remaps without holding
+// the lock. The launch path waits only when an op needs a move not yet complete (stream_wait),
+// or when a chunk is needed and the chunks in use would pass the capacity (until evictions return
+// theirs). The pager leaves `headroom` of the budget free, so that usually a fetch finds a chunk
+// while the evictions that make its room are still in flight.
 //
 // Why a launch never runs during a remap of a frame it uses: launches enqueued before a move that
-// used the frame come before its copy (the pager orders an eviction's copies after the stream that
+// used the frame come before its copy (the pager orders an eviction's copies after the op that
 // last used each victim, a fetch of a frame used at home after that use, and every move after an
 // undecoded launch), so they are complete before the copy is, and the copy before the remap. A
 // launch enqueued after the move needs the frame, so the pager makes the caller wait for the move
@@ -33,29 +37,79 @@ namespace vc {
 // counter that a worker thread published after each remap (cuStreamWaitValue32), the worker's driver
 // calls blocked while an application thread sat in a synchronous call waiting for such a stream (a
 // probe on the H200 and the CUDA C++ sample both hung, results/paging-explicit-debug). Here the
-// device never waits for the host, so a synchronous call always ends.
+// device never waits for the host, so a synchronous call always ends, and the worker's remaps
+// proceed while the program waits in the driver (the probe: a remap by a second thread took 0.5 ms
+// while the first sat 200 ms in cuStreamSynchronize, results/paging-smoke-s4).
 //
 // A move is cancelled when the pager changes its mind before the remap: a frame being evicted that is
 // needed again stays resident (the copy home is harmless), and a frame being fetched that is evicted
 // stays home (its chunk returns to the pool once the copy into it is complete).
 //
 // A failed device call stops the mover (logged once): nothing moves any more and every frame stays
-// mapped where it is, its data complete there. A failed remap first maps the frame back.
+// mapped where it is, its data complete there. A failed remap first maps the frame back. Without a
+// worker (the tests' deterministic mode) moves complete on the callers' thread instead, when they
+// ask whether a fence passed, wait for one, or need a chunk.
 
 namespace {
 
 uint64_t round_up(uint64_t x, uint64_t m) { return (x + m - 1) / m * m; }
 
+uint64_t now_ns() {
+  return uint64_t(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                      std::chrono::steady_clock::now().time_since_epoch())
+                      .count());
+}
+
 }  // namespace
 
-FrameMover::FrameMover(VmmDevice *dev, uint64_t frame_size, uint64_t granularity, uint64_t capacity)
-    : dev_(dev), frame_size_(round_up(frame_size, granularity)), gran_(granularity), capacity_(capacity) {}
+FrameMover::FrameMover(VmmDevice *dev, uint64_t frame_size, uint64_t granularity, uint64_t capacity, bool worker)
+    : dev_(dev), frame_size_(round_up(frame_size, granularity)), gran_(granularity), capacity_(capacity),
+      threaded_(worker) {
+  if (worker) worker_ = std::thread(&FrameMover::work, this);
+}
 
-FrameMover::~FrameMover() = default;
+FrameMover::~FrameMover() { stop(); }
+
+void FrameMover::stop() {
+  {
+    std::lock_guard lock(mu_);
+    stop_ = true;
+  }
+  queued_.notify_all();
+  moved_.notify_all();
+  if (worker_.joinable() && worker_.get_id() != std::this_thread::get_id()) worker_.join();
+  std::lock_guard lock(mu_);
+  threaded_ = false;  // callers complete moves from now on
+  moved_.notify_all();
+}
 
 bool FrameMover::fail(const char *what) {
   if (!stats_.failed.exchange(true)) VC_ERROR("explicit paging stopped: %s failed; every frame stays where it is", what);
+  moved_.notify_all();
   return false;
+}
+
+uint64_t FrameMover::headroom() const { return capacity_ / 32 / frame_size_ * frame_size_; }
+
+void FrameMover::work() {
+  Lock lock(mu_);
+  if (!dev_->enter_thread()) fail("starting the mover's thread");
+  while (true) {
+    queued_.wait(lock, [&] { return stop_ || (!moves_.empty() && !stats_.failed); });
+    if (stop_) return;
+    uint64_t token = moves_.front().token;
+    lock.unlock();
+    int p = dev_->poll(token, true);
+    lock.lock();
+    if (stop_) return;
+    if (p < 0) {
+      fail("waiting for a copy");
+      continue;
+    }
+    complete(lock, &moves_.front());  // a failure stops the mover (then nothing is queued)
+    moves_.pop_front();
+    moved_.notify_all();
+  }
 }
 
 bool FrameMover::allocate(uint64_t size, uint64_t *va) {
@@ -126,12 +180,12 @@ bool FrameMover::owns(uint64_t va) const {
 }
 
 bool FrameMover::free(uint64_t va) {
-  std::lock_guard lock(mu_);
+  Lock lock(mu_);
   auto it = allocs_.find(va);
   if (it == allocs_.end()) return false;
   // The program's work on it is done before it goes (cudaFree synchronizes too), then every move.
   if (!dev_->synchronize()) VC_WARN_CAPPED("synchronizing the device before a paged free failed");
-  if (!stats_.failed) finish(true, issued_);
+  finish(lock, true, issued_);
   Alloc *a = it->second.get();
   release(a);
   stats_.frames -= a->frames.size();
@@ -140,13 +194,13 @@ bool FrameMover::free(uint64_t va) {
   return true;
 }
 
-bool FrameMover::each_frame(uint64_t addr, uint64_t bytes, bool (FrameMover::*fn)(Frame *)) {
+bool FrameMover::each_frame(Lock &lock, uint64_t addr, uint64_t bytes, bool (FrameMover::*fn)(Lock &, Frame *)) {
   auto it = allocs_.upper_bound(addr);
   if (it == allocs_.begin()) return false;
   Alloc &a = *(--it)->second;
   if (addr < a.va || addr + bytes > a.va + a.reserved) return false;
   for (uint64_t i = (addr - a.va) / frame_size_; i * frame_size_ < addr - a.va + bytes; ++i)
-    if (!(this->*fn)(&a.frames[i])) return false;
+    if (!(this->*fn)(lock, &a.frames[i])) return false;
   return true;
 }
 
@@ -156,7 +210,8 @@ FrameMover::Move *FrameMover::move_of(const Frame *f) {
   return it != moves_.end() && it->seq == f->move ? &*it : nullptr;
 }
 
-bool FrameMover::fetch(Frame *f) {
+bool FrameMover::fetch(Lock &lock, Frame *f) {
+  while (f->move && move_of(f)->remapping) moved_.wait(lock);  // it is neither here nor there yet
   switch (f->where) {
     case Where::kResident:
     case Where::kFetching: return true;
@@ -168,7 +223,7 @@ bool FrameMover::fetch(Frame *f) {
     case Where::kHome: break;
   }
   Chunk c;
-  if (!take_chunk(f->bytes, &c)) return false;
+  if (!take_chunk(lock, f->bytes, &c)) return false;
   uint64_t token = 0;
   if (!dev_->copy(kIn, c.va, f->home_va, f->bytes) || !(token = dev_->mark(kIn))) {
     give_chunk(c.handle, c.va, c.bytes);
@@ -180,10 +235,12 @@ bool FrameMover::fetch(Frame *f) {
   moves_.push_back(m);
   f->where = Where::kFetching, f->move = m.seq;
   stats_.in_bytes += f->bytes;
+  queued_.notify_one();
   return true;
 }
 
-bool FrameMover::evict(Frame *f) {
+bool FrameMover::evict(Lock &lock, Frame *f) {
+  while (f->move && move_of(f)->remapping) moved_.wait(lock);
   switch (f->where) {
     case Where::kHome:
     case Where::kEvicting: return true;
@@ -202,12 +259,16 @@ bool FrameMover::evict(Frame *f) {
   moves_.push_back(m);
   f->where = Where::kEvicting, f->move = m.seq;
   stats_.out_bytes += f->bytes;
+  queued_.notify_one();
   return true;
 }
 
 bool FrameMover::remap(Frame *f, uint64_t from, uint64_t to) {
-  if (!dev_->unmap(f->va, f->bytes)) return false;
-  if (dev_->map(f->va, f->bytes, to)) {
+  uint64_t t0 = now_ns();
+  if (!dev_->unmap(f->va, f->bytes)) return false;  // still mapped where it was
+  bool ok = dev_->map(f->va, f->bytes, to);
+  stats_.remap_ns += now_ns() - t0;
+  if (ok) {
     stats_.remaps++;
     return true;
   }
@@ -217,23 +278,34 @@ bool FrameMover::remap(Frame *f, uint64_t from, uint64_t to) {
   return false;
 }
 
-bool FrameMover::complete(Move *m) {
+bool FrameMover::complete(Lock &lock, Move *m) {
   dev_->drop(m->token);
   if (m->cancelled) {
     if (m->fetch) give_chunk(m->chunk, m->chunk_va, m->bytes);
     return true;
   }
   Frame *f = m->frame;
+  const uint64_t from = m->fetch ? f->home : f->chunk, to = m->fetch ? m->chunk : f->home;
+  bool ok;
+  if (threaded_) {  // fetch and evict wait for it meanwhile; nothing else touches the frame
+    m->remapping = true;
+    lock.unlock();
+    ok = remap(f, from, to);
+    lock.lock();
+    m->remapping = false;
+  } else {
+    ok = remap(f, from, to);
+  }
   f->move = 0;
   if (m->fetch) {
-    if (!remap(f, f->home, m->chunk)) {
+    if (!ok) {
       give_chunk(m->chunk, m->chunk_va, m->bytes);
       f->where = Where::kHome;
       return fail("remapping a frame to the device");
     }
     f->chunk = m->chunk, f->chunk_va = m->chunk_va, f->where = Where::kResident;
   } else {
-    if (!remap(f, f->chunk, f->home)) {
+    if (!ok) {
       f->where = Where::kResident;
       return fail("remapping a frame to the host");
     }
@@ -243,21 +315,32 @@ bool FrameMover::complete(Move *m) {
   return true;
 }
 
-bool FrameMover::finish(bool block, uint64_t upto) {
-  while (!moves_.empty() && moves_.front().seq <= upto) {
+bool FrameMover::finish(Lock &lock, bool block, uint64_t upto) {
+  auto done = [&] { return stats_.failed || moves_.empty() || moves_.front().seq > upto; };
+  if (threaded_) {  // the worker completes them
+    if (!block || done()) return !stats_.failed;
+    stats_.host_waits++;
+    uint64_t t0 = now_ns();
+    moved_.wait(lock, [&] { return !threaded_ || done(); });
+    stats_.wait_ns += now_ns() - t0;
+    if (threaded_) return !stats_.failed;
+  }
+  while (!done()) {
     Move &m = moves_.front();
     int p = dev_->poll(m.token, false);
     if (p == 0 && block) {
       stats_.host_waits++;
+      uint64_t t0 = now_ns();
       p = dev_->poll(m.token, true);
+      stats_.wait_ns += now_ns() - t0;
     }
     if (p < 0) return fail("waiting for a copy");
     if (p == 0) return true;
-    bool ok = complete(&m);
+    bool ok = complete(lock, &m);
     moves_.pop_front();
     if (!ok) return false;
   }
-  return true;
+  return !stats_.failed;
 }
 
 void FrameMover::give_chunk(uint64_t handle, uint64_t va, uint64_t bytes) {
@@ -265,10 +348,10 @@ void FrameMover::give_chunk(uint64_t handle, uint64_t va, uint64_t bytes) {
   in_use_ -= bytes;
 }
 
-bool FrameMover::take_chunk(uint64_t bytes, Chunk *c) {
-  // Past the capacity, the oldest moves finish first (evictions give their chunks back).
+bool FrameMover::take_chunk(Lock &lock, uint64_t bytes, Chunk *c) {
+  // Past the capacity, the oldest moves complete first (evictions give their chunks back).
   while (in_use_ + bytes > capacity_ && !moves_.empty())
-    if (!finish(true, moves_.front().seq)) return false;
+    if (!finish(lock, true, moves_.front().seq)) return false;
   auto it = free_chunks_.find(bytes);
   if (it != free_chunks_.end()) {
     *c = it->second;
@@ -304,21 +387,30 @@ bool FrameMover::take_chunk(uint64_t bytes, Chunk *c) {
 }
 
 bool FrameMover::to_device(uint64_t addr, uint64_t bytes) {
-  std::lock_guard lock(mu_);
-  if (stats_.failed || !finish(false, issued_)) return false;
-  return each_frame(addr, bytes, &FrameMover::fetch);
+  Lock lock(mu_);
+  if (stats_.failed || !finish(lock, false, issued_)) return false;
+  return each_frame(lock, addr, bytes, &FrameMover::fetch);
 }
 
 bool FrameMover::to_host(uint64_t addr, uint64_t bytes) {
-  std::lock_guard lock(mu_);
+  Lock lock(mu_);
   if (stats_.failed) return false;
-  return each_frame(addr, bytes, &FrameMover::evict);
+  return each_frame(lock, addr, bytes, &FrameMover::evict);
 }
 
-bool FrameMover::copy_after(uint64_t stream) {
+uint64_t FrameMover::mark(uint64_t stream) {
+  if (stats_.failed) return 0;
+  uint64_t m = dev_->mark_stream(stream);
+  if (!m) fail("marking the program's stream");
+  return m;
+}
+
+void FrameMover::drop_mark(uint64_t m) { dev_->drop(m); }
+
+bool FrameMover::copy_after(uint64_t m) {
   std::lock_guard lock(mu_);
   if (stats_.failed) return false;
-  return dev_->copies_after(stream) || fail("ordering copies after the program's work");
+  return dev_->copies_after(m) || fail("ordering copies after the program's work");
 }
 
 uint64_t FrameMover::fence() {
@@ -327,15 +419,28 @@ uint64_t FrameMover::fence() {
 }
 
 bool FrameMover::passed(uint64_t f) {
-  std::lock_guard lock(mu_);
+  Lock lock(mu_);
   if (stats_.failed) return true;
-  finish(false, f);
+  finish(lock, false, f);
   return moves_.empty() || moves_.front().seq > f;
 }
 
 bool FrameMover::stream_wait(uint64_t, uint64_t f) {
-  std::lock_guard lock(mu_);
-  return !stats_.failed && finish(true, f);
+  Lock lock(mu_);
+  return !stats_.failed && finish(lock, true, f);
+}
+
+std::vector<std::pair<std::string, uint64_t>> FrameMover::figures() const {
+  return {{"frame_size", frame_size_},
+          {"frames_in_bytes", stats_.in_bytes},
+          {"frames_out_bytes", stats_.out_bytes},
+          {"frames_remaps", stats_.remaps},
+          {"frames_remap_ns", stats_.remap_ns},
+          {"frames_cancelled", stats_.cancelled},
+          {"frames_host_waits", stats_.host_waits},
+          {"frames_wait_ns", stats_.wait_ns},
+          {"frames_device_peak", stats_.device_peak},
+          {"frames_over_budget", stats_.over_budget}};
 }
 
 std::string FrameMover::describe() const {
@@ -346,11 +451,12 @@ std::string FrameMover::describe() const {
   }
   char line[320];
   snprintf(line, sizeof line,
-           "frames: %zu moves in flight; copied in %.2f GB, out %.2f GB; %llu remaps, %llu cancelled, %llu host waits; "
-           "device chunks %.2f GB (peak %.2f)",
+           "frames: %zu moves in flight; copied in %.2f GB, out %.2f GB; %llu remaps (%.2f s), %llu cancelled, "
+           "%llu host waits (%.2f s); device chunks %.2f GB (peak %.2f)",
            in_flight, stats_.in_bytes / 1e9, stats_.out_bytes / 1e9, (unsigned long long)stats_.remaps.load(),
-           (unsigned long long)stats_.cancelled.load(), (unsigned long long)stats_.host_waits.load(),
-           stats_.device_bytes / 1e9, stats_.device_peak / 1e9);
+           stats_.remap_ns / 1e9, (unsigned long long)stats_.cancelled.load(),
+           (unsigned long long)stats_.host_waits.load(), stats_.wait_ns / 1e9, stats_.device_bytes / 1e9,
+           stats_.device_peak / 1e9);
   return line;
 }
 

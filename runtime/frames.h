@@ -1,18 +1,21 @@
 // The explicit-copy backend (VRAMCACHE_BACKEND=explicit): paged allocations are address space in
 // frames, each backed by pinned host memory (its home) and, while resident, by a device chunk;
-// frames move with copies on two copy streams and are remapped once their copy is complete. The
+// frames move with copies on two copy streams and are remapped, by the mover's own thread, once
+// their copy is complete. The
 // pager decides what moves (runtime/pager.h); FrameMover carries it out through VmmDevice, which
 // is the driver's VMM API in interpose/vmm.cc and a fake that keeps memory contents in the tests.
 // No CUDA here. Note [Frames] says what keeps a remap safe.
 #pragma once
 
 #include <atomic>
+#include <condition_variable>
 #include <cstdint>
 #include <deque>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "runtime/pager.h"
@@ -33,14 +36,18 @@ class VmmDevice {
   virtual bool unmap(uint64_t va, uint64_t bytes) = 0;
   // Copy streams kIn (to the device) and kOut (to the host) run their copies in issue order.
   virtual bool copy(int dir, uint64_t dst, uint64_t src, uint64_t bytes) = 0;
-  // Both copy streams wait for what application stream `stream` has enqueued so far.
-  virtual bool copies_after(uint64_t stream) = 0;
   // An event at the current end of copy stream `dir`: a nonzero token.
   virtual uint64_t mark(int dir) = 0;
+  // An event at the current end of application stream `stream`: a nonzero token.
+  virtual uint64_t mark_stream(uint64_t stream) = 0;
+  // Both copy streams wait for event `token` before the copies issued next.
+  virtual bool copies_after(uint64_t token) = 0;
   // 1 once the event has passed, 0 not yet (`block`: waits for it), -1 on failure.
   virtual int poll(uint64_t token, bool block) = 0;
   virtual void drop(uint64_t token) = 0;  // the token is not used again
   virtual bool synchronize() = 0;         // the whole device, before memory is given back
+  // Called first on the mover's own thread: false if it cannot make device calls there.
+  virtual bool enter_thread() { return true; }
 };
 
 struct FrameStats {
@@ -50,7 +57,9 @@ struct FrameStats {
   std::atomic<uint64_t> in_bytes{0}, out_bytes{0};        // copied
   std::atomic<uint64_t> remaps{0};
   std::atomic<uint64_t> cancelled{0};    // moves undone before their remap (needed again, or evicted again)
-  std::atomic<uint64_t> host_waits{0};   // times a caller waited for a copy to complete
+  std::atomic<uint64_t> host_waits{0};   // times a caller waited for a move to complete
+  std::atomic<uint64_t> wait_ns{0};      // how long callers waited for moves, in all
+  std::atomic<uint64_t> remap_ns{0};     // time spent remapping, in all
   std::atomic<uint64_t> over_budget{0};  // device chunks created past the capacity (rounding)
   std::atomic<bool> failed{false};
 };
@@ -58,9 +67,13 @@ struct FrameStats {
 class FrameMover final : public Mover {
  public:
   static constexpr int kIn = 0, kOut = 1;
-  // `granularity`: of chunk sizes (the driver's); `capacity`: device bytes the chunks may take (the budget).
-  FrameMover(VmmDevice *dev, uint64_t frame_size, uint64_t granularity, uint64_t capacity);
-  ~FrameMover() override;
+  // `granularity`: of chunk sizes (the driver's); `capacity`: device bytes the chunks may take (the
+  // budget). `worker`: moves complete on a thread of the mover's own, else on the callers' (the
+  // tests' deterministic mode). Note [Frames].
+  FrameMover(VmmDevice *dev, uint64_t frame_size, uint64_t granularity, uint64_t capacity, bool worker);
+  ~FrameMover() override;  // stops the worker
+  // Stops the worker (at exit, before the driver goes): moves in flight are left as they are.
+  void stop();
 
   // A new allocation of `size` bytes, every frame mapped to its home. False: nothing is left allocated.
   bool allocate(uint64_t size, uint64_t *va);
@@ -71,11 +84,15 @@ class FrameMover final : public Mover {
   // Mover (Note [Frames]).
   bool to_device(uint64_t addr, uint64_t bytes) override;
   bool to_host(uint64_t addr, uint64_t bytes) override;
-  bool copy_after(uint64_t stream) override;
+  uint64_t mark(uint64_t stream) override;
+  void drop_mark(uint64_t m) override;
+  bool copy_after(uint64_t m) override;
   uint64_t fence() override;
   bool stream_wait(uint64_t stream, uint64_t f) override;  // waits here, on the host
   bool passed(uint64_t f) override;
   bool failed_and_logged() const override { return stats_.failed; }
+  uint64_t headroom() const override;
+  std::vector<std::pair<std::string, uint64_t>> figures() const override;
 
   const FrameStats &stats() const { return stats_; }
   // One line: moves in flight, copies, remaps, device chunks (for the status line).
@@ -100,21 +117,25 @@ class FrameMover final : public Mover {
     Frame *frame = nullptr;
     bool fetch = false;
     bool cancelled = false;  // its remap is not to be made (the frame stays where its mapping is)
+    bool remapping = false;  // the worker is remapping its frame, without the lock
     uint64_t chunk = 0, chunk_va = 0, bytes = 0;  // a fetch's chunk
   };
   struct Chunk {
     uint64_t handle = 0, va = 0, bytes = 0;
   };
 
-  // All with mu_ held.
-  bool each_frame(uint64_t addr, uint64_t bytes, bool (FrameMover::*fn)(Frame *));
-  bool fetch(Frame *f);
-  bool evict(Frame *f);
+  using Lock = std::unique_lock<std::mutex>;
+  // All with mu_ held (`lock`).
+  bool each_frame(Lock &lock, uint64_t addr, uint64_t bytes, bool (FrameMover::*fn)(Lock &, Frame *));
+  bool fetch(Lock &lock, Frame *f);
+  bool evict(Lock &lock, Frame *f);
   Move *move_of(const Frame *f);
-  bool finish(bool block, uint64_t upto);  // completes moves in order up to seq `upto`; block: waits
-  bool complete(Move *m);
+  // Until moves up to seq `upto` are complete (block) or as far as their copies are (not block).
+  bool finish(Lock &lock, bool block, uint64_t upto);
+  bool complete(Lock &lock, Move *m);  // the front move, its copy complete
   bool remap(Frame *f, uint64_t from, uint64_t to);
-  bool take_chunk(uint64_t bytes, Chunk *c);
+  bool take_chunk(Lock &lock, uint64_t bytes, Chunk *c);
+  void work();  // the worker
   void give_chunk(uint64_t handle, uint64_t va, uint64_t bytes);
   void release(Alloc *a);
   void undo(Alloc *a);
@@ -125,6 +146,11 @@ class FrameMover final : public Mover {
   FrameStats stats_;
 
   mutable std::mutex mu_;
+  std::condition_variable moved_;  // a move completed, or the mover failed or stops
+  std::condition_variable queued_;  // a move was issued (for the worker)
+  bool stop_ = false;
+  bool threaded_;  // moves complete on worker_ (until stop)
+  std::thread worker_;
   std::map<uint64_t, std::unique_ptr<Alloc>> allocs_;  // by va
   std::deque<Move> moves_;  // in flight, by seq
   std::multimap<uint64_t, Chunk> free_chunks_;  // by bytes

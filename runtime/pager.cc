@@ -19,7 +19,7 @@ namespace vc {
 // An op's stream waits for the fetches of the pages it needs (a fence), so a kernel finds them
 // resident; a page that did not fit is still correct where it is (the backend places paged memory so
 // that the device reaches it anywhere).
-// Evictions wait for everything the evicting op's stream enqueued before (Mover::copy_after).
+// Evictions wait for the last op that used their pages (Note [Ordering moves after the program]).
 //
 // reactive: what unified-memory oversubscription does. Pages come in when an op first needs them
 // (a miss: the op waits for the copy), and the least recently used pages not needed by that op
@@ -39,14 +39,21 @@ namespace vc {
 // position the program has diverged: the pager falls back to reactive and looks, at every op, for
 // a position whose recent history matches the last ops seen, then resumes there.
 //
-// Ordering after the program (what the explicit backend needs: it remaps a frame, and no launch
-// may use a frame during its remap; the managed backend's driver keeps any access coherent):
-//  - an eviction's copies wait for the stream of each victim's last access;
-//  - a page accessed where it was (remote) is fetched only after that stream's work;
+// Note [Ordering moves after the program]
+// The explicit backend remaps a frame, and no launch may use a frame during its remap (the managed
+// backend's driver keeps any access coherent, but the same rules hold there):
+//  - an eviction's copies wait for the last op that used each victim, on that op's stream;
+//  - a page accessed where it was (remote) is fetched only after that access;
 //  - a wildcard op (a kernel whose parameters were not decoded or that reaches memory through
-//    pointer arrays, a copy or set whose range was not decoded) may touch any page: no prefetch is issued at it, its stream waits for every
-//    move issued until then (its own misses included), and the moves after it wait for its stream
-//    (recorded at the next op, once the wildcard launch is enqueued).
+//    pointer arrays, a copy or set whose range was not decoded) may touch any page: no prefetch is
+//    issued at it, its stream waits for every move issued until then (its own misses included), and
+//    the moves after it wait for its stream (recorded at the next op, once it is enqueued).
+// "Wait for op u on stream s" is a mark (Mover::mark) recorded on s after u was enqueued. Marks are
+// recorded only when needed, kept (the last kMarks per stream), and the earliest one after u is
+// used: an eviction then waits for the victim's last use, long done for a page chosen by the plan,
+// not for everything the program has enqueued by now (the host runs ahead of the device, so that
+// made every eviction, and the fetches behind it, wait for the device to catch up). The copy stream
+// runs in issue order, so a mark older than the last one it waited for on s is not waited for again.
 //
 // Note [Extent of a live parameter pointer]
 // Like the profiler's Note [Extent of a parameter pointer], but learned as the program runs: a
@@ -63,6 +70,7 @@ namespace {
 constexpr uint64_t kNoUse = ~uint64_t(0);
 constexpr size_t kHistory = 16;        // ops compared when looking for the position again
 constexpr uint64_t kFar = uint64_t(1) << 62;  // ranks of pages the plan does not know start here
+constexpr size_t kMarks = 1024;        // kept per stream
 
 uint64_t op_hash(const OpKey &key) {
   return std::hash<std::string_view>()(key.name) * 31 + uint64_t(key.kind);
@@ -218,21 +226,38 @@ bool Pager::each_run(std::vector<PageKey> keys,
   return true;
 }
 
-bool Pager::order_after(uint64_t stream) {
-  if (mover_->copy_after(stream)) return true;
-  fail("ordering a move after the program's work");
-  return false;
+// The moves issued next wait for op `op` (already enqueued) on `stream`.
+bool Pager::order_after(uint64_t stream, uint64_t op) {
+  StreamMarks &sm = marks_[stream];
+  auto it = std::upper_bound(sm.marks.begin(), sm.marks.end(), op,
+                             [](uint64_t u, const Mark &m) { return u < m.op; });
+  if (it != sm.marks.end() && it->op <= sm.waited) return true;  // the copy stream is past it already
+  Mark m = it != sm.marks.end() ? *it : Mark{clock_, mover_->mark(stream)};
+  if (!m.token) return fail("marking the program's stream"), false;
+  if (it == sm.marks.end()) {
+    sm.marks.push_back(m);
+    if (sm.marks.size() > kMarks) {
+      mover_->drop_mark(sm.marks.front().token);
+      sm.marks.pop_front();
+    }
+  }
+  if (!mover_->copy_after(m.token)) return fail("ordering a move after the program's work"), false;
+  sm.waited = std::max(sm.waited, m.op);
+  return true;
 }
 
-bool Pager::evict(const std::vector<PageKey> &victims, uint64_t stream) {
+bool Pager::evict(const std::vector<PageKey> &victims) {
   if (victims.empty()) return true;
-  std::vector<uint64_t> streams;
+  std::vector<std::pair<uint64_t, uint64_t>> after;  // (stream, its latest op that used a victim)
   for (PageKey k : victims) {
-    uint64_t s = page(k)->last_stream ? page(k)->last_stream : stream;
-    if (std::find(streams.begin(), streams.end(), s) == streams.end()) streams.push_back(s);
+    const Page *p = page(k);
+    if (!p->used_at) continue;  // never used: nothing to wait for
+    auto it = std::find_if(after.begin(), after.end(), [&](auto &e) { return e.first == p->last_stream; });
+    if (it == after.end()) after.push_back({p->last_stream, p->used_at});
+    else it->second = std::max(it->second, p->used_at);
   }
-  for (uint64_t s : streams)
-    if (!order_after(s)) return false;
+  for (auto [s, op] : after)
+    if (!order_after(s, op)) return false;
   bool ok = each_run(victims, [&](uint64_t addr, uint64_t bytes, const std::vector<PageKey> &run) {
     if (!mover_->to_host(addr, bytes)) return fail("a migration to the host"), false;
     for (PageKey k : run) {
@@ -254,7 +279,7 @@ bool Pager::evict(const std::vector<PageKey> &victims, uint64_t stream) {
 // following the plan, else least recently used), never one in `keep`. When following the plan and
 // `horizon` > 0 (prefetching for the op `horizon` positions ahead), a victim must not be needed by
 // that op or any before it; a miss (horizon 0) may take any page.
-bool Pager::make_room(uint64_t bytes, uint64_t stream, uint64_t horizon, const std::vector<PageKey> &keep) {
+bool Pager::make_room(uint64_t bytes, uint64_t horizon, const std::vector<PageKey> &keep) {
   if (resident_ + bytes <= budget_) return true;
   uint64_t need = resident_ + bytes - budget_, found = 0;
   std::vector<PageKey> chosen;
@@ -264,7 +289,7 @@ bool Pager::make_room(uint64_t bytes, uint64_t stream, uint64_t horizon, const s
     chosen.push_back(it->second);
     found += page_bytes(it->second);
   }
-  return found >= need && evict(chosen, stream);
+  return found >= need && evict(chosen);
 }
 
 bool Pager::fetch(const std::vector<PageKey> &keys) {
@@ -272,7 +297,7 @@ bool Pager::fetch(const std::vector<PageKey> &keys) {
     Page *p = page(k);
     if (!p->remote) continue;
     p->remote = false;
-    if (!order_after(p->last_stream)) return false;
+    if (!order_after(p->last_stream, p->used_at)) return false;
   }
   bool ok = each_run(keys, [&](uint64_t addr, uint64_t bytes, const std::vector<PageKey> &run) {
     if (!mover_->to_device(addr, bytes)) return fail("a migration to the device"), false;
@@ -326,7 +351,7 @@ void Pager::track(const OpKey &key, uint64_t h) {
   }
 }
 
-void Pager::prefetch_ahead(uint64_t stream, const std::vector<PageKey> &keep) {
+void Pager::prefetch_ahead(const std::vector<PageKey> &keep) {
   const Plan &plan = *plan_;
   while (!ahead_.empty() && ahead_.front().first < pos_) {  // its op has come
     ahead_bytes_ -= ahead_.front().second;
@@ -340,13 +365,15 @@ void Pager::prefetch_ahead(uint64_t stream, const std::vector<PageKey> &keep) {
     uint64_t bytes = 0;
     for (uint32_t a = plan.first[k]; a < plan.first[k + 1]; ++a) {
       Page *p = page(plan.acc[a]);
-      if (p && !p->resident) missing.push_back(plan.acc[a]), bytes += page_bytes(plan.acc[a]);
+      // Not a page this op uses where it is: it is not enqueued yet, so nothing could wait for it.
+      if (p && !p->resident && !(p->remote && p->used_at == clock_))
+        missing.push_back(plan.acc[a]), bytes += page_bytes(plan.acc[a]);
     }
     if (!missing.empty() && bytes <= budget_) {
       std::vector<PageKey> protect = keep;
       protect.insert(protect.end(), missing.begin(), missing.end());
       std::sort(protect.begin(), protect.end());
-      if (!make_room(bytes, stream, cursor_ - pos_, protect)) break;
+      if (!make_room(bytes, cursor_ - pos_, protect)) break;
       if (!fetch(missing)) break;
       ahead_.push_back({cursor_, bytes});
       ahead_bytes_ += bytes;
@@ -360,10 +387,9 @@ void Pager::on_op(const OpKey &key, uint64_t stream, const std::vector<Touch> &t
   std::lock_guard lock(mu_);
   if (stats_.failed) return;
   ++clock_;
-  if (wildcard_stream_) {
-    uint64_t s = wildcard_stream_;
-    wildcard_stream_ = 0;
-    if (!order_after(s)) return;
+  if (wildcard_pending_) {
+    wildcard_pending_ = false;
+    if (!order_after(wildcard_stream_, clock_ - 1)) return;
   }
   thread_local std::vector<PageKey> need;
   pages_of(touches, &need);
@@ -398,10 +424,13 @@ void Pager::on_op(const OpKey &key, uint64_t stream, const std::vector<Touch> &t
     if (wait) stats_.waits++;
     if (!missing.empty()) {
       stats_.misses += missing.size();
-      if (make_room(missing_bytes, stream, 0, need) && fetch(missing)) wait = std::max(wait, page(missing.front())->fence);
+      if (make_room(missing_bytes, 0, need) && fetch(missing)) wait = std::max(wait, page(missing.front())->fence);
     }
     if (wait && !stats_.failed && !mover_->stream_wait(stream, wait)) fail("ordering a launch after its prefetch");
-    for (PageKey k : need) page(k)->last_use = clock_, page(k)->last_stream = stream;
+    for (PageKey k : need) {
+      Page *p = page(k);
+      p->last_use = p->used_at = clock_, p->last_stream = stream;
+    }
   }
   if (tracking_) {
     // Past this op, its pages (and the plan's for its position) are next needed later.
@@ -411,7 +440,7 @@ void Pager::on_op(const OpKey &key, uint64_t stream, const std::vector<Touch> &t
     ++pos_;
     for (uint32_t a = plan.first[k]; a < plan.first[k + 1]; ++a) rerank(plan.acc[a]);
     for (PageKey key : need) rerank(key);
-    if (!key.wildcard) prefetch_ahead(stream, need);  // a wildcard's come after it (next op)
+    if (!key.wildcard) prefetch_ahead(need);  // a wildcard's come after it (next op)
   } else {
     for (PageKey key : need) rerank(key);
   }
@@ -421,7 +450,7 @@ void Pager::on_op(const OpKey &key, uint64_t stream, const std::vector<Touch> &t
     stats_.wildcards++;
     uint64_t f = mover_->fence();
     if (!f || !mover_->stream_wait(stream, f)) return fail("ordering an undecoded launch after the moves");
-    wildcard_stream_ = stream;
+    wildcard_pending_ = true, wildcard_stream_ = stream;
   }
 }
 
@@ -447,7 +476,7 @@ bool Pager::pin(uint64_t alloc_id, uint64_t stream) {
     all.push_back({alloc_id, i});
     if (!a.pages[i].resident) missing.push_back({alloc_id, i}), missing_bytes += page_bytes({alloc_id, i});
   }
-  if (!missing.empty() && !(make_room(missing_bytes, stream, 0, all) && fetch(missing))) return false;
+  if (!missing.empty() && !(make_room(missing_bytes, 0, all) && fetch(missing))) return false;
   uint64_t wait = 0;
   for (PageKey k : all) {
     Page *p = page(k);

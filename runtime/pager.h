@@ -24,16 +24,21 @@
 namespace vc {
 
 // The device side of paging. Moves are issued on vramcache's own copy stream and run in issue
-// order; an app stream is ordered after them with a fence. Every call returns false (or fence 0)
-// on failure; the pager then stops moving anything (Note [Paging failures]).
+// order; an app stream is ordered after them with a fence, and the copy stream after an app stream
+// with a mark. Every call returns false (or a token of 0) on failure; the pager then stops moving
+// anything (Note [Paging failures]).
 class Mover {
  public:
   virtual ~Mover() = default;
   // Migrations on the copy stream.
   virtual bool to_device(uint64_t addr, uint64_t bytes) = 0;
   virtual bool to_host(uint64_t addr, uint64_t bytes) = 0;
-  // The copy stream waits for everything `stream` has enqueued so far.
-  virtual bool copy_after(uint64_t stream) = 0;
+  // A mark at the current end of application stream `stream` (what it has enqueued so far): a
+  // nonzero token, valid until drop_mark.
+  virtual uint64_t mark(uint64_t stream) = 0;
+  virtual void drop_mark(uint64_t m) = 0;
+  // The copy stream waits for mark `m` to pass before the moves issued next.
+  virtual bool copy_after(uint64_t m) = 0;
   // A fence at the current end of the copy stream: nonzero, increasing with issue order.
   virtual uint64_t fence() = 0;
   // `stream` waits for fence `f` before what it enqueues next.
@@ -42,6 +47,11 @@ class Mover {
   virtual bool passed(uint64_t f) = 0;
   // True if the mover failed and said why itself (the pager then logs nothing more).
   virtual bool failed_and_logged() const { return false; }
+  // Bytes of the budget the pager leaves to the mover: device memory of evictions still in flight
+  // (while they are, a fetch has room without waiting for them).
+  virtual uint64_t headroom() const { return 0; }
+  // Its own figures for the run's summary (name, value).
+  virtual std::vector<std::pair<std::string, uint64_t>> figures() const { return {}; }
 };
 
 // One range an op touches, as the recorder resolves it (Ref): bytes 0 = a kernel-parameter
@@ -96,7 +106,8 @@ class Pager {
   // Returns false (and says why in `why`) when the trace has no usable period, or the policy is reactive.
   bool learn(const Trace &trace, std::string *why);
 
-  uint64_t budget() const { return budget_; }
+  uint64_t budget() const { return budget_; }  // what it plans within
+  const Mover *mover() const { return mover_; }
   const PagerStats &stats() const { return stats_; }
   bool tracking() const;  // replaying the plan now
 
@@ -111,6 +122,7 @@ class Pager {
     uint64_t last_use = 0;  // op counter of its last access (LRU)
     uint64_t rank = 0;      // its key in order_ while resident
     uint64_t last_stream = 0;  // stream of its last access
+    uint64_t used_at = 0;      // op counter of its last access (0: none yet)
     bool remote = false;       // accessed where it was, not fetched: a fetch must follow that access
     bool pinned = false;       // resident for good (pin), never in order_
     std::vector<uint32_t> uses;  // plan positions that access it, ascending
@@ -134,15 +146,15 @@ class Pager {
   void rerank(PageKey k);
   void rerank_all();  // after the policy in force changed
   uint64_t next_use(const Page &p, uint64_t from) const;  // plan positions ahead of `from`
-  bool make_room(uint64_t bytes, uint64_t stream, uint64_t horizon, const std::vector<PageKey> &keep);
+  bool make_room(uint64_t bytes, uint64_t horizon, const std::vector<PageKey> &keep);
   bool each_run(std::vector<PageKey> keys,
                 const std::function<bool(uint64_t, uint64_t, const std::vector<PageKey> &)> &move);
-  bool evict(const std::vector<PageKey> &victims, uint64_t stream);
+  bool evict(const std::vector<PageKey> &victims);
   bool fetch(const std::vector<PageKey> &keys);
-  bool order_after(uint64_t stream);
+  bool order_after(uint64_t stream, uint64_t op);
   void fail(const char *what);
   void track(const OpKey &key, uint64_t hash);  // hash: op_hash(key)
-  void prefetch_ahead(uint64_t stream, const std::vector<PageKey> &keep);
+  void prefetch_ahead(const std::vector<PageKey> &keep);
 
   Mover *mover_;
   const uint64_t budget_, page_size_;
@@ -166,7 +178,19 @@ class Pager {
   std::deque<uint64_t> history_;  // hashes of the recent ops (kind and name), for resync
   std::deque<std::pair<uint64_t, uint64_t>> ahead_;  // (position, bytes) fetched ahead for ops still to come
   uint64_t ahead_bytes_ = 0;
-  uint64_t wildcard_stream_ = 0;  // a wildcard op was enqueued on it since the last op (0: none)
+  bool wildcard_pending_ = false;  // a wildcard op was enqueued since the last op,
+  uint64_t wildcard_stream_ = 0;   // on this stream (0 is the legacy default stream)
+
+  // Marks on each app stream, oldest first (Note [Ordering moves after the program]).
+  struct Mark {
+    uint64_t op = 0;     // clock_ when recorded: it covers the ops before this one
+    uint64_t token = 0;
+  };
+  struct StreamMarks {
+    std::deque<Mark> marks;
+    uint64_t waited = 0;  // op of the latest mark the copy stream waited for
+  };
+  std::unordered_map<uint64_t, StreamMarks> marks_;
 };
 
 }  // namespace vc

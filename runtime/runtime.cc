@@ -210,7 +210,10 @@ bool Runtime::pin(uint64_t ptr, uint64_t stream) {
 }
 
 Pager *Runtime::start_paging(Mover *mover) {
-  auto *pg = new Pager(mover, uint64_t(options_.num[kBudget]), paging_page_size(), PagingPolicy(options_.num[kPolicy]));
+  // The pager plans within the budget less the mover's headroom; the mover keeps to the whole budget.
+  const uint64_t budget = uint64_t(options_.num[kBudget]);
+  auto *pg = new Pager(mover, budget - std::min(budget / 2, mover->headroom()), paging_page_size(),
+                       PagingPolicy(options_.num[kPolicy]));
   Pager *none = nullptr;
   if (!pager_.compare_exchange_strong(none, pg)) {
     delete pg;
@@ -252,7 +255,7 @@ std::string Runtime::paging_status() const {
            "paging: resident %.2f of %.2f GB (peak %.2f) in %llu allocations of %.2f GB; moved in %.2f GB, "
            "out %.2f GB; misses %llu pages, waits %llu, remote %llu; plan %s, %llu ops followed, %llu "
            "divergences%s",
-           s.resident / 1e9, pg->budget() / 1e9, s.peak_resident / 1e9, (unsigned long long)s.paged_allocs.load(),
+           s.resident / 1e9, double(options_.num[kBudget]) / 1e9, s.peak_resident / 1e9, (unsigned long long)s.paged_allocs.load(),
            s.paged_bytes / 1e9, s.h2d_bytes / 1e9, s.d2h_bytes / 1e9, (unsigned long long)s.misses.load(),
            (unsigned long long)s.waits.load(), (unsigned long long)s.remote.load(),
            s.plans ? (pg->tracking() ? "tracking" : "searching") : "none",
@@ -403,7 +406,9 @@ std::string Runtime::summary_json() const {
   add("activity_dropped", c.activity_dropped);
   if (const Pager *pg = pager()) {
     const PagerStats &s = pg->stats();
-    add("budget", pg->budget());
+    add("budget", uint64_t(options_.num[kBudget]));
+    add("planned_budget", pg->budget());
+    for (const auto &[name, v] : pg->mover()->figures()) add(name.c_str(), v);
     add("paged_allocs", s.paged_allocs);
     add("paged_bytes", s.paged_bytes);
     add("resident", s.resident);

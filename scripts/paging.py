@@ -90,18 +90,23 @@ def job(name, args, out_dir, results):
     r["budget_bytes"] = budget
     print(f"{name}: plain rc={plain['rc']} {plain['median_step_s']} s/step; budget {budget / GIB:.3f} GiB", flush=True)
     for mode in args.policies.split(","):
-        # A mode is a policy, or BACKEND-POLICY (explicit-predictive); the backend defaults to managed.
-        backend, policy = mode.split("-", 1) if "-" in mode else ("managed", mode)
+        # A mode is a policy, or BACKEND-POLICY (explicit-predictive), the backend managed by default;
+        # explicit-predictive:32M sets the frame size.
+        base, _, frame = mode.partition(":")
+        backend, policy = base.split("-", 1) if "-" in base else ("managed", base)
         slow = policy == "reactive" and args.reactive_steps and name[0].isdigit()  # the GPT jobs
         n_steps = min(steps, args.reactive_steps) if slow else steps
         cmd = [c.replace("{steps}", str(n_steps)) for c in cmd_t]
-        summary = os.path.join(out_dir, f"{name}-{mode}.json")
-        report = os.path.join(out_dir, f"{name}-{mode}-report")
+        tag = mode.replace(":", "-")
+        summary = os.path.join(out_dir, f"{name}-{tag}.json")
+        report = os.path.join(out_dir, f"{name}-{tag}-report")
         vc = [CLI, "run", "--budget", str(budget), "--backend", backend, "--policy", policy, "--summary-file", summary,
               "--profile-iterations", "1", "--status-interval", "5", "--log-level", "info"]
+        if frame:
+            vc += ["--frame-size", frame]
         if args.report and policy == "predictive":
             vc += ["--report", report]
-        m = run(vc + ["--"] + cmd, env, os.path.join(out_dir, f"{name}-{mode}.log"), args.timeout)
+        m = run(vc + ["--"] + cmd, env, os.path.join(out_dir, f"{name}-{tag}.log"), args.timeout)
         m["summary"] = json.load(open(summary)) if os.path.exists(summary) else None
         n = len(m["times"])
         m["median_step_s"] = median_after(m["times"], max(warmup, n // 2) if policy == "predictive" else min(warmup, n // 2))
@@ -117,6 +122,8 @@ def job(name, args, out_dir, results):
               f"misses {s.get('paging_misses')} waits {s.get('paging_waits')} peak resident "
               f"{s.get('peak_resident', 0) / GIB:.2f} GiB device used peak {s.get('device_used_peak', 0) / GIB:.2f} GiB GPU faults {s.get('um_gpu_faults')} "
               f"unplanned {s.get('um_unplanned_h2d', 0) / 1e9:.2f}/{s.get('um_unplanned_d2h', 0) / 1e9:.2f} GB "
+              f"remaps {s.get('frames_remaps')} ({s.get('frames_remap_ns', 0) / 1e9:.2f} s) host waits "
+              f"{s.get('frames_host_waits')} ({s.get('frames_wait_ns', 0) / 1e9:.2f} s) "
               f"{'' if m['rc'] == 0 else m['tail']}", flush=True)
     results["jobs"].append(r)
 

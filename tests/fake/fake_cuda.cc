@@ -7,6 +7,8 @@
 #include <cuda.h>
 #include <cupti.h>
 #include <dlfcn.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstdlib>
@@ -120,8 +122,9 @@ DEF(CUresult, cuMemGetInfo, unsigned *free_bytes, unsigned *total) {
 // chunk lives until its last unmap. A mapped range is reachable once its access is set. Copies,
 // sets and the fake_add kernel read and write through this table: an address in a reservation that
 // does not resolve is an illegal address; addresses outside every reservation (those of take()) are
-// not backed, and copies there do nothing, as before. FAKE_CUDA_FAIL_MAP=N makes the Nth cuMemMap
-// of the process fail (out of memory), with no effect. ----
+// not backed, and copies there do nothing, as before. FAKE_CUDA_FAIL_REMAP=N makes the Nth cuMemMap
+// made off the main thread fail (out of memory), with no effect: the explicit backend remaps frames
+// on its own thread, in the order of its moves, so N picks one remap whatever the timing. ----
 namespace {
 constexpr uint64_t kGranularity = 2 << 20;
 struct PhysChunk {
@@ -288,8 +291,8 @@ DEF(CUresult, cuMemRelease, CUmemGenericAllocationHandle h) {
 DEF(CUresult, cuMemMap, CUdeviceptr p, size_t size, size_t offset, CUmemGenericAllocationHandle h, unsigned long long) {
   if (CUresult r = counted("cuMemMap")) return r;
   std::lock_guard<std::mutex> lock(g_vmm_mu);
-  const char *fail = getenv("FAKE_CUDA_FAIL_MAP");
-  if (++g_map_calls == (fail ? atoi(fail) : 0)) return CUDA_ERROR_OUT_OF_MEMORY;
+  const char *fail = getenv("FAKE_CUDA_FAIL_REMAP");
+  if (syscall(SYS_gettid) != getpid() && ++g_map_calls == (fail ? atoi(fail) : 0)) return CUDA_ERROR_OUT_OF_MEMORY;
   auto c = g_chunks.find(h);
   if (c == g_chunks.end() || c->second.released || offset != 0 || size != c->second.bytes.size() ||
       !in_reservation(p, size) || touches_mapping(p, size))

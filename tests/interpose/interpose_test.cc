@@ -449,11 +449,11 @@ uint8_t pattern(int k, size_t i) {
 // byte back. A frame remapped before its data arrived, or evicted without it, shows as a wrong
 // byte. vramcache's own copies raise CUPTI callbacks inside the callbacks of the program's calls,
 // as on the GPU (run.sh runs this under a timeout: a re-entrant observer deadlocks). With
-// FAKE_CUDA_FAIL_MAP=N one cuMemMap fails: paging stops and every byte must still be intact.
+// FAKE_CUDA_FAIL_REMAP=N one remap fails: paging stops and every byte must still be intact.
 TEST_CASE("explicit paging: frames under a budget keep every byte") {
   const char *backend = getenv("VRAMCACHE_BACKEND");
   if (!getenv("VRAMCACHE_BUDGET") || !backend || strcmp(backend, "explicit") != 0) return;
-  const bool failing = getenv("FAKE_CUDA_FAIL_MAP") != nullptr;
+  const bool failing = getenv("FAKE_CUDA_FAIL_REMAP") != nullptr;
   const size_t mib = size_t(1) << 20, size = 48 * mib;
   REQUIRE(libcuda());
   auto vmm = control<uint64_t (*)(const char *)>("libcuda.so.1", "fake_vmm_stat");

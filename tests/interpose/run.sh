@@ -126,21 +126,21 @@ else
   [ "$peak" -gt 0 ] && [ "$peak" -le 67108864 ] || bad "explicit paging: peak_resident $peak is not within the 64M budget"
   ! grep -q "paging stopped\|cannot start" "$out/explicit-paging.log" || bad "explicit paging: $(grep 'paging stopped\|cannot start' "$out/explicit-paging.log")"
 fi
-# With the Nth cuMemMap of the process failing: maps 1-18 are the allocations' frames (3 x 3 frames,
-# each mapped at its address and at its staging address), 19-21 the first device chunks, 22 the first
-# remap of a frame to the device, 25 the first remap of one back to the host. Paging stops with one
-# line naming the call that failed, nothing more moves, and every byte is still intact.
-for case in "22:remapping a frame to the device" "25:remapping a frame to the host"; do
+# With the Nth remap failing (the Nth cuMemMap off the main thread: the mover's thread remaps in the
+# order of its moves): 1 is the first remap of a frame to the device, 4 the first of one back to the
+# host. Paging stops with one line naming the call that failed, nothing more moves, and every byte is
+# still intact.
+for case in "1:remapping a frame to the device" "4:remapping a frame to the host"; do
   n=${case%%:*} what=${case#*:} name=explicit-failure-${case%%:*}
-  explicit "$name" FAKE_CUDA_FAIL_MAP="$n"; rc=$?
+  explicit "$name" FAKE_CUDA_FAIL_REMAP="$n"; rc=$?
   if [ $rc != 0 ]; then
-    bad "explicit paging, map $n failing: test program failed (rc $rc)"; tail -20 "$out/$name.log"; continue
+    bad "explicit paging, remap $n failing: test program failed (rc $rc)"; tail -20 "$out/$name.log"; continue
   fi
   expect_json "$out/$name.json" paging_failed=1 resident=0 paged_allocs=0 copies=9
   [ "$(grep -c "explicit paging stopped: $what failed" "$out/$name.log")" = 1 ] ||
-    bad "explicit paging, map $n failing: expected one 'explicit paging stopped: $what failed' line, got: $(grep 'stopped' "$out/$name.log")"
+    bad "explicit paging, remap $n failing: expected one 'explicit paging stopped: $what failed' line, got: $(grep 'stopped' "$out/$name.log")"
   [ "$(grep -c 'paging stopped' "$out/$name.log")" = 1 ] ||
-    bad "explicit paging, map $n failing: expected one 'paging stopped' line, got $(grep -c 'paging stopped' "$out/$name.log")"
+    bad "explicit paging, remap $n failing: expected one 'paging stopped' line, got $(grep -c 'paging stopped' "$out/$name.log")"
 done
 
 # 6b. NCCL under a budget (explicit backend, fake libnccl): NCCL's own memory is not paged; a

@@ -14,6 +14,7 @@
 #include <deque>
 #include <iterator>
 #include <map>
+#include <mutex>
 #include <random>
 #include <string>
 #include <vector>
@@ -34,7 +35,7 @@ constexpr int kIn = vc::FrameMover::kIn, kOut = vc::FrameMover::kOut;
 // until dropped. Every call counts towards `fail_at`, the one that fails (with no effect).
 // Application work: app_work(s) enqueues some on stream s, done at app_done(), a blocking poll or
 // synchronize (it completes by itself: the device never waits for the host); a copy issued after
-// copies_after(s) runs only once the work s had then is done.
+// copies_after(m), m a mark_stream(s), runs only once the work s had at the mark is done.
 class FakeVmm : public vc::VmmDevice {
  public:
   struct Chunk { bool host = false, released = false; std::vector<uint8_t> data; int maps = 0; };
@@ -45,7 +46,8 @@ class FakeVmm : public vc::VmmDevice {
   Maps maps;
   std::deque<Copy> queue[2];                             // issued on kIn / kOut, not run yet
   uint64_t issued[2] = {}, ran[2] = {};                  // copies per stream
-  std::map<uint64_t, std::pair<int, uint64_t>> events;   // token -> (stream, copies before it)
+  std::map<uint64_t, std::pair<int, uint64_t>> events;   // token -> (copy stream, copies before it)
+  std::map<uint64_t, std::pair<uint64_t, uint64_t>> app_marks;  // token -> (app stream, its work before it)
   std::map<uint64_t, uint64_t> enqueued, done, gate[2];  // app work per stream; gate: of the next copy
   std::vector<std::string> log;                          // every call, in order
   uint64_t calls = 0, fail_at = 0, violations = 0;       // fail_at: 1-based; 0: none fails
@@ -102,9 +104,18 @@ class FakeVmm : public vc::VmmDevice {
     queue[dir].push_back({dst, src, bytes, order_++, gate[dir]});
     return issued[dir]++, true;
   }
-  bool copies_after(uint64_t stream) override {
-    if (call("copies_after " + std::to_string(stream))) return false;
-    return gate[kIn][stream] = gate[kOut][stream] = enqueued[stream], true;
+  uint64_t mark_stream(uint64_t stream) override {
+    if (call("mark_stream " + std::to_string(stream))) return 0;
+    app_marks[++next_token_] = {stream, enqueued[stream]};
+    return next_token_;
+  }
+  bool copies_after(uint64_t token) override {
+    if (call("copies_after " + std::to_string(token))) return false;
+    auto it = app_marks.find(token);
+    if (it == app_marks.end()) return bad("copies_after an unknown mark");
+    auto [stream, n] = it->second;
+    for (auto &g : gate) g[stream] = std::max(g[stream], n);
+    return true;
   }
   uint64_t mark(int dir) override {
     if (call("mark " + std::to_string(dir))) return 0;
@@ -122,7 +133,7 @@ class FakeVmm : public vc::VmmDevice {
   }
   void drop(uint64_t token) override {
     call("drop " + std::to_string(token));  // cannot fail
-    if (!events.erase(token)) bad("drop of an unknown event");
+    if (!events.erase(token) && !app_marks.erase(token)) bad("drop of an unknown event");
   }
   bool synchronize() override { return !call("synchronize") && (app_done(), run_copies(~size_t(0)), true); }
 
@@ -184,7 +195,7 @@ class FakeVmm : public vc::VmmDevice {
 struct Rig {
   FakeVmm fake;
   vc::FrameMover mover;
-  Rig(uint64_t frame, uint64_t gran, uint64_t capacity) : mover(&fake, frame, gran, capacity) {}
+  Rig(uint64_t frame, uint64_t gran, uint64_t capacity) : mover(&fake, frame, gran, capacity, /*worker=*/false) {}
   bool step() { return mover.passed(mover.fence()); }  // completes what has finished; never blocks
   void drain() {  // the device runs everything, then the moves complete
     fake.app_done();
@@ -557,19 +568,25 @@ TEST_CASE("frames: copies after copy_after wait for the program's stream, on bot
   r.drain();
   r.fake.app_work(7);
   r.fake.log.clear();
-  REQUIRE(r.mover.copy_after(7));
-  CHECK(r.fake.log == std::vector<std::string>{"copies_after 7"});  // at once, one call for both
+  const uint64_t m = r.mover.mark(7);
+  REQUIRE(m);
+  r.fake.app_work(7);  // enqueued after the mark: the copies do not wait for it
+  REQUIRE(r.mover.copy_after(m));
+  // At once, one call for both streams.
+  CHECK(r.fake.log == std::vector<std::string>{"mark_stream 7", "copies_after " + std::to_string(m)});
   REQUIRE(r.mover.to_host(va, 16 * kMiB));
   REQUIRE(r.mover.to_device(va + 16 * kMiB, 16 * kMiB));
   const uint64_t f = r.mover.fence();
-  r.fake.run_copies(2);  // neither may run while stream 7's work is not done
+  r.fake.run_copies(2);  // neither may run while stream 7's work before the mark is not done
   CHECK((r.fake.queue[kIn].size() == 1 && r.fake.queue[kOut].size() == 1 && !r.mover.passed(f)));
-  r.fake.app_done();
+  r.fake.done[7] = 1;  // the work before the mark, not the work after it
   r.fake.run_copies(2);
   CHECK((r.mover.passed(f) && !r.fake.on_device(va) && r.fake.on_device(va + 16 * kMiB)));
+  r.mover.drop_mark(m);
   // A wait on the host for copies behind the program's work ends once that work is done.
   r.fake.app_work(7);
-  REQUIRE((r.mover.copy_after(7) && r.mover.to_host(va + 16 * kMiB, 16 * kMiB)));
+  const uint64_t m2 = r.mover.mark(7);
+  REQUIRE((m2 && r.mover.copy_after(m2) && r.mover.to_host(va + 16 * kMiB, 16 * kMiB)));
   CHECK(r.mover.stream_wait(7, r.mover.fence()));
   CHECK(!r.fake.on_device(va + 16 * kMiB));
   CHECK_MESSAGE(r.fake.violations == 0, r.fake.last_violation);
@@ -671,5 +688,92 @@ TEST_CASE("frames: no move issued for an undecoded op is in flight when it is en
     for (int f = 0; f < 3; ++f) *r.fake.at(va + f * kFrame) = uint8_t(0x50 + i);  // it writes every frame
     r.step();
     for (int f = 0; f < 3; ++f) CHECK(*r.fake.at(va + f * kFrame) == uint8_t(0x50 + i));
+  }
+}
+
+// The real mover runs a worker: moves complete on its thread, the remap without the mover's lock.
+// FakeVmm behind a lock (it is one device; the test reads it under the same lock), paged by a Pager
+// from the test's thread: every op finds its frames on the device with the program's data, while
+// the worker remaps others; frees wait for the moves; the capacity holds.
+namespace {
+class LockedVmm : public vc::VmmDevice {
+ public:
+  FakeVmm fake;
+  std::mutex mu;
+  template <class F>
+  auto with(F f) {
+    std::lock_guard lock(mu);
+    return f(fake);
+  }
+  bool create(bool host, uint64_t bytes, uint64_t *chunk) override { return with([&](FakeVmm &v) { return v.create(host, bytes, chunk); }); }
+  bool release(uint64_t chunk) override { return with([&](FakeVmm &v) { return v.release(chunk); }); }
+  bool reserve(uint64_t bytes, uint64_t align, uint64_t *va) override { return with([&](FakeVmm &v) { return v.reserve(bytes, align, va); }); }
+  bool unreserve(uint64_t va, uint64_t bytes) override { return with([&](FakeVmm &v) { return v.unreserve(va, bytes); }); }
+  bool map(uint64_t va, uint64_t bytes, uint64_t chunk) override { return with([&](FakeVmm &v) { return v.map(va, bytes, chunk); }); }
+  bool unmap(uint64_t va, uint64_t bytes) override { return with([&](FakeVmm &v) { return v.unmap(va, bytes); }); }
+  bool copy(int dir, uint64_t dst, uint64_t src, uint64_t bytes) override { return with([&](FakeVmm &v) { return v.copy(dir, dst, src, bytes); }); }
+  uint64_t mark(int dir) override { return with([&](FakeVmm &v) { return v.mark(dir); }); }
+  uint64_t mark_stream(uint64_t s) override { return with([&](FakeVmm &v) { return v.mark_stream(s); }); }
+  bool copies_after(uint64_t t) override { return with([&](FakeVmm &v) { return v.copies_after(t); }); }
+  int poll(uint64_t token, bool block) override { return with([&](FakeVmm &v) { return v.poll(token, block); }); }
+  void drop(uint64_t token) override { with([&](FakeVmm &v) { v.drop(token); return 0; }); }
+  bool synchronize() override { return with([&](FakeVmm &v) { return v.synchronize(); }); }
+  bool enter_thread() override { return entered = true; }
+  std::atomic<bool> entered{false};
+};
+}  // namespace
+
+TEST_CASE("frames: with the worker, ops find their frames on the device and their data intact") {
+  for (uint32_t seed = 0; seed < 8; ++seed) {
+    CAPTURE(seed);
+    std::mt19937 rng(seed);
+    const uint64_t capacity = 6 * kFrame;
+    LockedVmm dev;
+    vc::FrameMover mover(&dev, kFrame, kGran, capacity, /*worker=*/true);
+    vc::Pager pager(&mover, capacity - kFrame, kFrame, vc::PagingPolicy::kReactive);
+    std::vector<std::pair<uint64_t, std::vector<uint8_t>>> live;  // (va, shadow), id = index + 1
+    for (uint64_t id = 1; id <= 4; ++id) {
+      uint64_t size = (1 + rng() % 4) * kFrame, va = 0;
+      REQUIRE(mover.allocate(size, &va));
+      live.push_back({va, std::vector<uint8_t>(size)});
+      for (uint8_t &b : live.back().second) b = uint8_t(rng());
+      dev.with([&](FakeVmm &f) {
+        for (uint64_t o = 0; o < size; o += kFrame) std::memcpy(f.at(va + o, kFrame), &live.back().second[o], kFrame);
+        return 0;
+      });
+      pager.on_alloc(vc::Allocation{va, size, vc::AllocKind::kDevice, id});
+    }
+    for (int op = 0; op < 200; ++op) {
+      uint64_t id = 1 + rng() % live.size();
+      auto &[va, shadow] = live[id - 1];
+      uint64_t off = rng() % shadow.size(), bytes = 1 + rng() % std::min<uint64_t>(shadow.size() - off, 2 * kFrame);
+      pager.on_op({vc::OpKind::kKernel, "k"}, 1, {{id, off, bytes, vc::Role::kUnknown}});
+      dev.with([&](FakeVmm &f) {  // the op: on the device, reads the data and writes new data
+        for (uint64_t o = off; o < off + bytes; o += 97) {
+          REQUIRE(f.on_device(va + o));
+          CHECK(*f.at(va + o) == shadow[o]);
+          *f.at(va + o) = shadow[o] = uint8_t(rng());
+        }
+        return 0;
+      });
+    }
+    CHECK(dev.entered);
+    CHECK((mover.stats().remaps > 0 && !mover.stats().failed && !pager.stats().failed));
+    REQUIRE(mover.stream_wait(1, mover.fence()));  // every move complete: all the data where it is mapped
+    dev.with([&](FakeVmm &f) {
+      for (auto &[va, shadow] : live)
+        for (uint64_t o = 0; o < shadow.size(); o += kFrame) CHECK(std::memcmp(f.at(va + o, kFrame), &shadow[o], kFrame) == 0);
+      return 0;
+    });
+    for (uint64_t id = 1; id <= live.size(); ++id) {
+      uint64_t va = live[id - 1].first;
+      REQUIRE((pager.on_free(id) && mover.free(va)));
+    }
+    dev.with([&](FakeVmm &f) {
+      CHECK_MESSAGE(f.violations == 0, f.last_violation);
+      CHECK(f.device_peak <= capacity);
+      CHECK(f.live(true) == 0);
+      return 0;
+    });
   }
 }

@@ -41,7 +41,7 @@ constexpr PagingPolicy kPredictive = PagingPolicy::kPredictive, kReactive = Pagi
 // One call the pager made on the copy stream (a move, an ordering, a fence) or an app stream's wait.
 struct Call {
   enum Kind { kToDevice, kToHost, kAfter, kFence, kWait } kind;
-  uint64_t a = 0, b = 0;  // (addr, bytes), (stream), (fence), (stream, fence)
+  uint64_t a = 0, b = 0;  // (addr, bytes), (stream, ops of it the mark covers), (fence), (stream, fence)
 };
 
 class FakeMover : public vc::Mover {
@@ -55,7 +55,18 @@ class FakeMover : public vc::Mover {
 
   bool to_device(uint64_t addr, uint64_t bytes) override { return add({Call::kToDevice, addr, bytes}); }
   bool to_host(uint64_t addr, uint64_t bytes) override { return add({Call::kToHost, addr, bytes}); }
-  bool copy_after(uint64_t stream) override { return add({Call::kAfter, stream}); }
+  std::map<uint64_t, uint64_t> enqueued;                  // app stream -> ops on it so far (the test counts)
+  std::map<uint64_t, std::pair<uint64_t, uint64_t>> marks;  // token -> (stream, ops it covers)
+  uint64_t mark(uint64_t stream) override {
+    if (!ok()) return 0;
+    marks[marks.size() + 1] = {stream, enqueued[stream]};
+    return marks.size();
+  }
+  void drop_mark(uint64_t m) override { REQUIRE(marks.count(m)); }
+  bool copy_after(uint64_t m) override {
+    REQUIRE(marks.count(m));
+    return add({Call::kAfter, marks[m].first, marks[m].second});
+  }
   uint64_t fence() override { return add({Call::kFence, fences + 1}) ? ++fences : 0; }
   bool stream_wait(uint64_t stream, uint64_t f) override { return add({Call::kWait, stream, f}); }
   bool passed(uint64_t f) override { return ++calls, f <= completed; }
@@ -123,7 +134,8 @@ struct Harness {
   vc::Pager pager;
   Device dev;
   std::map<uint64_t, vc::Allocation> allocs;
-  std::map<uint64_t, uint64_t> last_stream;  // page address -> stream of its last use
+  std::map<uint64_t, std::pair<uint64_t, uint64_t>> last_use;  // page address -> (stream, its op count then)
+  std::map<uint64_t, uint64_t> copies_after;  // app stream -> ops of it the copy stream has waited for
 
   Harness(uint64_t budget, PagingPolicy policy) : pager(&mover, budget, kPage, policy) { dev.budget = budget; }
   const vc::PagerStats &stats() const { return pager.stats(); }
@@ -150,19 +162,19 @@ struct Harness {
     uint64_t misses = stats().misses, remote = stats().remote, absent = 0;
     for (uint64_t p : need) absent += dev.on.count(p) == 0;
     pager.on_op({vc::OpKind::kKernel, s.name.c_str()}, stream, s.touches);
+    mover.enqueued[stream]++;
     dev.replay(mover.log);
     CHECK(stats().resident == dev.bytes);
-    // An eviction comes after the work of the stream that last used each page it moves (this op's,
-    // for a page never used).
-    std::set<uint64_t> after;
+    // An eviction comes after the op that last used each page it moves (the copy stream runs in
+    // order, so a wait issued for an earlier op counts).
     for (size_t i = start; i < mover.log.size(); ++i) {
       const Call &c = mover.log[i];
-      if (c.kind == Call::kAfter) after.insert(c.a);
+      if (c.kind == Call::kAfter) copies_after[c.a] = std::max(copies_after[c.a], c.b);
       if (c.kind != Call::kToHost) continue;
       for (uint64_t p = c.a; p < c.a + c.b; p += kPage)
-        REQUIRE(after.count(last_stream.count(p) ? last_stream[p] : stream));
+        if (last_use.count(p)) REQUIRE(copies_after[last_use[p].first] >= last_use[p].second);
     }
-    for (uint64_t p : need) last_stream[p] = stream;
+    for (uint64_t p : need) last_use[p] = {stream, mover.enqueued[stream]};
     if (stats().failed) return;
     uint64_t seen = std::max(dev.waited[stream], std::min(mover.completed, mover.fences));
     size_t visible = seen ? dev.fence_at.at(seen) : 0;  // the copy stream as the op will see it
@@ -282,6 +294,52 @@ TEST_CASE("pager: reactive LRU, coalesced moves, ops larger than the budget, fre
   CHECK(!h.pager.on_free(1));
   CHECK(h.stats().resident == 0);
   CHECK(h.stats().paged_bytes == 0);
+}
+
+// An eviction waits for the op that last used its victim, not for everything its stream has
+// enqueued since (the host runs ahead of the device): a mark recorded after that op serves, and a
+// mark the copy stream already waited for is not waited for again.
+TEST_CASE("pager: evictions wait for the victim's last use, through marks recorded when needed") {
+  Harness h(2 * kPage, kReactive);
+  h.alloc(1, 4 * kPage);
+  h.mover.completed = kAllPassed;
+  h.run({"a", {at(1, 0)}});
+  h.run({"b", {at(1, 1)}});
+  CHECK(h.mover.marks.empty());  // nothing evicted yet: no mark
+  h.run({"c", {at(1, 2)}});      // evicts page 0 (op 1): a mark now covers ops 1-2
+  REQUIRE(h.mover.marks.size() == 1);
+  CHECK(h.mover.marks[1] == std::pair<uint64_t, uint64_t>{1, 2});
+  for (int i = 0; i < 5; ++i) h.run({"x", {}});  // the stream runs ahead
+  size_t n = h.mover.log.size();
+  h.run({"d", {at(1, 3)}});  // evicts page 1 (op 2): the copy stream is past that mark already
+  CHECK(h.mover.marks.size() == 1);
+  REQUIRE(h.mover.log.size() > n);
+  CHECK(h.mover.log[n].kind == Call::kToHost);
+  CHECK(h.mover.log[n].a == (1ull << 32) + kPage);
+  n = h.mover.log.size();
+  h.run({"e", {at(1, 0)}});  // evicts page 2 (op 3): a new mark, covering ops 1-9
+  REQUIRE(h.mover.marks.size() == 2);
+  CHECK(h.mover.marks[2] == std::pair<uint64_t, uint64_t>{1, 9});
+  CHECK(h.mover.log[n].kind == Call::kAfter);
+  CHECK(h.mover.log[n].b == 9);
+}
+
+TEST_CASE("pager: the legacy default stream (handle 0) is ordered like any other") {
+  Harness h(kPage, kReactive);
+  h.alloc(1, 2 * kPage);
+  h.mover.completed = kAllPassed;
+  h.run({"a", {at(1, 0)}}, 0);
+  h.run({"b", {at(1, 1)}}, 0);  // evicts page 0 after op 1 of stream 0 (run checks it)
+  REQUIRE(h.mover.marks.size() == 1);
+  CHECK(h.mover.marks[1].first == 0);
+  h.pager.on_op({vc::OpKind::kKernel, "opaque", true}, 0, {});
+  h.mover.enqueued[0]++;
+  size_t n = h.mover.log.size();
+  h.run(Step{"c", {}}, 1);  // the moves after an undecoded launch on stream 0 wait for it
+  REQUIRE(h.mover.log.size() == n + 1);
+  CHECK(h.mover.log[n].kind == Call::kAfter);
+  CHECK(h.mover.log[n].a == 0);
+  CHECK(h.mover.log[n].b == 3);
 }
 
 // A kernel whose parameters were not decoded may touch any page: it waits for every move issued

@@ -239,6 +239,9 @@ struct CountingMover : vc::Mover {
   uint64_t fences = 0, waits = 0, afters = 0;
   bool to_device(uint64_t, uint64_t) override { return true; }
   bool to_host(uint64_t, uint64_t) override { return true; }
+  uint64_t marks = 0;
+  uint64_t mark(uint64_t) override { return ++marks; }
+  void drop_mark(uint64_t) override {}
   bool copy_after(uint64_t) override { return ++afters, true; }
   uint64_t fence() override { return ++fences; }
   bool stream_wait(uint64_t, uint64_t) override { return ++waits, true; }
