@@ -40,10 +40,17 @@ namespace vc {
 // a position whose recent history matches the last ops seen, then resumes there.
 //
 // Note [Ordering moves after the program]
-// The explicit backend remaps a frame, and no launch may use a frame during its remap (the managed
-// backend's driver keeps any access coherent, but the same rules hold there):
-//  - an eviction's copies wait for the last op that used each victim, on that op's stream;
-//  - a page accessed where it was (remote) is fetched only after that access;
+// The explicit backend remaps a frame, and no launch may use a frame during its remap, nor its copy
+// run before the ops that wrote it are done (the managed backend's driver keeps any access
+// coherent, but the same rules hold there). What an op may access: the pages of its refs, and, for
+// a pointer whose extent is inferred (Note [Extent of a live parameter pointer]), every page from it
+// to its allocation's end (its reach: the inference can fall short, a view into a larger tensor).
+//  - an eviction's copies wait for the last op that may have accessed each victim, on each of the
+//    last two streams that did (a use on a third stream makes the moves after it wait at once for the
+//    older of the two);
+//  - a fetch waits the same way for the ops that may have accessed the page where it was;
+//  - an op waits for the moves in flight of every page it may reach, and no page it may reach is
+//    evicted for it or fetched ahead before it is enqueued (the walk resumes at the next op);
 //  - a wildcard op (a kernel whose parameters were not decoded or that reaches memory through
 //    pointer arrays, a copy or set whose range was not decoded) may touch any page: no prefetch is
 //    issued at it, its stream waits for every move issued until then (its own misses included), and
@@ -150,8 +157,12 @@ uint64_t Pager::page_bytes(PageKey k) const {
   return std::min(page_size_, a.size - begin);
 }
 
-void Pager::pages_of(const std::vector<Touch> &touches, std::vector<PageKey> *out) {
-  out->clear();
+void Pager::pages_of(const std::vector<Touch> &touches, std::vector<PageKey> *need, std::vector<PageKey> *reach) {
+  need->clear(), reach->clear();
+  auto tidy = [](std::vector<PageKey> *v) {
+    std::sort(v->begin(), v->end());
+    v->erase(std::unique(v->begin(), v->end()), v->end());
+  };
   for (const Touch &t : touches) {
     auto it = allocs_.find(t.alloc_id);
     if (it == allocs_.end() || t.offset >= it->second.size) continue;
@@ -164,10 +175,13 @@ void Pager::pages_of(const std::vector<Touch> &touches, std::vector<PageKey> *ou
       if (next != a.starts.end()) end = *next;
     }
     a.starts.insert(t.offset);
-    for (uint64_t i = t.offset / page_size_; i * page_size_ < end; ++i) out->push_back({t.alloc_id, uint32_t(i)});
+    uint32_t i = uint32_t(t.offset / page_size_);
+    for (; uint64_t(i) * page_size_ < end; ++i) need->push_back({t.alloc_id, i});
+    for (uint32_t j = t.bytes ? i : uint32_t(a.pages.size()); i < j; ++i) reach->push_back({t.alloc_id, i});
   }
-  std::sort(out->begin(), out->end());
-  out->erase(std::unique(out->begin(), out->end()), out->end());
+  tidy(need);
+  reach->insert(reach->end(), need->begin(), need->end());
+  tidy(reach);
 }
 
 uint64_t Pager::rank_of(const Page &p) const {
@@ -246,25 +260,43 @@ bool Pager::order_after(uint64_t stream, uint64_t op) {
   return true;
 }
 
-bool Pager::evict(const std::vector<PageKey> &victims) {
-  if (victims.empty()) return true;
-  std::vector<std::pair<uint64_t, uint64_t>> after;  // (stream, its latest op that used a victim)
-  for (PageKey k : victims) {
-    const Page *p = page(k);
-    if (!p->used_at) continue;  // never used: nothing to wait for
-    auto it = std::find_if(after.begin(), after.end(), [&](auto &e) { return e.first == p->last_stream; });
-    if (it == after.end()) after.push_back({p->last_stream, p->used_at});
-    else it->second = std::max(it->second, p->used_at);
-  }
+bool Pager::order_after_users(const std::vector<PageKey> &keys) {
+  std::vector<std::pair<uint64_t, uint64_t>> after;  // (stream, its latest op that used one of them)
+  for (PageKey k : keys)
+    for (const Page::Use &u : page(k)->users) {
+      if (!u.op) continue;  // never used there: nothing to wait for
+      auto it = std::find_if(after.begin(), after.end(), [&](auto &e) { return e.first == u.stream; });
+      if (it == after.end()) after.push_back({u.stream, u.op});
+      else it->second = std::max(it->second, u.op);
+    }
   for (auto [s, op] : after)
     if (!order_after(s, op)) return false;
+  return true;
+}
+
+void Pager::used(Page *p, uint64_t stream) {
+  Page::Use *slot = &p->users[0];
+  for (Page::Use &u : p->users) {
+    if (u.op && u.stream == stream) {
+      u.op = clock_;
+      return;
+    }
+    if (u.op < slot->op) slot = &u;  // a free one, else the older
+  }
+  // A third stream: the moves from now on wait for the older use, which is dropped.
+  if (slot->op) order_after(slot->stream, slot->op);
+  *slot = {stream, clock_};
+}
+
+bool Pager::evict(const std::vector<PageKey> &victims) {
+  if (victims.empty()) return true;
+  if (!order_after_users(victims)) return false;
   bool ok = each_run(victims, [&](uint64_t addr, uint64_t bytes, const std::vector<PageKey> &run) {
     if (!mover_->to_host(addr, bytes)) return fail("a migration to the host"), false;
     for (PageKey k : run) {
       Page *p = page(k);
       order_.erase({p->rank, k});
       p->resident = false;
-      p->fence = 0;
     }
     resident_ -= bytes;
     stats_.d2h_bytes += bytes;
@@ -272,6 +304,9 @@ bool Pager::evict(const std::vector<PageKey> &victims) {
     return true;
   });
   stats_.resident = resident_;
+  uint64_t f = ok ? mover_->fence() : 0;
+  if (ok && !f) return fail("recording a fence"), false;
+  for (PageKey k : victims) page(k)->fence = f;  // an op that may reach it waits for it to leave
   return ok;
 }
 
@@ -293,12 +328,7 @@ bool Pager::make_room(uint64_t bytes, uint64_t horizon, const std::vector<PageKe
 }
 
 bool Pager::fetch(const std::vector<PageKey> &keys) {
-  for (PageKey k : keys) {
-    Page *p = page(k);
-    if (!p->remote) continue;
-    p->remote = false;
-    if (!order_after(p->last_stream, p->used_at)) return false;
-  }
+  if (!order_after_users(keys)) return false;  // after the ops that may have used them where they were
   bool ok = each_run(keys, [&](uint64_t addr, uint64_t bytes, const std::vector<PageKey> &run) {
     if (!mover_->to_device(addr, bytes)) return fail("a migration to the device"), false;
     resident_ += bytes;
@@ -363,12 +393,14 @@ void Pager::prefetch_ahead(const std::vector<PageKey> &keep) {
     uint64_t k = cursor_ % plan.period;
     missing.clear();
     uint64_t bytes = 0;
+    bool reached = false;  // by the op being enqueued: not fetched before it is (next op)
     for (uint32_t a = plan.first[k]; a < plan.first[k + 1]; ++a) {
       Page *p = page(plan.acc[a]);
-      // Not a page this op uses where it is: it is not enqueued yet, so nothing could wait for it.
-      if (p && !p->resident && !(p->remote && p->used_at == clock_))
-        missing.push_back(plan.acc[a]), bytes += page_bytes(plan.acc[a]);
+      if (!p || p->resident) continue;
+      missing.push_back(plan.acc[a]), bytes += page_bytes(plan.acc[a]);
+      reached |= std::binary_search(keep.begin(), keep.end(), plan.acc[a]);
     }
+    if (reached) break;
     if (!missing.empty() && bytes <= budget_) {
       std::vector<PageKey> protect = keep;
       protect.insert(protect.end(), missing.begin(), missing.end());
@@ -391,46 +423,47 @@ void Pager::on_op(const OpKey &key, uint64_t stream, const std::vector<Touch> &t
     wildcard_pending_ = false;
     if (!order_after(wildcard_stream_, clock_ - 1)) return;
   }
-  thread_local std::vector<PageKey> need;
-  pages_of(touches, &need);
+  thread_local std::vector<PageKey> need, reach;
+  pages_of(touches, &need, &reach);
   if (plan_) {
     uint64_t h = op_hash(key);
     track(key, h);
     history_.push_back(h);
     if (history_.size() > kHistory) history_.pop_front();
   }
-  if (!need.empty()) {
-    stats_.ops++;
+  if (!reach.empty()) {
+    if (!need.empty()) stats_.ops++;
     std::vector<PageKey> missing;
     uint64_t missing_bytes = 0, wait = 0, held = 0;  // held: the op's pages already resident, which stay
     for (PageKey k : need)
       if (page(k)->resident) held += page_bytes(k);
     for (PageKey k : need) {
       Page *p = page(k);
-      if (!p->resident) {
-        uint64_t b = page_bytes(k);
-        if (held + missing_bytes + b > budget_) {
-          stats_.remote++;  // more than the budget in one op: the rest stays on the host
-          p->remote = true;
-          continue;
-        }
-        missing.push_back(k);
-        missing_bytes += b;
-      } else if (p->fence) {
-        if (mover_->passed(p->fence)) p->fence = 0;
-        else wait = std::max(wait, p->fence);
+      if (p->resident) continue;
+      uint64_t b = page_bytes(k);
+      if (held + missing_bytes + b > budget_) {
+        stats_.remote++;  // more than the budget in one op: the rest stays on the host
+        continue;
       }
+      missing.push_back(k);
+      missing_bytes += b;
+    }
+    // Its pages, and those it may reach, are not remapped while it runs: their moves in flight
+    // complete first.
+    for (PageKey k : reach) {
+      Page *p = page(k);
+      if (!p->fence) continue;
+      if (mover_->passed(p->fence)) p->fence = 0;
+      else wait = std::max(wait, p->fence);
     }
     if (wait) stats_.waits++;
     if (!missing.empty()) {
       stats_.misses += missing.size();
-      if (make_room(missing_bytes, 0, need) && fetch(missing)) wait = std::max(wait, page(missing.front())->fence);
+      if (make_room(missing_bytes, 0, reach) && fetch(missing)) wait = std::max(wait, page(missing.front())->fence);
     }
-    if (wait && !stats_.failed && !mover_->stream_wait(stream, wait)) fail("ordering a launch after its prefetch");
-    for (PageKey k : need) {
-      Page *p = page(k);
-      p->last_use = p->used_at = clock_, p->last_stream = stream;
-    }
+    if (wait && !stats_.failed && !mover_->stream_wait(stream, wait)) fail("ordering a launch after its moves");
+    for (PageKey k : reach) used(page(k), stream);
+    for (PageKey k : need) page(k)->last_use = clock_;
   }
   if (tracking_) {
     // Past this op, its pages (and the plan's for its position) are next needed later.
@@ -440,7 +473,7 @@ void Pager::on_op(const OpKey &key, uint64_t stream, const std::vector<Touch> &t
     ++pos_;
     for (uint32_t a = plan.first[k]; a < plan.first[k + 1]; ++a) rerank(plan.acc[a]);
     for (PageKey key : need) rerank(key);
-    if (!key.wildcard) prefetch_ahead(need);  // a wildcard's come after it (next op)
+    if (!key.wildcard) prefetch_ahead(reach);  // a wildcard's come after it (next op)
   } else {
     for (PageKey key : need) rerank(key);
   }

@@ -72,7 +72,7 @@ struct PagerStats {
   std::atomic<uint64_t> fetches{0}, evictions{0};        // pages
   std::atomic<uint64_t> ops{0};                          // ops that touched paged memory
   std::atomic<uint64_t> misses{0};   // pages an op needed that were neither resident nor on their way
-  std::atomic<uint64_t> waits{0};    // ops whose stream waited for a prefetch still in flight
+  std::atomic<uint64_t> waits{0};    // ops whose stream waited for a move still in flight
   std::atomic<uint64_t> remote{0};   // pages an op needed that did not fit the budget (accessed on the host)
   std::atomic<uint64_t> planned_ops{0};   // ops matched to the learned plan
   std::atomic<uint64_t> prefetched{0};    // pages fetched ahead by the plan
@@ -118,12 +118,13 @@ class Pager {
  private:
   struct Page {
     bool resident = false;  // on the device, or its to_device issued
-    uint64_t fence = 0;     // fence after its to_device; 0 once known passed
+    uint64_t fence = 0;     // fence after its latest move; 0 once known passed
     uint64_t last_use = 0;  // op counter of its last access (LRU)
     uint64_t rank = 0;      // its key in order_ while resident
-    uint64_t last_stream = 0;  // stream of its last access
-    uint64_t used_at = 0;      // op counter of its last access (0: none yet)
-    bool remote = false;       // accessed where it was, not fetched: a fetch must follow that access
+    // The last op that may have accessed it on each of the last two streams that did (op 0: none).
+    struct Use {
+      uint64_t stream = 0, op = 0;
+    } users[2];
     bool pinned = false;       // resident for good (pin), never in order_
     std::vector<uint32_t> uses;  // plan positions that access it, ascending
   };
@@ -141,7 +142,9 @@ class Pager {
   Page *page(PageKey k);
   void attach_uses(uint64_t alloc_id, Alloc *a);  // the plan's uses of its pages (at learn)
   uint64_t page_bytes(PageKey k) const;
-  void pages_of(const std::vector<Touch> &touches, std::vector<PageKey> *out);
+  // The pages an op needs (refs with their extents, Note [Extent of a live parameter pointer]) and
+  // those it may reach (a pointer whose extent is inferred may go on to the allocation's end).
+  void pages_of(const std::vector<Touch> &touches, std::vector<PageKey> *need, std::vector<PageKey> *reach);
   uint64_t rank_of(const Page &p) const;  // eviction order: the larger, the sooner evicted
   void rerank(PageKey k);
   void rerank_all();  // after the policy in force changed
@@ -152,6 +155,8 @@ class Pager {
   bool evict(const std::vector<PageKey> &victims);
   bool fetch(const std::vector<PageKey> &keys);
   bool order_after(uint64_t stream, uint64_t op);
+  bool order_after_users(const std::vector<PageKey> &keys);  // moves of `keys` after their users
+  void used(Page *p, uint64_t stream);  // op clock_ on `stream` may access it
   void fail(const char *what);
   void track(const OpKey &key, uint64_t hash);  // hash: op_hash(key)
   void prefetch_ahead(const std::vector<PageKey> &keep);

@@ -30,8 +30,10 @@ if [ -x "$sanitizer" ] && [ "$limit" -gt 0 ]; then
   timeout "$limit" "$sanitizer" --tool memcheck --error-exitcode 9 build/samples/mlp --steps 4 > "$out/memcheck-plain.log" 2>&1
   echo "memcheck of mlp without vramcache: exit $? in $((SECONDS - t0)) s ($(grep 'ERROR SUMMARY' "$out/memcheck-plain.log"))" | tee -a "$out/result.txt"
   t0=$SECONDS
-  timeout "$limit" "$sanitizer" --tool memcheck --error-exitcode 9 env LD_PRELOAD="$PWD/build/libvramcache.so" \
-    VRAMCACHE_BUDGET=$budget VRAMCACHE_BACKEND=explicit VRAMCACHE_LOG_LEVEL=debug build/samples/mlp --steps 4 > "$out/memcheck.log" 2>&1
+  # The sanitizer adds its own library to the target's LD_PRELOAD: ours goes in the environment it
+  # starts from (`compute-sanitizer env LD_PRELOAD=...` replaces its injection, and it never attaches).
+  LD_PRELOAD="$PWD/build/libvramcache.so" VRAMCACHE_BUDGET=$budget VRAMCACHE_BACKEND=explicit VRAMCACHE_LOG_LEVEL=debug \
+    timeout "$limit" "$sanitizer" --tool memcheck --error-exitcode 9 build/samples/mlp --steps 4 > "$out/memcheck.log" 2>&1
   echo "memcheck of mlp under the explicit backend: exit $? in $((SECONDS - t0)) s ($(grep 'ERROR SUMMARY' "$out/memcheck.log"))" | tee -a "$out/result.txt"
 fi
 [ -n "${OUT:-}" ] && tar czf "$OUT/$(basename "$out").tgz" "$out"

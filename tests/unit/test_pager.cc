@@ -274,11 +274,12 @@ TEST_CASE("pager: reactive LRU, coalesced moves, ops larger than the budget, fre
   h.run({"k", {at(1, 0)}});  // a hit: nothing moves
   CHECK(h.mover.log.size() == 3);
   h.run({"k", {at(1, 2)}}, 2);  // page 1 is the least recently used
-  REQUIRE(h.mover.log.size() == 8);
+  REQUIRE(h.mover.log.size() == 9);
   CHECK(h.mover.log[3].kind == Call::kAfter);
   CHECK(h.mover.log[3].a == 1);  // after the stream that last used the victim, not the op's
   CHECK(h.mover.log[4].kind == Call::kToHost);
   CHECK(h.mover.log[4].a == base + kPage);
+  CHECK(h.mover.log[5].kind == Call::kFence);  // for an op that may reach it while it leaves
   CHECK(h.stats().misses == 3);
   CHECK(h.stats().fetches == 3);
   CHECK(h.stats().evictions == 1);
@@ -322,6 +323,45 @@ TEST_CASE("pager: evictions wait for the victim's last use, through marks record
   CHECK(h.mover.marks[2] == std::pair<uint64_t, uint64_t>{1, 9});
   CHECK(h.mover.log[n].kind == Call::kAfter);
   CHECK(h.mover.log[n].b == 9);
+}
+
+// A pointer whose extent is inferred (bytes 0) may reach past it, up to its allocation's end: the
+// moves of those pages wait for that op as for one that needed them, and a later op that may reach
+// them waits for their moves in flight (no remap while it runs).
+TEST_CASE("pager: pages an op may reach past its inferred extent are ordered as if it used them") {
+  Harness h(2 * kPage, kReactive);
+  h.alloc(1, 4 * kPage);
+  const uint64_t base = 1ull << 32;
+  h.mover.completed = kAllPassed;
+  h.run({"a", {at(1, 1)}}, 1);  // page 1; a ref starts at page 1
+  // Needs page 0 (up to that start), may reach pages 0-3 (the harness models exact refs only).
+  h.pager.on_op({vc::OpKind::kKernel, "b"}, 2, {{1, 0, 0, vc::Role::kUnknown}});
+  h.mover.enqueued[2]++;
+  h.dev.replay(h.mover.log);
+  CHECK(h.stats().resident == 2 * kPage);
+  h.mover.completed = 0;
+  size_t n = h.mover.log.size();
+  h.run({"c", {at(1, 2)}}, 1);  // page 1 leaves (LRU), page 2 comes: both after op b on stream 2
+  bool after2 = false, evicted = false;
+  for (size_t i = n; i < h.mover.log.size(); ++i) {
+    const Call &c = h.mover.log[i];
+    if (c.kind == Call::kAfter && c.a == 2 && c.b >= 1) after2 = true;
+    if (c.kind == Call::kToHost) {
+      CHECK(c.a == base + kPage);
+      CHECK(after2);
+      evicted = true;
+    }
+    if (c.kind == Call::kToDevice) CHECK(after2);
+  }
+  CHECK(evicted);
+  // The fetch of page 2 has not passed: an op that may reach it waits for it.
+  h.mover.completed = h.mover.fences - 1;
+  n = h.mover.log.size();
+  h.pager.on_op({vc::OpKind::kKernel, "d"}, 3, {{1, 0, 0, vc::Role::kUnknown}});
+  REQUIRE(h.mover.log.size() == n + 1);
+  CHECK(h.mover.log[n].kind == Call::kWait);
+  CHECK(h.mover.log[n].a == 3);
+  CHECK(h.mover.log[n].b == h.mover.fences);
 }
 
 TEST_CASE("pager: the legacy default stream (handle 0) is ordered like any other") {
