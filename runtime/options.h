@@ -51,7 +51,7 @@ namespace vc {
     "with a budget: how data moves. `managed`: allocations become managed memory moved by "          \
     "prefetches; `explicit`: address space in frames of device or pinned host memory, moved by "     \
     "copies at the link's rate and remapped (an evicted frame stays reachable at home)")           \
-  X(kFrameSize, "VRAMCACHE_FRAME_SIZE", kSize, "16M", "32M",                                         \
+  X(kFrameSize, "VRAMCACHE_FRAME_SIZE", kSize, "32M", "16M",                                         \
     "with the explicit backend: the unit that moves, a power of two from 2M to 256M (the last "     \
     "frame of an allocation is smaller)")                                                          \
   X(kHostLimit, "VRAMCACHE_HOST_LIMIT", kSize, "0", "96G",                                           \

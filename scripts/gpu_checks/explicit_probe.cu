@@ -81,6 +81,26 @@ static double remap_all(Set *s, bool to_device) {
   return (now() - t0) / kFrames * 1e6;
 }
 
+// Where a remap's time goes (per frame: unmap, map, set access), with access set per frame or once
+// for the whole set (one call over 64 mappings), and whether one unmap may span 4 mappings.
+static void remap_parts(Set *s, bool to_device, bool access_once) {
+  CUmemAccessDesc a = {{CU_MEM_LOCATION_TYPE_DEVICE, dev}, CU_MEM_ACCESS_FLAGS_PROT_READWRITE};
+  double t0 = now();
+  for (int i = 0; i < kFrames; ++i) CK(cuMemUnmap(s->va + i * kFrame, kFrame));
+  double t1 = now();
+  for (int i = 0; i < kFrames; ++i) CK(cuMemMap(s->va + i * kFrame, kFrame, 0, to_device ? s->chunk[i] : s->home[i], 0));
+  double t2 = now();
+  if (access_once) {
+    CK(cuMemSetAccess(s->va, kFrame * kFrames, &a, 1));
+  } else {
+    for (int i = 0; i < kFrames; ++i) CK(cuMemSetAccess(s->va + i * kFrame, kFrame, &a, 1));
+  }
+  double t3 = now();
+  printf("remap parts to %s, access %s: unmap %.0f us, map %.0f us, set access %.0f us per frame\n",
+         to_device ? "device" : "home", access_once ? "set once for 64 frames" : "set per frame",
+         (t1 - t0) / kFrames * 1e6, (t2 - t1) / kFrames * 1e6, (t3 - t2) / kFrames * 1e6);
+}
+
 static void copy_all(Set *s, bool in, CUstream st) {
   for (int i = 0; i < kFrames; ++i) {
     CUdeviceptr h = s->home_va + i * kFrame, c = s->chunk_va + i * kFrame;
@@ -174,6 +194,18 @@ int main() {
     other.join();
     printf("remap by another thread while this one waits %.0f ms in cuStreamSynchronize: %.0f us (idle: %.0f us)\n",
            kernel_ms, remap_during_sync_us, remap_idle_us);
+  }
+  remap_parts(&b, true, false);  // B: home -> device -> home, access per frame, then once
+  remap_parts(&b, false, false);
+  remap_parts(&b, true, true);
+  remap_parts(&b, false, true);
+  {
+    CUresult r = cuMemUnmap(b.va, 4 * kFrame);
+    printf("one unmap over 4 mappings: %s\n", r == CUDA_SUCCESS ? "allowed" : "refused");
+    for (int i = 0; i < 4; ++i) {
+      if (r != CUDA_SUCCESS) CK(cuMemUnmap(b.va + i * kFrame, kFrame));
+      map(b.va + i * kFrame, b.home[i]);
+    }
   }
   printf("frames of %zu MiB, %d per set\n", kFrame >> 20, kFrames);
   printf("copy home -> device: %.1f GB/s (again %.1f GB/s); device -> home: %.1f GB/s; both at once: %.1f GB/s total\n",
