@@ -73,33 +73,45 @@ def probe_rate(path):
     return float(m.group(1)) if m else None
 
 
-def explicit_table(jobs):
-    """The explicit-copy backend against the managed one, for the jobs that have explicit runs."""
-    rows = [j for j in jobs if j.get("explicit-predictive") or j.get("explicit-reactive")]
-    if not rows:
-        return []
-    lines = ["| job | budget | managed reactive s/step | explicit reactive s/step | explicit predictive s/step "
-             "| explicit predictive vs managed reactive / vs managed predictive | bitwise (explicit r / p, steps) "
-             "| moved in / out per step, GB (explicit p) | copy rate while paging | device used peak (driver) |",
-             "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
-    for j in rows:
-        mr, mp = j.get("reactive", {}), j.get("predictive", {})
-        er, ep = j.get("explicit-reactive", {}), j.get("explicit-predictive", {})
-        es = ep.get("summary") or {}
-        steps = max(1, len(ep.get("losses", [])))
-        moved_in, moved_out = es.get("paging_h2d_bytes", 0) / steps, es.get("paging_d2h_bytes", 0) / steps
-        t = ep.get("median_step_s")
-        ratio = lambda a, b: f"{a['median_step_s'] / b['median_step_s']:.2f}x" if a.get("median_step_s") and b.get("median_step_s") else "-"
-        used = max((r.get("summary") or {}).get("device_used_peak", 0) for r in (er, ep))
-        probe = probe_rate(ep["source"]) if ep.get("source") else None
-        rate = f"{(moved_in + moved_out) / t / 1e9:.0f} GB/s" + (f" ({(moved_in + moved_out) / t / 1e9 / probe:.0%} of the probe's {probe:.0f})" if probe and t else "") if t else "-"
-        lines.append(
-            f"| {j['job']} | {j['budget_bytes'] / GIB:.3g} GiB | {mr.get('median_step_s', 0):.3g} | {er.get('median_step_s', 0):.3g} "
-            f"| {ep.get('median_step_s', 0):.3g} | **{ratio(mr, ep)}** / {ratio(mp, ep)} "
-            f"| {er.get('bitwise')} / {ep.get('bitwise')} ({len(er.get('losses', []))} / {len(ep.get('losses', []))}) "
-            f"| {gb(moved_in)} / {gb(moved_out)} | {rate} | {used / GIB:.2f} GiB |"
-            if t else f"| {j['job']} | explicit predictive did not finish | | | | | | | | |")
-    return lines
+def explicit_table(paths, jobs):
+    """A row per explicit-backend run (every mode of every results file: policies, frame sizes), with
+    the managed runs of the same call beside it when that call has them (else the merged ones, marked †)."""
+    merged = {j["job"]: j for j in jobs}
+    lines = ["| job | budget | mode | frame | s/step | bitwise (steps) | vs managed reactive / predictive "
+             "| moved in / out per step, GB | copy rate while paging | remaps per step (s of remapping) "
+             "| host waits per step (s) | device used peak (driver) | source |",
+             "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+    for path in paths:
+        for j in json.load(open(path))["jobs"]:
+            for mode, run in j.items():
+                if not mode.startswith("explicit-") or not isinstance(run, dict):
+                    continue
+                s = run.get("summary") or {}
+                t, steps = run.get("median_step_s"), max(1, len(run.get("losses", [])))
+                frame = s.get("frame_size") or (16 << 20)  # runs before the figure was recorded used 16 MiB
+                cells = []
+                for ref in ("reactive", "predictive"):
+                    r, mark = j.get(ref), ""
+                    if not (r and r.get("rc") == 0 and r.get("median_step_s")):
+                        r, mark = merged.get(j["job"], {}).get(ref), "†"
+                    cells.append(f"{r['median_step_s'] / t:.2f}x{mark}" if t and r and r.get("median_step_s") else "-")
+                moved_in, moved_out = s.get("paging_h2d_bytes", 0) / steps, s.get("paging_d2h_bytes", 0) / steps
+                probe = probe_rate(path)
+                rate = "-"
+                if t:
+                    rate = f"{(moved_in + moved_out) / t / 1e9:.0f} GB/s"
+                    rate += f" ({(moved_in + moved_out) / t / 1e9 / probe:.0%} of the probe's {probe:.0f})" if probe else ""
+                remaps = (f"{s['frames_remaps'] / steps:.0f} ({s.get('frames_remap_ns', 0) / steps / 1e9:.2f})"
+                          if "frames_remaps" in s else "-")
+                waits = (f"{s['frames_host_waits'] / steps:.0f} ({s.get('frames_wait_ns', 0) / steps / 1e9:.2f})"
+                         if "frames_wait_ns" in s else "-")
+                lines.append(
+                    f"| {j['job']} | {j['budget_bytes'] / GIB:.3g} GiB | {mode.split(':')[0]} | {frame >> 20} MiB "
+                    f"| {f'{t:.3g}' if t else 'did not finish (rc ' + str(run.get('rc')) + ')'} "
+                    f"| {run.get('bitwise')} ({len(run.get('losses', []))}) | **{cells[0]}** / {cells[1]} "
+                    f"| {gb(moved_in)} / {gb(moved_out)} | {rate} | {remaps} | {waits} "
+                    f"| {s.get('device_used_peak', 0) / GIB:.2f} GiB | `{os.path.relpath(path)}` |")
+    return lines if len(lines) > 2 else []
 
 
 def svg(jobs):
@@ -149,7 +161,7 @@ def main():
     if chart:
         with open(os.path.join(args.docs, "paging_step_time.svg"), "w") as f:
             f.write(chart + "\n")
-    sources = sorted({j[p]["source"] for j in jobs for p in POLICIES if p in j})
+    sources = sorted(os.path.relpath(p) for p in args.results)
     lines = ["# Paging under a budget: measured", "",
              "Generated by `python3 scripts/paging_report.py " + " ".join(os.path.relpath(p) for p in args.results) + "` from "
              "runs of `scripts/paging.sh` on the GPU machine (one H200; the budget emulates a smaller card). All jobs run in "
@@ -157,13 +169,15 @@ def main():
     if chart:
         lines += ["![seconds per step](paging_step_time.svg)", ""]
     lines += ["## Managed-memory backend", ""] + table(jobs)
-    explicit = explicit_table(jobs)
+    explicit = explicit_table(args.results, jobs)
     if explicit:
-        lines += ["", "## Explicit-copy backend (`--backend explicit`, frames of 16 MiB)", ""] + explicit
-        lines += ["", "The managed runs in this table come from earlier calls than the explicit ones (see the sources): "
-                  "these ratios are across calls, not side by side. Copy rate while paging: bytes moved both ways per step divided by seconds per step. The same call's "
-                  "probe (`build/samples/explicit_probe`) copied 16 MiB frames at 54-55 GB/s each way and 88-96 GB/s both "
-                  "ways at once. Device used peak: the driver's used memory above its level when paging started (device "
+        lines += ["", "## Explicit-copy backend (`--backend explicit`)", ""] + explicit
+        lines += ["", "A row per run. Ratios against the managed runs of the same call where it has them; † marks a "
+                  "managed run of another call (across calls, not side by side). Copy rate while paging: bytes moved both "
+                  "ways per step divided by seconds per step, against the both-ways rate of the same call's probe "
+                  "(`build/samples/explicit_probe`, 16 MiB frames; it copies 54-55 GB/s each way). Remaps and host waits "
+                  "(the program's thread waiting for a move, Note [Frames]) per step, with the seconds they took, over the "
+                  "whole run. Device used peak: the driver's used memory above its level when paging started (device "
                   "chunks are device memory, so this measures residency independently of the pager; it also holds the "
                   "memory the program and libraries allocate outside the budget)."]
     lines += ["", "Seconds per step: median after the warm-up steps; predictive: median of the last half of its steps (it "

@@ -207,6 +207,21 @@ int main() {
       map(b.va + i * kFrame, b.home[i]);
     }
   }
+  // Two threads remapping at once (half the set each): whether more than one worker would help.
+  for (bool to_device : {true, false}) {
+    auto half = [&](int from, int to) {
+      CK(cuCtxSetCurrent(ctx));
+      for (int i = from; i < to; ++i) {
+        CK(cuMemUnmap(b.va + i * kFrame, kFrame));
+        map(b.va + i * kFrame, to_device ? b.chunk[i] : b.home[i]);
+      }
+    };
+    double t = now();
+    std::thread t1(half, 0, kFrames / 2), t2(half, kFrames / 2, kFrames);
+    t1.join(), t2.join();
+    printf("remap to %s by two threads at once: %.0f us per frame\n", to_device ? "device" : "home",
+           (now() - t) / kFrames * 1e6);
+  }
   printf("frames of %zu MiB, %d per set\n", kFrame >> 20, kFrames);
   printf("copy home -> device: %.1f GB/s (again %.1f GB/s); device -> home: %.1f GB/s; both at once: %.1f GB/s total\n",
          gb / t_in, gb / t_in2, gb / t_out, 2 * gb / t_both);
