@@ -30,10 +30,15 @@ if [ -x "$sanitizer" ] && [ "$limit" -gt 0 ]; then
   timeout "$limit" "$sanitizer" --tool memcheck --error-exitcode 9 build/samples/mlp --steps 4 > "$out/memcheck-plain.log" 2>&1
   echo "memcheck of mlp without vramcache: exit $? in $((SECONDS - t0)) s ($(grep 'ERROR SUMMARY' "$out/memcheck-plain.log"))" | tee -a "$out/result.txt"
   t0=$SECONDS
-  # The sanitizer adds its own library to the target's LD_PRELOAD: ours goes in the environment it
-  # starts from (`compute-sanitizer env LD_PRELOAD=...` replaces its injection, and it never attaches).
-  LD_PRELOAD="$PWD/build/libvramcache.so" VRAMCACHE_BUDGET=$budget VRAMCACHE_BACKEND=explicit VRAMCACHE_LOG_LEVEL=debug \
-    timeout "$limit" "$sanitizer" --tool memcheck --error-exitcode 9 build/samples/mlp --steps 4 > "$out/memcheck.log" 2>&1
+  # Our library goes into the target only, after whatever the sanitizer preloads there. Both other ways
+  # hung until their timeout: LD_PRELOAD around the sanitizer (it then loads into the sanitizer's own
+  # processes, and memcheck never attaches even with VRAMCACHE_MODE=off: results/memcheck-bisect), and
+  # `compute-sanitizer env LD_PRELOAD=...` ("No attachable process found": it replaces the target's
+  # LD_PRELOAD, which is presumably how the sanitizer gets in). Not run on the GPU yet.
+  VRAMCACHE_BUDGET=$budget VRAMCACHE_BACKEND=explicit VRAMCACHE_LOG_LEVEL=debug \
+    timeout "$limit" "$sanitizer" --tool memcheck --error-exitcode 9 \
+    sh -c 'LD_PRELOAD="${LD_PRELOAD:+$LD_PRELOAD:}$0" exec "$@"' "$PWD/build/libvramcache.so" \
+    build/samples/mlp --steps 4 > "$out/memcheck.log" 2>&1
   echo "memcheck of mlp under the explicit backend: exit $? in $((SECONDS - t0)) s ($(grep 'ERROR SUMMARY' "$out/memcheck.log"))" | tee -a "$out/result.txt"
 fi
 [ -n "${OUT:-}" ] && tar czf "$OUT/$(basename "$out").tgz" "$out"
