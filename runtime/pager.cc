@@ -331,24 +331,27 @@ bool Pager::fetch(const std::vector<PageKey> &keys) {
   if (!order_after_users(keys)) return false;  // after the ops that may have used them where they were
   bool ok = each_run(keys, [&](uint64_t addr, uint64_t bytes, const std::vector<PageKey> &run) {
     if (!mover_->to_device(addr, bytes)) return fail("a migration to the device"), false;
+    // Counted and marked here, run by run, so that whatever fails next, the count and the pages
+    // agree (a free then uncounts them).
     resident_ += bytes;
-    stats_.resident = resident_;  // here, not after the loop, so that a failed call leaves them true
+    stats_.resident = resident_;
     if (resident_ > stats_.peak_resident) stats_.peak_resident = resident_;
     stats_.h2d_bytes += bytes;
     stats_.fetches += run.size();
+    for (PageKey k : run) {
+      Page *p = page(k);
+      p->resident = true;
+      p->fence = 0;
+      p->last_use = clock_;
+      p->rank = rank_of(*p);
+      order_.insert({p->rank, k});
+    }
     return true;
   });
   if (!ok) return false;
   uint64_t f = mover_->fence();
   if (!f) return fail("recording a fence"), false;
-  for (PageKey k : keys) {
-    Page *p = page(k);
-    p->resident = true;
-    p->fence = f;
-    p->last_use = clock_;
-    p->rank = rank_of(*p);
-    order_.insert({p->rank, k});
-  }
+  for (PageKey k : keys) page(k)->fence = f;
   return true;
 }
 
