@@ -254,9 +254,10 @@ def run_mode(nvml, args, results, size, mode, budget, call, time_left):
     elif paging:
         backend, policy = mode.split("_")[1:]
         r["budget_bytes"] = budget * GIB
+        residency = os.path.join(args.out, f"{tag}.residency.csv")  # resident bytes over time, for the plots
         cmd = [CLI, "run", "--budget", str(budget * GIB), "--backend", backend, "--policy", policy,
-               "--summary-file", summary_file, "--profile-iterations", "1", "--status-interval", "5",
-               "--log-level", "info", "--"] + cmd
+               "--summary-file", summary_file, "--residency-file", residency, "--profile-iterations", "1",
+               "--status-interval", "5", "--log-level", "info", "--"] + cmd
     start = time.time()
     rc, lines, err, samples, used_before = nvml.run(cmd, env, timeout)
     out = "\n".join(line for _, line in lines)
@@ -351,7 +352,11 @@ def record_trace(args, size, time_left):
     cmd = [CLI, "profile", "--iterations", "3", "-o", pdir, "--", sys.executable, "samples/gpt/train_gpt.py",
            "--size", size, "--steps", "8"]
     rc, out = run_quiet(cmd, timeout)
-    return (trace, None) if rc == 0 and os.path.exists(trace) else (None, f"{' '.join(cmd)}: exit {rc}: {out.strip()[-500:]}")
+    if os.path.exists(trace) and rc == 0:
+        return trace, None
+    if os.path.exists(trace) and "recording done" in out:  # a crash at exit leaves a whole trace: say so, use it
+        return trace, f"the profiled program exited {rc} after its trace was written"
+    return None, f"{' '.join(cmd)}: exit {rc}: {out.strip()[-500:]}"
 
 
 def run_quiet(cmd, timeout):
@@ -524,6 +529,8 @@ def run_all(args, nvml, results, sizes, modes, budgets, call, time_left, save):
             for budget in budgets[size]:
                 sim = simulate(args, size, trace, budget, call, time_left) if trace else \
                     {"size": size, "budget_gb": budget, "call": call, "status": "failed", "error": error}
+                if trace and error:
+                    sim["trace_note"] = error
                 earlier = [x for x in results["simulated"] if (x["size"], x["budget_gb"]) == (size, budget)]
                 if sim["status"] != "skipped" or not earlier:
                     results["simulated"] = [x for x in results["simulated"] if x not in earlier] + [sim]
