@@ -4,25 +4,24 @@
 # plots from everything measured so far. Under the device tool ($OUT set) the results folder and
 # docs are packed into $OUT/bench.tgz so they come back.
 #
-# The whole suite takes about 36 minutes of runs, so it is measured in calls. Each call merges into
-# results/bench/results.json (the first with --fresh); between calls, unpack the previous call's
+# The whole suite takes about 45 minutes of runs, so it is measured in calls. Each call merges into
+# results/bench/results.json (no --fresh: it holds the calls so far); between calls, unpack the previous call's
 # bench.tgz into the work tree so the next call merges into it (the report lists every call). Every
-# call runs in_vram, so vramcache's ratio against it is taken within the call. Estimates, from the
-# step times measured so far (docs/paging.md, deterministic mode; fast-mode paging was never measured)
-# plus 12-15 s of start-up per run; one call should stay under ~330 s, the deadline being ~500 s:
-#   1. ~305 s  --fresh --sizes 1.3b --budgets 12 --modes in_vram,fsdp2,save_on_cpu,simulate,vramcache_explicit_predictive,vramcache_managed_predictive,vramcache_explicit_reactive,vramcache_managed_reactive
-#              (baselines ~90 s; explicit predictive ~45, managed predictive ~60, explicit reactive ~40, managed reactive ~70)
-#   2. ~190 s  --sizes 1.3b --budgets 16 --modes in_vram,vramcache_explicit_predictive,vramcache_managed_predictive,vramcache_explicit_reactive,vramcache_managed_reactive
-#   3. ~315 s  --sizes 2.7b --budgets 16 --modes in_vram,fsdp2,save_on_cpu,simulate,vramcache_explicit_predictive,vramcache_explicit_reactive
-#              (baselines ~130 s, profiling 2.7B for simulate ~55 s, explicit runs ~60-70 s each: guessed, never measured at 2.7B)
-#   4. ~255 s  --sizes 2.7b --budgets 16 --modes in_vram,vramcache_managed_predictive,vramcache_managed_reactive
-#              (managed predictive ~120 s, once ~180 s; managed reactive ~120 s)
-#   5. ~305 s  --sizes 2.7b --budgets 24 --modes in_vram,vramcache_explicit_predictive,vramcache_managed_predictive,vramcache_explicit_reactive,vramcache_managed_reactive
+# call runs in_vram, so vramcache's ratio against it is taken within the call. Wall times measured
+# on 2026-11-29 (2.7B, fast mode, results/bench/*.log): in_vram 18 s, fsdp2 84 s, save_on_cpu 30 s,
+# explicit predictive at 24 GiB 56 s, managed reactive at 24 GiB 76 s; at 1.3B (earlier call)
+# in_vram 16 s, fsdp2 51 s, save_on_cpu 18 s. Estimates for the rest from the paging runs
+# (docs/paging.md). One call should stay under ~450 s, the deadline being ~470 s:
+#   done  --fresh --sizes 2.7b --budgets 24 --modes in_vram,vramcache_explicit_predictive,vramcache_managed_reactive,fsdp2,save_on_cpu,simulate
+#   1. ~420 s  --sizes 1.3b --modes in_vram,vramcache_explicit_predictive,vramcache_managed_predictive,vramcache_explicit_reactive,vramcache_managed_reactive
+#              (both budgets; explicit predictive ~40 s, managed predictive ~70, explicit reactive ~45, managed reactive ~60)
+#   2. ~400 s  --sizes 2.7b --budgets 16 --modes in_vram,vramcache_explicit_predictive,vramcache_managed_predictive,vramcache_explicit_reactive,vramcache_managed_reactive
+#   3. ~210 s  --sizes 2.7b --budgets 24 --modes in_vram,vramcache_managed_predictive,vramcache_explicit_reactive
 #   Correctness (vramcache's losses bitwise against in_vram's), fewer steps: predictive learns in its first 4-5
 #   steps, so 7 steps check a few planned ones:
-#   6. ~300 s  --deterministic --paging-steps 7 --reactive-steps 4 --sizes 1.3b --modes in_vram,vramcache_explicit_predictive,vramcache_managed_predictive,vramcache_explicit_reactive,vramcache_managed_reactive
-#   7. ~260 s  the same with --sizes 2.7b --budgets 16
-#   8. ~215 s  the same with --sizes 2.7b --budgets 24
+#   4. ~300 s  --deterministic --paging-steps 7 --reactive-steps 4 --sizes 1.3b --modes in_vram,vramcache_explicit_predictive,vramcache_managed_predictive,vramcache_explicit_reactive,vramcache_managed_reactive
+#   5. ~260 s  the same with --sizes 2.7b --budgets 16
+#   6. ~215 s  the same with --sizes 2.7b --budgets 24
 # Runs not started for lack of time are reported as skipped (and keep an earlier call's result).
 # Usage: bash scripts/bench.sh [--out DIR] [scripts/bench.py options]   (BENCH_CALL_S: seconds for the
 # whole call, 540 by default; the report and packing get the last 40)
