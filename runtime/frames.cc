@@ -194,13 +194,13 @@ bool FrameMover::free(uint64_t va) {
   return true;
 }
 
-bool FrameMover::each_frame(Lock &lock, uint64_t addr, uint64_t bytes, bool (FrameMover::*fn)(Lock &, Frame *)) {
+bool FrameMover::each_frame(uint64_t addr, uint64_t bytes, const std::function<bool(Frame *)> &fn) {
   auto it = allocs_.upper_bound(addr);
   if (it == allocs_.begin()) return false;
   Alloc &a = *(--it)->second;
   if (addr < a.va || addr + bytes > a.va + a.reserved) return false;
   for (uint64_t i = (addr - a.va) / frame_size_; i * frame_size_ < addr - a.va + bytes; ++i)
-    if (!(this->*fn)(lock, &a.frames[i])) return false;
+    if (!fn(&a.frames[i])) return false;
   return true;
 }
 
@@ -239,7 +239,7 @@ bool FrameMover::fetch(Lock &lock, Frame *f) {
   return true;
 }
 
-bool FrameMover::evict(Lock &lock, Frame *f) {
+bool FrameMover::evict(Lock &lock, Frame *f, bool write_back) {
   while (f->move && move_of(f)->remapping) moved_.wait(lock);
   switch (f->where) {
     case Where::kHome:
@@ -251,14 +251,16 @@ bool FrameMover::evict(Lock &lock, Frame *f) {
       return true;
     case Where::kResident: break;
   }
+  // Clean: its home holds what the chunk does. The event still follows the program's work that the
+  // out stream was ordered after, so the remap waits for it as a copy would.
   uint64_t token = 0;
-  if (!dev_->copy(kOut, f->home_va, f->chunk_va, f->bytes) || !(token = dev_->mark(kOut)))
+  if ((write_back && !dev_->copy(kOut, f->home_va, f->chunk_va, f->bytes)) || !(token = dev_->mark(kOut)))
     return fail("a copy to the host");
   Move m;
   m.seq = ++issued_, m.token = token, m.frame = f;
   moves_.push_back(m);
   f->where = Where::kEvicting, f->move = m.seq;
-  stats_.out_bytes += f->bytes;
+  (write_back ? stats_.out_bytes : stats_.clean_bytes) += f->bytes;
   queued_.notify_one();
   return true;
 }
@@ -389,13 +391,19 @@ bool FrameMover::take_chunk(Lock &lock, uint64_t bytes, Chunk *c) {
 bool FrameMover::to_device(uint64_t addr, uint64_t bytes) {
   Lock lock(mu_);
   if (stats_.failed || !finish(lock, false, issued_)) return false;
-  return each_frame(lock, addr, bytes, &FrameMover::fetch);
+  return each_frame(addr, bytes, [&](Frame *f) { return fetch(lock, f); });
 }
 
 bool FrameMover::to_host(uint64_t addr, uint64_t bytes) {
   Lock lock(mu_);
   if (stats_.failed) return false;
-  return each_frame(lock, addr, bytes, &FrameMover::evict);
+  return each_frame(addr, bytes, [&](Frame *f) { return evict(lock, f, true); });
+}
+
+bool FrameMover::to_host_clean(uint64_t addr, uint64_t bytes) {
+  Lock lock(mu_);
+  if (stats_.failed) return false;
+  return each_frame(addr, bytes, [&](Frame *f) { return evict(lock, f, false); });
 }
 
 uint64_t FrameMover::mark(uint64_t stream) {
@@ -434,6 +442,7 @@ std::vector<std::pair<std::string, uint64_t>> FrameMover::figures() const {
   return {{"frame_size", frame_size_},
           {"frames_in_bytes", stats_.in_bytes},
           {"frames_out_bytes", stats_.out_bytes},
+          {"frames_clean_bytes", stats_.clean_bytes},
           {"frames_remaps", stats_.remaps},
           {"frames_remap_ns", stats_.remap_ns},
           {"frames_cancelled", stats_.cancelled},
@@ -451,9 +460,10 @@ std::string FrameMover::describe() const {
   }
   char line[320];
   snprintf(line, sizeof line,
-           "frames: %zu moves in flight; copied in %.2f GB, out %.2f GB; %llu remaps (%.2f s), %llu cancelled, "
-           "%llu host waits (%.2f s); device chunks %.2f GB (peak %.2f)",
-           in_flight, stats_.in_bytes / 1e9, stats_.out_bytes / 1e9, (unsigned long long)stats_.remaps.load(),
+           "frames: %zu moves in flight; copied in %.2f GB, out %.2f GB (%.2f GB left clean); %llu remaps (%.2f s), "
+           "%llu cancelled, %llu host waits (%.2f s); device chunks %.2f GB (peak %.2f)",
+           in_flight, stats_.in_bytes / 1e9, stats_.out_bytes / 1e9, stats_.clean_bytes / 1e9,
+           (unsigned long long)stats_.remaps.load(),
            stats_.remap_ns / 1e9, (unsigned long long)stats_.cancelled.load(),
            (unsigned long long)stats_.host_waits.load(), stats_.wait_ns / 1e9, stats_.device_bytes / 1e9,
            stats_.device_peak / 1e9);

@@ -11,6 +11,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -55,6 +56,7 @@ struct FrameStats {
   std::atomic<uint64_t> host_bytes{0};                    // pinned host memory held
   std::atomic<uint64_t> device_bytes{0}, device_peak{0};  // device chunks created (free or in use)
   std::atomic<uint64_t> in_bytes{0}, out_bytes{0};        // copied
+  std::atomic<uint64_t> clean_bytes{0};                   // evicted without a copy (to_host_clean)
   std::atomic<uint64_t> remaps{0};
   std::atomic<uint64_t> cancelled{0};    // moves undone before their remap (needed again, or evicted again)
   std::atomic<uint64_t> host_waits{0};   // times a caller waited for a move to complete
@@ -84,6 +86,7 @@ class FrameMover final : public Mover {
   // Mover (Note [Frames]).
   bool to_device(uint64_t addr, uint64_t bytes) override;
   bool to_host(uint64_t addr, uint64_t bytes) override;
+  bool to_host_clean(uint64_t addr, uint64_t bytes) override;  // remapped home without a copy
   uint64_t mark(uint64_t stream) override;
   void drop_mark(uint64_t m) override;
   bool copy_after(uint64_t m) override;
@@ -126,9 +129,9 @@ class FrameMover final : public Mover {
 
   using Lock = std::unique_lock<std::mutex>;
   // All with mu_ held (`lock`).
-  bool each_frame(Lock &lock, uint64_t addr, uint64_t bytes, bool (FrameMover::*fn)(Lock &, Frame *));
+  bool each_frame(uint64_t addr, uint64_t bytes, const std::function<bool(Frame *)> &fn);
   bool fetch(Lock &lock, Frame *f);
-  bool evict(Lock &lock, Frame *f);
+  bool evict(Lock &lock, Frame *f, bool write_back);
   Move *move_of(const Frame *f);
   // Until moves up to seq `upto` are complete (block) or as far as their copies are (not block).
   bool finish(Lock &lock, bool block, uint64_t upto);

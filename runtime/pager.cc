@@ -62,6 +62,13 @@ namespace vc {
 // made every eviction, and the fetches behind it, wait for the device to catch up). The copy stream
 // runs in issue order, so a mark older than the last one it waited for on s is not waited for again.
 //
+// Note [Clean evictions]
+// A page that no op may have written since it came in has the same bytes at home: its eviction
+// needs no write-back (Mover::to_host_clean; the explicit backend then remaps it home without a
+// copy, the managed one migrates it anyway). Only refs known to be read only keep a page clean
+// (GEMM inputs, copy sources); a ref of any other role, every page an inferred extent may reach, and
+// every resident page at an undecoded op make it dirty, until its next fetch.
+//
 // Note [Extent of a live parameter pointer]
 // Like the profiler's Note [Extent of a parameter pointer], but learned as the program runs: a
 // pointer at offset o reaches up to the next larger offset at which any op so far started a ref into
@@ -157,8 +164,9 @@ uint64_t Pager::page_bytes(PageKey k) const {
   return std::min(page_size_, a.size - begin);
 }
 
-void Pager::pages_of(const std::vector<Touch> &touches, std::vector<PageKey> *need, std::vector<PageKey> *reach) {
-  need->clear(), reach->clear();
+void Pager::pages_of(const std::vector<Touch> &touches, std::vector<PageKey> *need, std::vector<PageKey> *reach,
+                     std::vector<PageKey> *writes) {
+  need->clear(), reach->clear(), writes->clear();
   auto tidy = [](std::vector<PageKey> *v) {
     std::sort(v->begin(), v->end());
     v->erase(std::unique(v->begin(), v->end()), v->end());
@@ -175,11 +183,15 @@ void Pager::pages_of(const std::vector<Touch> &touches, std::vector<PageKey> *ne
       if (next != a.starts.end()) end = *next;
     }
     a.starts.insert(t.offset);
-    uint32_t i = uint32_t(t.offset / page_size_);
+    const uint32_t first = uint32_t(t.offset / page_size_);
+    uint32_t i = first;
     for (; uint64_t(i) * page_size_ < end; ++i) need->push_back({t.alloc_id, i});
     for (uint32_t j = t.bytes ? i : uint32_t(a.pages.size()); i < j; ++i) reach->push_back({t.alloc_id, i});
+    if (t.role != Role::kRead)
+      for (uint32_t k = first; k < i; ++k) writes->push_back({t.alloc_id, k});
   }
   tidy(need);
+  tidy(writes);
   reach->insert(reach->end(), need->begin(), need->end());
   tidy(reach);
 }
@@ -291,18 +303,25 @@ void Pager::used(Page *p, uint64_t stream) {
 bool Pager::evict(const std::vector<PageKey> &victims) {
   if (victims.empty()) return true;
   if (!order_after_users(victims)) return false;
-  bool ok = each_run(victims, [&](uint64_t addr, uint64_t bytes, const std::vector<PageKey> &run) {
-    if (!mover_->to_host(addr, bytes)) return fail("a migration to the host"), false;
-    for (PageKey k : run) {
-      Page *p = page(k);
-      order_.erase({p->rank, k});
-      p->resident = false;
-    }
-    resident_ -= bytes;
-    stats_.d2h_bytes += bytes;
-    stats_.evictions += run.size();
-    return true;
-  });
+  std::vector<PageKey> dirty, clean;
+  for (PageKey k : victims) (page(k)->dirty ? dirty : clean).push_back(k);
+  bool ok = true;
+  for (bool written : {true, false}) {
+    ok = ok && each_run(written ? dirty : clean, [&](uint64_t addr, uint64_t bytes, const std::vector<PageKey> &run) {
+      if (!(written ? mover_->to_host(addr, bytes) : mover_->to_host_clean(addr, bytes)))
+        return fail("a migration to the host"), false;
+      for (PageKey k : run) {
+        Page *p = page(k);
+        order_.erase({p->rank, k});
+        p->resident = false;
+      }
+      resident_ -= bytes;
+      stats_.d2h_bytes += bytes;
+      if (!written) stats_.clean_bytes += bytes;
+      stats_.evictions += run.size();
+      return true;
+    });
+  }
   stats_.resident = resident_;
   uint64_t f = ok ? mover_->fence() : 0;
   if (ok && !f) return fail("recording a fence"), false;
@@ -341,6 +360,7 @@ bool Pager::fetch(const std::vector<PageKey> &keys) {
     for (PageKey k : run) {
       Page *p = page(k);
       p->resident = true;
+      p->dirty = false;  // its device copy is its host copy
       p->fence = 0;
       p->last_use = clock_;
       p->rank = rank_of(*p);
@@ -426,8 +446,8 @@ void Pager::on_op(const OpKey &key, uint64_t stream, const std::vector<Touch> &t
     wildcard_pending_ = false;
     if (!order_after(wildcard_stream_, clock_ - 1)) return;
   }
-  thread_local std::vector<PageKey> need, reach;
-  pages_of(touches, &need, &reach);
+  thread_local std::vector<PageKey> need, reach, writes;
+  pages_of(touches, &need, &reach, &writes);
   if (plan_) {
     uint64_t h = op_hash(key);
     track(key, h);
@@ -467,6 +487,7 @@ void Pager::on_op(const OpKey &key, uint64_t stream, const std::vector<Touch> &t
     if (wait && !stats_.failed && !mover_->stream_wait(stream, wait)) fail("ordering a launch after its moves");
     for (PageKey k : reach) used(page(k), stream);
     for (PageKey k : need) page(k)->last_use = clock_;
+    for (PageKey k : writes) page(k)->dirty = true;
   }
   if (tracking_) {
     // Past this op, its pages (and the plan's for its position) are next needed later.
@@ -484,6 +505,7 @@ void Pager::on_op(const OpKey &key, uint64_t stream, const std::vector<Touch> &t
     // It may touch any page: every move issued so far (its own misses' evictions included) is
     // complete before it runs, and the next moves wait for it.
     stats_.wildcards++;
+    for (const auto &e : order_) page(e.second)->dirty = true;
     uint64_t f = mover_->fence();
     if (!f || !mover_->stream_wait(stream, f)) return fail("ordering an undecoded launch after the moves");
     wildcard_pending_ = true, wildcard_stream_ = stream;

@@ -33,6 +33,9 @@ class Mover {
   // Migrations on the copy stream.
   virtual bool to_device(uint64_t addr, uint64_t bytes) = 0;
   virtual bool to_host(uint64_t addr, uint64_t bytes) = 0;
+  // The same for pages no op may have written since they came in (their host copy is current): a
+  // mover that can leaves them without copying back.
+  virtual bool to_host_clean(uint64_t addr, uint64_t bytes) { return to_host(addr, bytes); }
   // A mark at the current end of application stream `stream` (what it has enqueued so far): a
   // nonzero token, valid until drop_mark.
   virtual uint64_t mark(uint64_t stream) = 0;
@@ -69,6 +72,7 @@ struct PagerStats {
   std::atomic<uint64_t> resident{0}, peak_resident{0};  // bytes on the device or on their way
   std::atomic<uint64_t> paged_allocs{0}, paged_bytes{0};
   std::atomic<uint64_t> h2d_bytes{0}, d2h_bytes{0};       // moved by the pager
+  std::atomic<uint64_t> clean_bytes{0};  // of d2h_bytes: evicted as clean (no write-back needed)
   std::atomic<uint64_t> fetches{0}, evictions{0};        // pages
   std::atomic<uint64_t> ops{0};                          // ops that touched paged memory
   std::atomic<uint64_t> misses{0};   // pages an op needed that were neither resident nor on their way
@@ -126,6 +130,7 @@ class Pager {
       uint64_t stream = 0, op = 0;
     } users[2];
     bool pinned = false;       // resident for good (pin), never in order_
+    bool dirty = false;        // an op may have written it since it came in (Note [Clean evictions])
     std::vector<uint32_t> uses;  // plan positions that access it, ascending
   };
   struct Alloc {
@@ -144,7 +149,9 @@ class Pager {
   uint64_t page_bytes(PageKey k) const;
   // The pages an op needs (refs with their extents, Note [Extent of a live parameter pointer]) and
   // those it may reach (a pointer whose extent is inferred may go on to the allocation's end).
-  void pages_of(const std::vector<Touch> &touches, std::vector<PageKey> *need, std::vector<PageKey> *reach);
+  // `writes`: the pages it may reach through a ref not known to be read only.
+  void pages_of(const std::vector<Touch> &touches, std::vector<PageKey> *need, std::vector<PageKey> *reach,
+                std::vector<PageKey> *writes);
   uint64_t rank_of(const Page &p) const;  // eviction order: the larger, the sooner evicted
   void rerank(PageKey k);
   void rerank_all();  // after the policy in force changed

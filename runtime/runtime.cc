@@ -415,6 +415,7 @@ std::string Runtime::summary_json() const {
     add("peak_resident", s.peak_resident);
     add("paging_h2d_bytes", s.h2d_bytes);
     add("paging_d2h_bytes", s.d2h_bytes);
+    add("paging_clean_bytes", s.clean_bytes);
     add("paging_fetches", s.fetches);
     add("paging_evictions", s.evictions);
     add("paging_ops", s.ops);

@@ -232,6 +232,7 @@ struct Outcome {
   uint64_t calls = 0;  // device calls, the frees' included
   bool failed = false;
   uint64_t remaps = 0, evictions = 0, remote = 0, frees = 0, cancelled = 0, wildcards = 0, planned = 0;
+  uint64_t clean = 0;            // bytes evicted without a write-back
   std::vector<std::string> log;  // the device calls
 };
 Outcome program(uint32_t seed, uint64_t fail_at) {
@@ -280,12 +281,12 @@ Outcome program(uint32_t seed, uint64_t fail_at) {
     failed_in_free |= fail_at > before && fail_at <= r.fake.calls;
     live.erase(id), out.frees++;
   };
-  auto touch = [&](uint64_t id, uint64_t off) {  // the op reads and writes one byte
+  auto touch = [&](uint64_t id, uint64_t off, bool write) {  // the op reads one byte, and may write it
     auto &[va, shadow] = live.at(id);
     uint8_t *p = r.fake.at(va + off);
     REQUIRE(p);
     CHECK(*p == shadow[off]);
-    *p = shadow[off] = uint8_t(rng());
+    if (write) *p = shadow[off] = uint8_t(rng());
   };
   auto any = [&] { return std::next(live.begin(), rng() % live.size()); };
   for (int i = 0; i < 3 + predictive; ++i) make();
@@ -299,7 +300,10 @@ Outcome program(uint32_t seed, uint64_t fail_at) {
       for (uint64_t off = 0; off < a.second.size(); off += kFrame)
         all.push_back({id, off, std::min(kFrame, a.second.size() - off), vc::Role::kUnknown});
     }
-    for (size_t k = 0; k < all.size(); ++k) iter.push_back({all[k], all[(k + 1) % all.size()]});
+    for (size_t k = 0; k < all.size(); ++k) {
+      iter.push_back({all[k], all[(k + 1) % all.size()]});
+      if (k % 2) iter.back()[0].role = vc::Role::kRead;  // some of the plan's ops only read
+    }
     for (size_t k = 0; k < 6 * iter.size(); ++k) {
       vc::Op op;
       op.name = t.intern("k" + std::to_string(k % iter.size()));
@@ -322,7 +326,7 @@ Outcome program(uint32_t seed, uint64_t fail_at) {
       if (!r.mover.stats().failed) CHECK(r.mover.passed(r.mover.fence()));
       for (int n = 0; n < 8; ++n) {
         auto it = any();
-        touch(it->first, rng() % it->second.second.size());
+        touch(it->first, rng() % it->second.second.size(), true);
       }
       out.wildcards++;
       continue;
@@ -331,7 +335,9 @@ Outcome program(uint32_t seed, uint64_t fail_at) {
     for (int n = 1 + rng() % 3; n > 0; --n) {
       auto it = any();
       uint64_t size = it->second.second.size(), off = rng() % size;
-      touches.push_back({it->first, off, 1 + rng() % std::min(size - off, 5 * kFrame / 2), vc::Role::kUnknown});
+      // A third only read (their frames may leave without a write-back), the rest may write.
+      touches.push_back({it->first, off, 1 + rng() % std::min(size - off, 5 * kFrame / 2),
+                         rng() % 3 ? vc::Role::kUnknown : vc::Role::kRead});
     }
     k = iter.empty() ? 0 : (k + 1) % iter.size();  // off the plan: at random, or its op of two before
     if (!iter.empty()) touches = rng() % 6 ? iter[k] : rng() % 2 ? iter[(k + iter.size() - 2) % iter.size()] : touches;
@@ -346,7 +352,7 @@ Outcome program(uint32_t seed, uint64_t fail_at) {
       for (uint64_t page = t.offset / kFrame * kFrame; page < t.offset + t.bytes; page += kFrame) {
         uint64_t lo = std::max(page, t.offset), off = lo + rng() % (std::min(page + kFrame, t.offset + t.bytes) - lo);
         if (fetched) CHECK(r.fake.on_device(live.at(t.alloc_id).first + off));
-        touch(t.alloc_id, off);
+        touch(t.alloc_id, off, t.role != vc::Role::kRead);
       }
     if (seed % 2) {
       r.fake.run_copies(rng() % 4 ? 0 : 2);
@@ -369,6 +375,7 @@ Outcome program(uint32_t seed, uint64_t fail_at) {
   }
   CHECK(((failed_in_free || r.fake.device_peak <= capacity) && r.mover.stats().over_budget == 0));  // [1]
   out.remaps = r.mover.stats().remaps, out.evictions = pager.stats().evictions, out.remote = pager.stats().remote;
+  out.clean = r.mover.stats().clean_bytes;
   out.cancelled = r.mover.stats().cancelled, out.planned = pager.stats().planned_ops;
   while (!live.empty()) release(live.begin()->first);
   out.calls = r.fake.calls, out.log = r.fake.log;
@@ -609,10 +616,12 @@ TEST_CASE("frames: random programs paged by the pager keep their data within the
     CHECK(!o.failed);
     total.remaps += o.remaps, total.evictions += o.evictions, total.remote += o.remote, total.frees += o.frees;
     total.cancelled += o.cancelled, total.wildcards += o.wildcards, total.planned += o.planned;
+    total.clean += o.clean;
   }
   // Not vacuous: frames moved both ways, moves were cancelled, ops followed the plan, some did not
-  // fit, undecoded ops ran, allocations came and went.
+  // fit, undecoded ops ran, allocations came and went, frames only read left without a copy.
   CHECK((total.remaps > 1000 && total.evictions > 300 && total.cancelled > 10 && total.planned > 300));
+  CHECK(total.clean > 50 * kFrame);
   CHECK((total.remote > 0 && total.wildcards > 50 && total.frees > 100));
 }
 
@@ -747,18 +756,19 @@ TEST_CASE("frames: with the worker, ops find their frames on the device and thei
       uint64_t id = 1 + rng() % live.size();
       auto &[va, shadow] = live[id - 1];
       uint64_t off = rng() % shadow.size(), bytes = 1 + rng() % std::min<uint64_t>(shadow.size() - off, 2 * kFrame);
-      pager.on_op({vc::OpKind::kKernel, "k"}, 1, {{id, off, bytes, vc::Role::kUnknown}});
-      dev.with([&](FakeVmm &f) {  // the op: on the device, reads the data and writes new data
+      const bool write = rng() % 2;  // else only read: the frame may leave without a write-back
+      pager.on_op({vc::OpKind::kKernel, "k"}, 1, {{id, off, bytes, write ? vc::Role::kUnknown : vc::Role::kRead}});
+      dev.with([&](FakeVmm &f) {  // the op: on the device, reads the data and may write new data
         for (uint64_t o = off; o < off + bytes; o += 97) {
           REQUIRE(f.on_device(va + o));
           CHECK(*f.at(va + o) == shadow[o]);
-          *f.at(va + o) = shadow[o] = uint8_t(rng());
+          if (write) *f.at(va + o) = shadow[o] = uint8_t(rng());
         }
         return 0;
       });
     }
     CHECK(dev.entered);
-    CHECK((mover.stats().remaps > 0 && !mover.stats().failed && !pager.stats().failed));
+    CHECK((mover.stats().remaps > 0 && mover.stats().clean_bytes > 0 && !mover.stats().failed && !pager.stats().failed));
     REQUIRE(mover.stream_wait(1, mover.fence()));  // every move complete: all the data where it is mapped
     dev.with([&](FakeVmm &f) {
       for (auto &[va, shadow] : live)

@@ -42,6 +42,7 @@ constexpr PagingPolicy kPredictive = PagingPolicy::kPredictive, kReactive = Pagi
 struct Call {
   enum Kind { kToDevice, kToHost, kAfter, kFence, kWait } kind;
   uint64_t a = 0, b = 0;  // (addr, bytes), (stream, ops of it the mark covers), (fence), (stream, fence)
+  bool clean = false;     // kToHost: to_host_clean (no write-back needed)
 };
 
 class FakeMover : public vc::Mover {
@@ -55,6 +56,7 @@ class FakeMover : public vc::Mover {
 
   bool to_device(uint64_t addr, uint64_t bytes) override { return add({Call::kToDevice, addr, bytes}); }
   bool to_host(uint64_t addr, uint64_t bytes) override { return add({Call::kToHost, addr, bytes}); }
+  bool to_host_clean(uint64_t addr, uint64_t bytes) override { return add({Call::kToHost, addr, bytes, true}); }
   std::map<uint64_t, uint64_t> enqueued;                  // app stream -> ops on it so far (the test counts)
   std::map<uint64_t, std::pair<uint64_t, uint64_t>> marks;  // token -> (stream, ops it covers)
   uint64_t mark(uint64_t stream) override {
@@ -362,6 +364,39 @@ TEST_CASE("pager: pages an op may reach past its inferred extent are ordered as 
   CHECK(h.mover.log[n].kind == Call::kWait);
   CHECK(h.mover.log[n].a == 3);
   CHECK(h.mover.log[n].b == h.mover.fences);
+}
+
+// Note [Clean evictions]: a page no op may have written since it came in leaves without a
+// write-back; a ref not known to be read only, or an undecoded op, makes it dirty until its next fetch.
+TEST_CASE("pager: pages only read since they came in are evicted clean") {
+  Harness h(2 * kPage, kReactive);
+  h.alloc(1, 4 * kPage);
+  h.mover.completed = kAllPassed;
+  const uint64_t base = 1ull << 32;
+  auto evicted = [&](size_t from) {  // (page, clean) of each eviction logged since `from`
+    std::vector<std::pair<uint64_t, bool>> out;
+    for (size_t i = from; i < h.mover.log.size(); ++i)
+      if (h.mover.log[i].kind == Call::kToHost) out.push_back({(h.mover.log[i].a - base) / kPage, h.mover.log[i].clean});
+    return out;
+  };
+  using E = std::vector<std::pair<uint64_t, bool>>;
+  h.run({"read", {at(1, 0)}});                                        // page 0: read only
+  h.run({"write", {{1, kPage, kPage, vc::Role::kWritten}}});         // page 1: written
+  size_t n = h.mover.log.size();
+  h.run({"read", {at(1, 2)}});  // evicts page 0 (LRU): clean
+  CHECK(evicted(n) == E{{0, true}});
+  n = h.mover.log.size();
+  h.run({"read", {at(1, 3)}});  // evicts page 1: written, so written back
+  CHECK(evicted(n) == E{{1, false}});
+  h.pager.on_op({vc::OpKind::kKernel, "opaque", true}, 1, {});  // may have written pages 2 and 3
+  h.mover.enqueued[1]++;
+  n = h.mover.log.size();
+  h.run({"read", {at(1, 0, 2)}});  // evicts pages 2 and 3 (one run): dirty
+  CHECK(evicted(n) == E{{2, false}});
+  n = h.mover.log.size();
+  h.run({"read", {at(1, 2, 2)}});  // pages 0 and 1 came in again, only read since: clean
+  CHECK(evicted(n) == E{{0, true}});
+  CHECK(h.stats().clean_bytes == 3 * kPage);
 }
 
 TEST_CASE("pager: the legacy default stream (handle 0) is ordered like any other") {
