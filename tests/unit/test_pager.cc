@@ -399,6 +399,30 @@ TEST_CASE("pager: pages only read since they came in are evicted clean") {
   CHECK(h.stats().clean_bytes == 3 * kPage);
 }
 
+// A page's users are kept for its last two streams; a use on a third makes the moves from then on
+// wait for the older of the two at once, so that no use is forgotten.
+TEST_CASE("pager: a page used on three streams keeps every use ordered") {
+  Harness h(kPage, kReactive);
+  h.alloc(1, 2 * kPage);
+  h.mover.completed = kAllPassed;
+  h.run({"a", {at(1, 0)}}, 1);
+  h.run({"b", {at(1, 0)}}, 2);
+  size_t n = h.mover.log.size();
+  h.run({"c", {at(1, 0)}}, 3);  // stream 1's use (op 1) is dropped from the page: waited for now
+  REQUIRE(h.mover.log.size() == n + 1);
+  CHECK(h.mover.log[n].kind == Call::kAfter);
+  CHECK(h.mover.log[n].a == 1);
+  CHECK(h.mover.log[n].b == 1);
+  n = h.mover.log.size();
+  h.run({"d", {at(1, 1)}}, 1);  // evicts page 0: after its uses on streams 2 and 3 (run checks stream 3's)
+  bool after2 = false, after3 = false;
+  for (size_t i = n; i < h.mover.log.size(); ++i) {
+    after2 |= h.mover.log[i].kind == Call::kAfter && h.mover.log[i].a == 2;
+    after3 |= h.mover.log[i].kind == Call::kAfter && h.mover.log[i].a == 3;
+  }
+  CHECK((after2 && after3));
+}
+
 TEST_CASE("pager: the legacy default stream (handle 0) is ordered like any other") {
   Harness h(kPage, kReactive);
   h.alloc(1, 2 * kPage);
