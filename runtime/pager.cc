@@ -442,9 +442,10 @@ void Pager::on_op(const OpKey &key, uint64_t stream, const std::vector<Touch> &t
   std::lock_guard lock(mu_);
   if (stats_.failed) return;
   ++clock_;
-  if (wildcard_pending_) {
-    wildcard_pending_ = false;
-    if (!order_after(wildcard_stream_, clock_ - 1)) return;
+  if (wildcard_stream_) {
+    uint64_t s = *wildcard_stream_;
+    wildcard_stream_.reset();
+    if (!order_after(s, clock_ - 1)) return;
   }
   thread_local std::vector<PageKey> need, reach, writes;
   pages_of(touches, &need, &reach, &writes);
@@ -508,7 +509,7 @@ void Pager::on_op(const OpKey &key, uint64_t stream, const std::vector<Touch> &t
     for (const auto &e : order_) page(e.second)->dirty = true;
     uint64_t f = mover_->fence();
     if (!f || !mover_->stream_wait(stream, f)) return fail("ordering an undecoded launch after the moves");
-    wildcard_pending_ = true, wildcard_stream_ = stream;
+    wildcard_stream_ = stream;
   }
 }
 

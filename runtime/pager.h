@@ -12,6 +12,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <string>
 #include <unordered_map>
@@ -190,8 +191,7 @@ class Pager {
   std::deque<uint64_t> history_;  // hashes of the recent ops (kind and name), for resync
   std::deque<std::pair<uint64_t, uint64_t>> ahead_;  // (position, bytes) fetched ahead for ops still to come
   uint64_t ahead_bytes_ = 0;
-  bool wildcard_pending_ = false;  // a wildcard op was enqueued since the last op,
-  uint64_t wildcard_stream_ = 0;   // on this stream (0 is the legacy default stream)
+  std::optional<uint64_t> wildcard_stream_;  // a wildcard op was enqueued on it since the last op
 
   // Marks on each app stream, oldest first (Note [Ordering moves after the program]).
   struct Mark {
