@@ -221,11 +221,16 @@ def clean_env():
     return env
 
 
+def run_tag(size, mode, budget, det):
+    """The name of a run's files in the results folder (TAG.log, TAG.vramcache.json, ...)."""
+    return f"{size}-{mode}" + (f"-{budget}G" if budget else "") + ("-det" if det else "")
+
+
 def run_mode(nvml, args, results, size, mode, budget, call, time_left):
     """One run of the sample; returns its record (also when it failed or was not started)."""
     paging = mode in PAGING
     det = args.deterministic
-    tag = f"{size}-{mode}" + (f"-{budget}G" if budget else "") + ("-det" if det else "")
+    tag = run_tag(size, mode, budget, det)
     r = {"size": size, "mode": mode, "budget_gb": budget, "deterministic": det, "call": call}
     if paging:
         steps = args.reactive_steps if mode.endswith("_reactive") else args.paging_steps

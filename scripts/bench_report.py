@@ -18,7 +18,7 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from bench import load_earlier, put  # noqa: E402  (one reading of results files, old ones included)
+from bench import load_earlier, put, run_tag  # noqa: E402  (one reading of results files, old ones included)
 
 MODES = [("in_vram", "in VRAM (upper bound)"), ("fsdp2", "FSDP2 CPUOffloadPolicy"), ("save_on_cpu", "save_on_cpu"),
          ("vramcache_explicit_predictive", "vramcache explicit predictive"),
@@ -243,7 +243,7 @@ def plots(res, docs, results_dir):
     # Measured: resident bytes over each vramcache run (sampled every 100 ms by the library).
     measured = []
     for r in res["runs"]:
-        path = os.path.join(results_dir, f"{r['size']}-{r['mode']}-{r.get('budget_gb')}G.residency.csv")
+        path = os.path.join(results_dir, run_tag(r["size"], r["mode"], r.get("budget_gb"), r.get("deterministic")) + ".residency.csv")
         if r["mode"].startswith("vramcache_") and not r.get("deterministic") and os.path.exists(path):
             measured.append((r, residency(path)))
     if measured:
