@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Why compute-sanitizer memcheck of the CUDA C++ sample never attaches under vramcache (issue 6): the
 # sample under memcheck without vramcache, then with the library loaded in each mode (off, count, a
-# budget with each backend), each within 25 s; then the library in the target only. Results in
-# results/memcheck-bisect/.
+# budget with each backend), each within 25 s; then the library in the target only (scripts/memcheck.sh).
+# Results in results/memcheck-bisect/.
 set -u
 cd "$(dirname "$0")/.."
 out=results/memcheck-bisect
@@ -21,9 +21,6 @@ try count LD_PRELOAD="$lib"
 try managed LD_PRELOAD="$lib" VRAMCACHE_BUDGET=44M
 try explicit LD_PRELOAD="$lib" VRAMCACHE_BUDGET=44M VRAMCACHE_BACKEND=explicit
 # The library in the target only, after the sanitizer's preload (not run yet).
-t0=$SECONDS
-VRAMCACHE_BUDGET=44M VRAMCACHE_BACKEND=explicit timeout 60 "$sanitizer" --tool memcheck --error-exitcode 9 \
-  sh -c 'LD_PRELOAD="${LD_PRELOAD:+$LD_PRELOAD:}$0" exec "$@"' "$lib" build/samples/mlp --steps 4 > "$out/wrapped.log" 2>&1
-echo "wrapped: exit $? in $((SECONDS - t0)) s; $(grep -h 'ERROR SUMMARY\|No attachable' "$out/wrapped.log" | head -2 | tr '\n' ' ')" | tee -a "$out/result.txt"
+bash scripts/memcheck.sh "$out/wrapped" 60
 [ -n "${OUT:-}" ] && tar czf "$OUT/memcheck-bisect.tgz" "$out"
 exit 0
