@@ -81,6 +81,8 @@ Range written(const void *p, uint64_t bytes) { return {addr(p), bytes, Role::kRe
 VC_NCCL_PASS(ncclCommInitRank, (NcclComm * comm, int nranks, NcclUniqueId id, int rank), (comm, nranks, id, rank))
 VC_NCCL_PASS(ncclCommInitRankConfig, (NcclComm * comm, int nranks, NcclUniqueId id, int rank, void *config),
              (comm, nranks, id, rank, config))
+VC_NCCL_PASS(ncclCommInitRankScalable, (NcclComm * comm, int nranks, int rank, int n_ids, NcclUniqueId *ids, void *config),
+             (comm, nranks, rank, n_ids, ids, config))
 VC_NCCL_PASS(ncclCommInitAll, (NcclComm * comm, int ndev, const int *devs), (comm, ndev, devs))
 VC_NCCL_PASS(ncclCommSplit, (NcclComm comm, int color, int key, NcclComm *out, void *config), (comm, color, key, out, config))
 

@@ -288,6 +288,7 @@ void on_launch(CUpti_CallbackId cbid, const CUpti_CallbackData *cb) {
   // The per-thread default stream as an explicit handle, so that the pager orders work on it.
   launch.stream = reinterpret_cast<uint64_t>(per_thread && !stream ? CU_STREAM_PER_THREAD : stream);
   launch.captured = stream_capturing(stream, per_thread);
+  launch.in_collective = HookScope::inside(HookGroup::kNccl);
   thread_local std::vector<uint8_t> buf;
   const KernelInfo *info = handle ? g_state->kernels.get(handle) : nullptr;
   launch.name = info ? info->name.c_str() : "";
@@ -360,6 +361,7 @@ void on_driver_api(CUpti_CallbackId cbid, const CUpti_CallbackData *cb) {
         ApiCall call;
         call.name = cb->functionName;
         call.correlation = cb->correlationId;
+        call.in_collective = HookScope::inside(HookGroup::kNccl);
         // The Async forms add hStream after these fields.
         bool async = strstr(cb->functionName, "Async") != nullptr;
         if (g_state->linear_copy[cbid]) {

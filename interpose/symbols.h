@@ -55,6 +55,7 @@ struct NcclUniqueId {
 };
 using NcclInitRank = NcclResult (*)(NcclComm *, int, NcclUniqueId, int);
 using NcclInitRankConfig = NcclResult (*)(NcclComm *, int, NcclUniqueId, int, void *);
+using NcclInitRankScalable = NcclResult (*)(NcclComm *, int, int, int, NcclUniqueId *, void *);
 using NcclInitAll = NcclResult (*)(NcclComm *, int, const int *);
 using NcclSplit = NcclResult (*)(NcclComm, int, int, NcclComm *, void *);
 using NcclAllReduce = NcclResult (*)(const void *, void *, size_t, int, int, NcclComm, cudaStream_t);
@@ -140,6 +141,7 @@ VC_DECLARE(cuMemAllocFromPoolAsync_ptsz)
 VC_DECLARE(cuMemFreeAsync_ptsz)
 VC_DECLARE(ncclCommInitRank)
 VC_DECLARE(ncclCommInitRankConfig)
+VC_DECLARE(ncclCommInitRankScalable)
 VC_DECLARE(ncclCommInitAll)
 VC_DECLARE(ncclCommSplit)
 VC_DECLARE(ncclAllReduce)

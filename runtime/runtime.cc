@@ -85,7 +85,10 @@ void Runtime::on_launch(const Launch &launch) {
   refs.clear();
   if (launch.decoded) decode_params(launch.params, launch.params_size, *launch.slots, allocs_, &refs);
   c.refs += refs.size();
-  if (!pager() && !(recorder_ && recorder_->recording())) return;
+  // NCCL's kernels are enqueued after their collective's op (on_collective), which reaches their
+  // buffers. Paged apart, with no refs of theirs, a mark recorded at one would be taken as covering
+  // the collective before its work was enqueued.
+  if (launch.in_collective || (!pager() && !(recorder_ && recorder_->recording()))) return;
   RecordedOp op;
   op.kind = launch.in_graph ? OpKind::kGraphKernel : OpKind::kKernel;
   op.name = launch.name;
@@ -140,7 +143,7 @@ void Runtime::on_collective(const char *name, uint64_t stream, const std::vector
 }
 
 void Runtime::on_api(ApiClass cls, const ApiCall &call) {
-  if ((pager() || (recorder_ && recorder_->recording())) &&
+  if ((pager() || (recorder_ && recorder_->recording())) && !call.in_collective &&
       (cls == ApiClass::kCopy || cls == ApiClass::kSet || cls == ApiClass::kSync)) {
     RecordedOp op;
     op.kind = cls == ApiClass::kCopy ? OpKind::kCopy : cls == ApiClass::kSet ? OpKind::kSet : OpKind::kSync;

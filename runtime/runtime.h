@@ -40,6 +40,7 @@ struct Launch {
   const GemmOperand *gemm = nullptr;  // operands of the BLAS call this launch is part of
   int gemm_count = 0;
   bool indirect = false;  // part of a BLAS call with pointer arrays in device memory: may touch any allocation
+  bool in_collective = false;  // made by NCCL inside a collective call: that call's op stands for it
 };
 
 // A copy, set, synchronization or other observed call. Addresses and sizes where decoded.
@@ -47,6 +48,7 @@ struct ApiCall {
   const char *name = "";
   uint64_t dst = 0, src = 0, bytes = 0;
   uint64_t stream = 0, correlation = 0;
+  bool in_collective = false;  // made by NCCL inside a collective call: that call's op stands for it
 };
 
 // Which BLAS entry point reported a GEMM (the summary counts them apart).

@@ -3,6 +3,9 @@
 fp32 master weights, bf16 autocast, AdamW, synthetic tokens from a fixed seed (same data every
 run). Prints one line per step and a `summary <json>` line; exits 77 where there is no GPU.
 --deterministic makes two runs bitwise identical (see DESIGN.md, "Determinism").
+--ddp trains on every GPU of a torchrun job (one process per GPU, DistributedDataParallel over NCCL);
+each rank trains on its own slice of the synthetic tokens; rank 0 prints the step lines, and each
+rank writes its own --json file (`{rank}` in the path becomes the rank).
 """
 
 import argparse
@@ -44,12 +47,18 @@ def parse_args():
                    help="the classic alternatives vramcache is compared with: fsdp2 = FSDP2 on one GPU with "
                         "CPUOffloadPolicy (parameters, gradients and optimizer state on the CPU, optimizer "
                         "step on the CPU); save_on_cpu = activations saved for backward kept in pinned host memory")
+    p.add_argument("--ddp", action="store_true",
+                   help="DistributedDataParallel over NCCL, one process per GPU (launch with torchrun)")
     p.add_argument("--access-log", metavar="PATH",
                    help="log every aten op with the host clock and the CUDA tensors it touches (ground truth "
                         "for vramcache's access sets; slow)")
     args = p.parse_args()
     if args.seq < 1 or args.batch < 1 or args.warmup < 0 or args.steps <= args.warmup:
         p.error("need --seq >= 1, --batch >= 1 and --steps > --warmup >= 0")
+    if args.ddp and ("LOCAL_RANK" not in os.environ or "WORLD_SIZE" not in os.environ):
+        p.error("--ddp needs torchrun (LOCAL_RANK and WORLD_SIZE are not set)")
+    if args.ddp and args.offload != "none":
+        p.error("--ddp and --offload cannot be combined")
     return args
 
 
@@ -168,6 +177,16 @@ def shard_with_cpu_offload(model):
     return model
 
 
+def start_ddp():
+    """torchrun's process: this rank's GPU and the NCCL process group. Returns (rank, world size)."""
+    import torch.distributed as dist
+
+    local = int(os.environ["LOCAL_RANK"])
+    torch.cuda.set_device(local)
+    dist.init_process_group("nccl", device_id=torch.device("cuda", local))
+    return dist.get_rank(), dist.get_world_size()
+
+
 def train_step(model, opt, x, y, attention_backend, save_on_cpu=False):
     saving = torch.autograd.graph.save_on_cpu(pin_memory=True) if save_on_cpu else contextlib.nullcontext()
     with torch.autocast(device_type="cuda", dtype=torch.bfloat16), attention_backend(), saving:
@@ -188,6 +207,9 @@ def main():
         print("train_gpt: no CUDA device, skipping")
         sys.exit(77)
     n_layer, d_model, n_head = SIZES[args.size]
+    rank, world = 0, 1
+    if args.ddp:
+        rank, world = start_ddp()
     torch.manual_seed(0)
 
     with torch.device("cuda"):
@@ -195,6 +217,9 @@ def main():
     params = sum(p.numel() for p in model.parameters())  # the tied weight counts once
     if args.offload == "fsdp2":
         model = shard_with_cpu_offload(model)
+    if args.ddp:
+        # Gradients are views into DDP's buckets: no second copy of them.
+        model = torch.nn.parallel.DistributedDataParallel(model, gradient_as_bucket_view=True)
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=False)
     # The math backend is deterministic in backward; flash and memory-efficient may not be.
     if args.deterministic:
@@ -203,20 +228,21 @@ def main():
         attention_backend = contextlib.nullcontext
 
     gen = torch.Generator().manual_seed(DATA_SEED)
-    tokens = torch.randint(0, VOCAB, (args.steps, args.batch, args.seq + 1), generator=gen).cuda()
+    tokens = torch.randint(0, VOCAB, (args.steps, world * args.batch, args.seq + 1), generator=gen)
+    tokens = tokens[:, rank * args.batch:(rank + 1) * args.batch].cuda()
 
     losses, times = [], []
     access_log = AccessLog(args.access_log) if args.access_log else contextlib.nullcontext()
     with access_log:
-        run_steps(args, model, opt, tokens, attention_backend, losses, times)
+        run_steps(args, model, opt, tokens, attention_backend, losses, times, rank)
     if args.access_log:
         access_log.out.close()
-    report(args, params, losses, times)
-    if args.offload == "fsdp2":
+    report(args, params, losses, times, rank, world)
+    if args.offload == "fsdp2" or args.ddp:
         torch.distributed.destroy_process_group()
 
 
-def run_steps(args, model, opt, tokens, attention_backend, losses, times):
+def run_steps(args, model, opt, tokens, attention_backend, losses, times, rank):
     for i in range(args.steps):
         x, y = tokens[i, :, :-1], tokens[i, :, 1:]
         torch.cuda.synchronize()
@@ -226,12 +252,13 @@ def run_steps(args, model, opt, tokens, attention_backend, losses, times):
         times.append(time.perf_counter() - start)
         losses.append(loss.item())
         if not math.isfinite(losses[-1]):
-            print(f"train_gpt: step {i} loss is not finite", file=sys.stderr)
+            print(f"train_gpt: rank {rank} step {i} loss is not finite", file=sys.stderr)
             sys.exit(1)
-        print(f"step {i} loss {losses[-1].hex()} time {times[-1]:.6f}", flush=True)
+        if rank == 0:  # every rank's losses are in its --json file
+            print(f"step {i} loss {losses[-1].hex()} time {times[-1]:.6f}", flush=True)
 
 
-def report(args, params, losses, times):
+def report(args, params, losses, times, rank, world):
     stats = torch.cuda.memory_stats()
     median = statistics.median(times[args.warmup:])
     summary = {
@@ -249,10 +276,13 @@ def report(args, params, losses, times):
         "segments_freed": stats["segment.all.freed"],
         "deterministic": args.deterministic,
         "offload": args.offload,
+        "rank": rank,
+        "world_size": world,
     }
-    print("summary " + json.dumps(summary), flush=True)
+    if rank == 0:
+        print("summary " + json.dumps(summary), flush=True)
     if args.json:
-        with open(args.json, "w") as f:
+        with open(args.json.replace("{rank}", str(rank)), "w") as f:
             json.dump(dict(summary, losses=[l.hex() for l in losses], times=times), f, indent=1)
 
 

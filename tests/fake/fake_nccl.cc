@@ -37,6 +37,9 @@ DEF(ncclCommInitRank, void **comm, int nranks, UniqueId, int) {
 DEF(ncclCommInitRankConfig, void **comm, int nranks, UniqueId id, int rank, void *) {
   return fake_ncclCommInitRank(comm, nranks, id, rank);
 }
+DEF(ncclCommInitRankScalable, void **comm, int nranks, int rank, int, UniqueId *ids, void *) {
+  return fake_ncclCommInitRank(comm, nranks, ids[0], rank);
+}
 DEF(ncclCommInitAll, void **comm, int ndev, const int *) {
   for (int i = 0; i < ndev; ++i) comm[i] = new Comm{ndev, 0};
   BODY(ncclCommInitAll)

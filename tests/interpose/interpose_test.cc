@@ -537,6 +537,7 @@ TEST_CASE("nccl: set-up, collectives, groups and registration under a budget") {
   };
   REQUIRE(dlopen("libnccl.so.2", RTLD_NOW | RTLD_GLOBAL));  // as libtorch_cuda's dependency loads it
   using Init = int (*)(void **, int, UniqueId, int);
+  using InitScalable = int (*)(void **, int, int, int, UniqueId *, void *);
   using AllReduce = int (*)(const void *, void *, size_t, int, int, void *, cudaStream_t);
   using AllGather = int (*)(const void *, void *, size_t, int, void *, cudaStream_t);
   using Group = int (*)();
@@ -547,7 +548,8 @@ TEST_CASE("nccl: set-up, collectives, groups and registration under a budget") {
   auto group_start = reinterpret_cast<Group>(dlsym(RTLD_DEFAULT, "ncclGroupStart"));
   auto group_end = reinterpret_cast<Group>(dlsym(RTLD_DEFAULT, "ncclGroupEnd"));
   auto reg = reinterpret_cast<Register>(dlsym(RTLD_DEFAULT, "ncclCommRegister"));
-  REQUIRE((init && all_reduce && all_gather && group_start && group_end && reg));
+  auto init_scalable = reinterpret_cast<InitScalable>(dlsym(RTLD_DEFAULT, "ncclCommInitRankScalable"));
+  REQUIRE((init && init_scalable && all_reduce && all_gather && group_start && group_end && reg));
   CHECK(in_vramcache(reinterpret_cast<void *>(all_reduce)));
 
   const size_t mib = size_t(1) << 20;
@@ -558,6 +560,10 @@ TEST_CASE("nccl: set-up, collectives, groups and registration under a budget") {
   REQUIRE(init(&comm, 2, UniqueId{}, 0) == 0);
   // NCCL's own buffer was made for real by the driver, not paged.
   CHECK(calls("libcuda.so.1", "cuda", "cuMemAlloc_v2") == driver_allocs + 1);
+  void *comm2 = nullptr;
+  UniqueId ids[1] = {};
+  REQUIRE(init_scalable(&comm2, 2, 0, 1, ids, nullptr) == 0);  // the same for the set-up PyTorch may use
+  CHECK(calls("libcuda.so.1", "cuda", "cuMemAlloc_v2") == driver_allocs + 2);
 
   const size_t floats = 4 * mib / sizeof(float);
   const int kFloat = 7, kSum = 0;

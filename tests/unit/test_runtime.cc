@@ -302,6 +302,19 @@ TEST_CASE("runtime: a collective pages exactly its ranges") {
   CHECK(mover.waits == 1);
   CHECK(rt->counters().collectives == 1);
   CHECK(json_values(*rt)["collectives"] == 1);
+  // What NCCL then enqueues for it is the collective's own work: counted, not paged again (an
+  // undecoded kernel or copy would otherwise be a wildcard).
+  vc::Launch kernel;
+  kernel.func = 3, kernel.stream = 7, kernel.in_collective = true;
+  rt->on_launch(kernel);
+  vc::ApiCall copy;
+  copy.name = "cuMemcpy2DAsync_v2", copy.stream = 7, copy.in_collective = true;
+  rt->on_api(ApiClass::kCopy, copy);
+  CHECK(rt->counters().launches == 1);
+  CHECK(rt->pager()->stats().wildcards == 0);
+  kernel.in_collective = false;  // the same kernel outside a collective is one
+  rt->on_launch(kernel);
+  CHECK(rt->pager()->stats().wildcards == 1);
 }
 
 TEST_CASE("runtime: on_launch with an empty decoded parameter list") {

@@ -1,0 +1,182 @@
+#!/usr/bin/env python3
+"""The GPT sample with DistributedDataParallel under vramcache (issue 7), side by side in one call:
+DDP on N GPUs (torchrun, one process per GPU) without vramcache and under `vramcache run --budget B`
+(each process under its own budget), then one GPU without vramcache and under the same budget.
+
+Checks, per rank: losses bitwise identical to the run without vramcache (in --deterministic mode),
+the pager's peak resident bytes and the device's own used-memory peak (above its level when paging
+started) within the budget. Reports seconds per step (median over the last half of the steps for
+predictive, which learns in its first ones; after the warm-up otherwise) against the one-GPU figure.
+Writes OUT/results.json and OUT/ddp.md; logs and summaries beside.
+Usage: python3 scripts/ddp.py [--out results/ddp] [--size 1.3b] [--budget 12] [--gpus 2] [--fast]
+"""
+
+import argparse
+import glob
+import json
+import os
+import subprocess
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from paging import CLI, GIB, ROOT, median_after, run  # noqa: E402
+
+WARMUP = 5
+
+
+def clean_env():
+    env = dict(os.environ)
+    env.pop("LD_PRELOAD", None)
+    for k in list(env):
+        if k.startswith("VRAMCACHE_"):
+            env.pop(k)
+    return env
+
+
+def rank_results(pattern, ranks, fallback):
+    """Each rank's losses and times from its --json file; rank 0's from the step lines if it has none."""
+    out = {}
+    for r in range(ranks):
+        path = pattern.replace("{rank}", str(r))
+        if os.path.exists(path):
+            j = json.load(open(path))
+            out[r] = {"losses": j["losses"], "times": j["times"]}
+        elif r == 0 and fallback["losses"]:
+            out[r] = {"losses": fallback["losses"], "times": fallback["times"]}
+    return out
+
+
+def summaries(pattern):
+    """vramcache's summary of each rank (the launcher, which never touches CUDA, writes none)."""
+    out = {}
+    for path in glob.glob(pattern):
+        s = json.load(open(path))
+        out[int(s.get("rank", 0))] = s
+    return out
+
+
+def one(args, name, cmd, ranks, vramcache):
+    """One run: its per-rank losses, times, median and (under vramcache) summaries and checks."""
+    tag = f"{name}-{args.mode_tag}"
+    json_pattern = os.path.join(args.out, f"{tag}-rank{{rank}}.json")
+    cmd = cmd + ["--json", json_pattern]
+    policy = args.policy if vramcache else None
+    if vramcache:
+        summary = os.path.join(args.out, f"{tag}-summary-rank%r-pid%p.json")
+        cmd = [CLI, "run", "--budget", str(args.budget_bytes), "--backend", args.backend, "--policy", args.policy,
+               "--frame-size", args.frame_size, "--summary-file", summary, "--profile-iterations", "1",
+               "--status-interval", "5", "--log-level", "info", "--"] + cmd
+    for old in glob.glob(os.path.join(args.out, f"{tag}-*.json")):
+        os.remove(old)
+    r = run(cmd, clean_env(), os.path.join(args.out, f"{tag}.log"), args.timeout)
+    r["command"] = " ".join(cmd)
+    r["ranks"] = rank_results(json_pattern, ranks, r)
+    skip = lambda n: max(WARMUP, n // 2) if policy == "predictive" else min(WARMUP, n // 2)  # noqa: E731
+    for rr in r["ranks"].values():
+        rr["median_step_s"] = median_after(rr["times"], skip(len(rr["times"])))
+    medians = [rr["median_step_s"] for rr in r["ranks"].values() if rr["median_step_s"]]
+    r["median_step_s"] = max(medians) if len(medians) == ranks else None  # the slowest rank sets the pace
+    if vramcache:
+        r["summaries"] = summaries(os.path.join(args.out, f"{tag}-summary-rank*-pid*.json"))
+        for rank, s in r["summaries"].items():
+            rr = r["ranks"].setdefault(rank, {})
+            rr["peak_resident"] = s.get("peak_resident")
+            rr["device_used_peak"] = s.get("device_used_peak")
+            rr["peak_within_budget"] = s.get("peak_resident", 1 << 62) <= args.budget_bytes
+            rr["device_peak_within_budget"] = s.get("device_used_peak", 1 << 62) <= args.budget_bytes
+    r.pop("losses"), r.pop("times")
+    return r
+
+
+def compare(plain, paged, ranks):
+    """Per rank: losses bitwise identical over every step."""
+    ok = {}
+    for rank in range(ranks):
+        a = plain["ranks"].get(rank, {}).get("losses")
+        b = paged["ranks"].get(rank, {}).get("losses")
+        ok[rank] = bool(a) and plain["rc"] == 0 and paged["rc"] == 0 and a == b
+    return ok
+
+
+def markdown(res):
+    b = res["budget_bytes"] / GIB
+    lines = [f"# GPT {res['size']} with DistributedDataParallel under vramcache ({res['mode']} mode)", "",
+             f"{res['date']}, {res['gpu']}; `{res['command']}`. Budget {b:g} GiB per GPU, backend "
+             f"{res['backend']}, policy {res['policy']}, frames {res['frame_size']}; {res['steps']} steps.", "",
+             "| run | GPUs | s/step | losses bitwise | peak resident per GPU (GiB) | device used peak per GPU (GiB) |",
+             "| --- | --- | --- | --- | --- | --- |"]
+    for key, label, gpus in (("ddp_plain", "DDP, no vramcache", res["gpus"]), ("ddp_vramcache", "DDP under vramcache", res["gpus"]),
+                             ("single_plain", "one GPU, no vramcache", 1), ("single_vramcache", "one GPU under vramcache", 1)):
+        r = res.get(key)
+        if not r:
+            continue
+        ranks = r["ranks"]
+        peaks = " / ".join(f"{ranks[k]['peak_resident'] / GIB:.2f}" for k in sorted(ranks) if ranks[k].get("peak_resident") is not None)
+        used = " / ".join(f"{ranks[k]['device_used_peak'] / GIB:.2f}" for k in sorted(ranks) if ranks[k].get("device_used_peak") is not None)
+        bitwise = r.get("bitwise")
+        bw = "" if bitwise is None else " / ".join("yes" if bitwise[k] else "NO" for k in sorted(bitwise))
+        med = f"{r['median_step_s']:.3f}" if r.get("median_step_s") else f"failed (rc {r['rc']})"
+        lines.append(f"| {label} | {gpus} | {med} | {bw} | {peaks} | {used} |")
+    if res.get("ddp_vs_single"):
+        lines += ["", f"DDP under vramcache against one GPU under the same budget: {res['ddp_vs_single']:.2f}x the "
+                      "seconds per step (each GPU trains on its own batch, so the two GPUs do twice the work per step)."]
+    return "\n".join(lines) + "\n"
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--out", default=os.path.join(ROOT, "results", "ddp"))
+    ap.add_argument("--size", default="1.3b")
+    ap.add_argument("--budget", type=float, default=12, help="GiB per GPU")
+    ap.add_argument("--gpus", type=int, default=2)
+    ap.add_argument("--steps", type=int, default=20)
+    ap.add_argument("--backend", default="explicit")
+    ap.add_argument("--policy", default="predictive")
+    ap.add_argument("--frame-size", default="32M")
+    ap.add_argument("--fast", action="store_true", help="without --deterministic (speed only; losses not compared)")
+    ap.add_argument("--timeout", type=int, default=240, help="seconds per run")
+    args = ap.parse_args()
+    if args.gpus < 2 or args.steps <= WARMUP:
+        ap.error(f"need --gpus >= 2 and --steps > {WARMUP}")
+    args.budget_bytes = int(args.budget * GIB)
+    args.mode_tag = "fast" if args.fast else "det"
+    os.makedirs(args.out, exist_ok=True)
+    gpt = ["samples/gpt/train_gpt.py", "--size", args.size, "--steps", str(args.steps), "--warmup", str(WARMUP)]
+    if not args.fast:
+        gpt.append("--deterministic")
+    torchrun = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", str(args.gpus)]
+    res = {"date": time.strftime("%Y-%m-%d %H:%M:%S"), "command": " ".join(sys.argv), "size": args.size,
+           "mode": "fast" if args.fast else "deterministic", "gpus": args.gpus, "steps": args.steps,
+           "budget_bytes": args.budget_bytes, "backend": args.backend, "policy": args.policy, "frame_size": args.frame_size,
+           "gpu": subprocess.run(["nvidia-smi", "--query-gpu=name,memory.total,memory.used,driver_version",
+                                  "--format=csv,noheader"], capture_output=True, text=True).stdout.strip()}
+    results = os.path.join(args.out, f"results-{args.mode_tag}.json")
+    runs = (("ddp_plain", torchrun + gpt + ["--ddp"], args.gpus, False),
+            ("ddp_vramcache", torchrun + gpt + ["--ddp"], args.gpus, True),
+            ("single_plain", [sys.executable] + gpt, 1, False),
+            ("single_vramcache", [sys.executable] + gpt, 1, True))
+    for name, cmd, ranks, vramcache in runs:
+        res[name] = one(args, name, cmd, ranks, vramcache)
+        r = res[name]
+        if vramcache:
+            plain = res[name.replace("vramcache", "plain")]
+            r["bitwise"] = None if args.fast else compare(plain, r, ranks)
+        print(f"{name}: rc={r['rc']} {r['median_step_s']} s/step bitwise={r.get('bitwise')} "
+              + " ".join(f"rank {k}: peak {v.get('peak_resident')} device {v.get('device_used_peak')}"
+                         for k, v in sorted(r["ranks"].items())) + ("" if r["rc"] == 0 else " " + r["tail"]), flush=True)
+        if name == "single_vramcache":
+            a, b = res["ddp_vramcache"]["median_step_s"], r["median_step_s"]
+            res["ddp_vs_single"] = a / b if a and b else None
+        with open(results, "w") as f:
+            json.dump(res, f, indent=1)
+    with open(os.path.join(args.out, f"ddp-{args.mode_tag}.md"), "w") as f:
+        f.write(markdown(res))
+    print("ddp: results in " + results)
+    ok = all(res[n]["rc"] == 0 for n, *_ in runs) and all(
+        all(res[n].get("bitwise", {}).values()) if res[n].get("bitwise") else True for n in ("ddp_vramcache", "single_vramcache"))
+    sys.exit(0 if ok else 1)
+
+
+if __name__ == "__main__":
+    main()
