@@ -49,12 +49,14 @@ def rank_results(pattern, ranks, fallback):
     return out
 
 
-def summaries(pattern):
-    """vramcache's summary of each rank (the launcher, which never touches CUDA, writes none)."""
+def summaries(pattern, ddp):
+    """vramcache's summary of each rank. Under torchrun the launcher writes one too (it loads CUDA),
+    without a rank: left out."""
     out = {}
     for path in glob.glob(pattern):
         s = json.load(open(path))
-        out[int(s.get("rank", 0))] = s
+        if "rank" in s or not ddp:
+            out[int(s.get("rank", 0))] = s
     return out
 
 
@@ -80,15 +82,21 @@ def one(args, name, cmd, ranks, vramcache):
     medians = [rr["median_step_s"] for rr in r["ranks"].values() if rr["median_step_s"]]
     r["median_step_s"] = max(medians) if len(medians) == ranks else None  # the slowest rank sets the pace
     if vramcache:
-        r["summaries"] = summaries(os.path.join(args.out, f"{tag}-summary-rank*-pid*.json"))
-        for rank, s in r["summaries"].items():
-            rr = r["ranks"].setdefault(rank, {})
-            rr["peak_resident"] = s.get("peak_resident")
-            rr["device_used_peak"] = s.get("device_used_peak")
-            rr["peak_within_budget"] = s.get("peak_resident", 1 << 62) <= args.budget_bytes
-            rr["device_peak_within_budget"] = s.get("device_used_peak", 1 << 62) <= args.budget_bytes
+        add_summaries(r, summaries(os.path.join(args.out, f"{tag}-summary-rank*-pid*.json"), name.startswith("ddp")),
+                      args.budget_bytes)
     r.pop("losses"), r.pop("times")
     return r
+
+
+def add_summaries(r, by_rank, budget):
+    r["summaries"] = by_rank
+    for rank, s in by_rank.items():
+        rr = r["ranks"].setdefault(rank, {})
+        rr["peak_resident"] = s.get("peak_resident")
+        rr["device_used_peak"] = s.get("device_used_peak")
+        rr["collectives"] = s.get("collectives")
+        rr["peak_within_budget"] = s.get("peak_resident", 1 << 62) <= budget
+        rr["device_peak_within_budget"] = s.get("device_used_peak", 1 << 62) <= budget
 
 
 def compare(plain, paged, ranks):
@@ -106,8 +114,8 @@ def markdown(res):
     lines = [f"# GPT {res['size']} with DistributedDataParallel under vramcache ({res['mode']} mode)", "",
              f"{res['date']}, {res['gpu']}; `{res['command']}`. Budget {b:g} GiB per GPU, backend "
              f"{res['backend']}, policy {res['policy']}, frames {res['frame_size']}; {res['steps']} steps.", "",
-             "| run | GPUs | s/step | losses bitwise | peak resident per GPU (GiB) | device used peak per GPU (GiB) |",
-             "| --- | --- | --- | --- | --- | --- |"]
+             "| run | GPUs | s/step | losses bitwise | peak resident per GPU (GiB) | device used peak per GPU (GiB) | collectives paged per GPU |",
+             "| --- | --- | --- | --- | --- | --- | --- |"]
     for key, label, gpus in (("ddp_plain", "DDP, no vramcache", res["gpus"]), ("ddp_vramcache", "DDP under vramcache", res["gpus"]),
                              ("single_plain", "one GPU, no vramcache", 1), ("single_vramcache", "one GPU under vramcache", 1)):
         r = res.get(key)
@@ -116,13 +124,16 @@ def markdown(res):
         ranks = r["ranks"]
         peaks = " / ".join(f"{ranks[k]['peak_resident'] / GIB:.2f}" for k in sorted(ranks) if ranks[k].get("peak_resident") is not None)
         used = " / ".join(f"{ranks[k]['device_used_peak'] / GIB:.2f}" for k in sorted(ranks) if ranks[k].get("device_used_peak") is not None)
+        colls = " / ".join(str(ranks[k]["collectives"]) for k in sorted(ranks) if ranks[k].get("collectives") is not None)
         bitwise = r.get("bitwise")
         bw = "" if bitwise is None else " / ".join("yes" if bitwise[k] else "NO" for k in sorted(bitwise))
         med = f"{r['median_step_s']:.3f}" if r.get("median_step_s") else f"failed (rc {r['rc']})"
-        lines.append(f"| {label} | {gpus} | {med} | {bw} | {peaks} | {used} |")
+        lines.append(f"| {label} | {gpus} | {med} | {bw} | {peaks} | {used} | {colls} |")
     if res.get("ddp_vs_single"):
+        why = (f"each of the {res['gpus']} GPUs trains on its own batch: {res['gpus']} times the work per step" if res["gpus"] > 1
+               else "one process: what differs is DDP's gradient all-reduces through NCCL")
         lines += ["", f"DDP under vramcache against one GPU under the same budget: {res['ddp_vs_single']:.2f}x the "
-                      "seconds per step (each GPU trains on its own batch, so the two GPUs do twice the work per step)."]
+                      f"seconds per step ({why})."]
     return "\n".join(lines) + "\n"
 
 
