@@ -497,8 +497,9 @@ def main():
     if os.path.exists(path) and not args.fresh:
         results = load_earlier(path)
     call = time.strftime("%Y-%m-%d %H:%M:%S")
-    gpu = subprocess.run(["nvidia-smi", "--query-gpu=name,memory.total,driver_version", "--format=csv,noheader"],
-                         capture_output=True, text=True).stdout.strip()
+    gpus = subprocess.run(["nvidia-smi", "--query-gpu=name,memory.total,driver_version", "--format=csv,noheader"],
+                          capture_output=True, text=True).stdout.strip().splitlines() or [""]
+    gpu = gpus[0] + (f" (GPU 0 of {len(gpus)})" if len(gpus) > 1 else "")  # the runs use the first GPU
     results["calls"].append({"call": call, "date": call, "command": " ".join(sys.argv), "commit": git_commit(), "gpu": gpu,
                              "deterministic": args.deterministic})
     results.update(date=call, gpu=gpu)

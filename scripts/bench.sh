@@ -4,7 +4,8 @@
 # plots from everything measured so far. Under the device tool ($OUT set) the results folder and
 # docs are packed into $OUT/bench.tgz so they come back.
 #
-# The whole suite takes about 45 minutes of runs, so it is measured in calls. Each call merges into
+# The whole suite takes about 45 minutes of runs, so it is measured in calls. The device copy's git
+# reports the session's first commit: correct each call's commit in results.json after unpacking. Each call merges into
 # results/bench/results.json (no --fresh: it holds the calls so far); between calls, unpack the previous call's
 # bench.tgz into the work tree so the next call merges into it (the report lists every call). Every
 # call runs in_vram, so vramcache's ratio against it is taken within the call. Wall times measured
@@ -13,15 +14,15 @@
 # in_vram 16 s, fsdp2 51 s, save_on_cpu 18 s. Estimates for the rest from the paging runs
 # (docs/paging.md). One call should stay under ~450 s, the deadline being ~470 s:
 #   done  --fresh --sizes 2.7b --budgets 24 --modes in_vram,vramcache_explicit_predictive,vramcache_managed_reactive,fsdp2,save_on_cpu,simulate
-#   1. ~420 s  --sizes 1.3b --modes in_vram,vramcache_explicit_predictive,vramcache_managed_predictive,vramcache_explicit_reactive,vramcache_managed_reactive
+#   done (328 s) --sizes 1.3b --modes in_vram,vramcache_explicit_predictive,vramcache_managed_predictive,vramcache_explicit_reactive,vramcache_managed_reactive
 #              (both budgets; explicit predictive ~40 s, managed predictive ~70, explicit reactive ~45, managed reactive ~60)
-#   2. ~400 s  --sizes 2.7b --budgets 16 --modes in_vram,vramcache_explicit_predictive,vramcache_managed_predictive,vramcache_explicit_reactive,vramcache_managed_reactive
-#   3. ~210 s  --sizes 2.7b --budgets 24 --modes in_vram,vramcache_managed_predictive,vramcache_explicit_reactive
+#   done (339 s) --sizes 2.7b --budgets 16 --modes in_vram,vramcache_explicit_predictive,vramcache_managed_predictive,vramcache_explicit_reactive,vramcache_managed_reactive
+#   1. ~210 s  --sizes 2.7b --budgets 24 --modes in_vram,vramcache_managed_predictive,vramcache_explicit_reactive
 #   Correctness (vramcache's losses bitwise against in_vram's), fewer steps: predictive learns in its first 4-5
 #   steps, so 7 steps check a few planned ones:
-#   4. ~300 s  --deterministic --paging-steps 7 --reactive-steps 4 --sizes 1.3b --modes in_vram,vramcache_explicit_predictive,vramcache_managed_predictive,vramcache_explicit_reactive,vramcache_managed_reactive
-#   5. ~260 s  the same with --sizes 2.7b --budgets 16
-#   6. ~215 s  the same with --sizes 2.7b --budgets 24
+#   done (285 s, BENCH_CALL_S=360: managed reactive at 16 GiB skipped; rerun it) --deterministic --paging-steps 7 --reactive-steps 4 --sizes 1.3b --modes in_vram,vramcache_explicit_predictive,vramcache_managed_predictive,vramcache_explicit_reactive,vramcache_managed_reactive
+#   2. ~260 s  the same with --sizes 2.7b --budgets 16
+#   3. ~215 s  the same with --sizes 2.7b --budgets 24
 # Runs not started for lack of time are reported as skipped (and keep an earlier call's result).
 # Usage: bash scripts/bench.sh [--out DIR] [scripts/bench.py options]   (BENCH_CALL_S: seconds for the
 # whole call, 540 by default; the report and packing get the last 40)

@@ -107,7 +107,7 @@ def reference(runs, refs, mode, run):
 
 
 def table(res, sources):
-    lines = [f"GPT sample, seq 2048, batch 1, AdamW, bf16 autocast; GPU: {res['calls'][-1]['gpu'] if res['calls'] else '?'}. "
+    lines = [f"GPT sample, seq 2048, batch 1, AdamW, bf16 autocast; GPU: {' / '.join(sorted({c['gpu'] for c in res['calls'] if c.get('gpu')})) or '?'} (each call's below). "
              f"Results: {', '.join(f'`{s}`' for s in sources)}.", ""]
     kinds = sorted({(r["size"], bool(r.get("deterministic"))) for r in res["runs"]})
     for size, det in kinds:
@@ -151,7 +151,8 @@ def table(res, sources):
     if why:
         lines += ["Figures of NVML left out (`-`): " + "; ".join(f"`{w}`" for w in why) + ".", ""]
     lines += ["Calls:", ""] + [f"- {c['date']}: `{c.get('command') or '(not recorded)'}`"
-                               f"{' at ' + c['commit'] if c.get('commit') else ''}" for c in res["calls"]] + [""]
+                               f"{' at ' + c['commit'] if c.get('commit') else ''}{'; ' + c['gpu'] if c.get('gpu') else ''}"
+                               for c in res["calls"]] + [""]
     return "\n".join(lines)
 
 

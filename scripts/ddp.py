@@ -112,7 +112,7 @@ def compare(plain, paged, ranks):
 def markdown(res):
     b = res["budget_bytes"] / GIB
     lines = [f"# GPT {res['size']} with DistributedDataParallel under vramcache ({res['mode']} mode)", "",
-             f"{res['date']}, {res['gpu']}; `{res['command']}`. Budget {b:g} GiB per GPU, backend "
+             f"{res['date']}, {res['gpu'].replace(chr(10), '; ')}; `{res['command']}`. Budget {b:g} GiB per GPU, backend "
              f"{res['backend']}, policy {res['policy']}, frames {res['frame_size']}; {res['steps']} steps.", "",
              "| run | GPUs | s/step | losses bitwise | peak resident per GPU (GiB) | device used peak per GPU (GiB) | collectives paged per GPU |",
              "| --- | --- | --- | --- | --- | --- | --- |"]
@@ -129,6 +129,10 @@ def markdown(res):
         bw = "" if bitwise is None else " / ".join("yes" if bitwise[k] else "NO" for k in sorted(bitwise))
         med = f"{r['median_step_s']:.3f}" if r.get("median_step_s") else f"failed (rc {r['rc']})"
         lines.append(f"| {label} | {gpus} | {med} | {bw} | {peaks} | {used} | {colls} |")
+    lines += ["", "Peak resident: the pager's count of paged bytes on the device. Device used peak: the device's own "
+                  "used memory above its level when paging started, sampled every 100 ms (independent of the pager; it "
+                  "also holds what is never paged: NCCL's buffers, libraries' workspaces, the CUDA context's growth). "
+                  "Collectives paged: NCCL calls seen by the hooks, each paged as one op over its buffers."]
     if res.get("ddp_vs_single"):
         why = (f"each of the {res['gpus']} GPUs trains on its own batch: {res['gpus']} times the work per step" if res["gpus"] > 1
                else "one process: what differs is DDP's gradient all-reduces through NCCL")
@@ -149,7 +153,20 @@ def main():
     ap.add_argument("--frame-size", default="32M")
     ap.add_argument("--fast", action="store_true", help="without --deterministic (speed only; losses not compared)")
     ap.add_argument("--timeout", type=int, default=240, help="seconds per run")
+    ap.add_argument("--report", metavar="RESULTS", help="only write the markdown of an earlier results-*.json beside it")
     args = ap.parse_args()
+    if args.report:
+        res = json.load(open(args.report))
+        for r in res.values():  # JSON made the ranks' keys strings
+            if isinstance(r, dict) and "ranks" in r:
+                r["ranks"] = {int(k): v for k, v in r["ranks"].items()}
+                if r.get("bitwise"):
+                    r["bitwise"] = {int(k): v for k, v in r["bitwise"].items()}
+        md = os.path.join(os.path.dirname(args.report), "ddp-" + ("fast" if res["mode"] == "fast" else "det") + ".md")
+        with open(md, "w") as f:
+            f.write(markdown(res))
+        print("ddp: wrote " + md)
+        return
     if args.gpus < 1 or args.steps <= WARMUP:  # one GPU: DDP's collectives still run through NCCL
         ap.error(f"need --gpus >= 1 and --steps > {WARMUP}")
     args.budget_bytes = int(args.budget * GIB)
