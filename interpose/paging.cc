@@ -111,8 +111,10 @@ ManagedMover *g_mover = nullptr;        // the managed backend's
 ExplicitBackend *g_explicit = nullptr;  // the explicit backend's
 int g_device = -1;                      // the device paged
 
+std::atomic<bool> g_explicit_unavailable{false};  // it could not start here: the managed backend instead
+
 bool explicit_backend(Runtime *rt) {
-  return PagingBackend(rt->options().num[kBackend]) == PagingBackend::kExplicit;
+  return PagingBackend(rt->options().num[kBackend]) == PagingBackend::kExplicit && !g_explicit_unavailable.load();
 }
 
 double seconds_since(const timespec &t0) {
@@ -170,7 +172,11 @@ bool ensure_paging(Runtime *rt) {
   CUcontext ctx = nullptr;
   if (explicit_backend(rt)) {
     ExplicitBackend *b = start_explicit(api, uint64_t(rt->options().num[kFrameSize]), uint64_t(rt->options().num[kBudget]));
-    if (b) g_explicit = b, mover = b->mover.get(), ctx = b->context, g_device = b->device;
+    if (!b) {  // logged; not started yet: the next allocation starts the managed backend
+      g_explicit_unavailable = true;
+      return false;
+    }
+    g_explicit = b, mover = b->mover.get(), ctx = b->context, g_device = b->device;
   } else {
     auto *m = new ManagedMover();
     if (api && m->start(api)) {
@@ -234,6 +240,10 @@ PagedAlloc paged_alloc(Runtime *rt, uint64_t size, uint64_t *ptr, const AllocApi
     OwnCalls own;
     if (api.init) api.init();  // a current context, as the real allocation would make
     if (!ensure_paging(rt) || current_device() != g_device) {
+      if (!explicit_backend(rt)) {  // it could not start: this allocation is the managed backend's first
+        rt->release_paged(size);
+        return paged_alloc(rt, size, ptr, api);
+      }
       result = PagedAlloc::kPassThrough;
     } else if (g_explicit->mover->allocate(size, &p)) {
       *ptr = p;

@@ -103,7 +103,7 @@ class CudaVmm final : public VmmDevice {
     return p;
   }
   bool why(const char *reason) {
-    VC_ERROR("explicit paging cannot start: %s; running without a budget", reason);
+    VC_WARN("the explicit backend cannot start: %s; the managed backend pages instead", reason);
     return false;
   }
 

@@ -95,6 +95,7 @@ class FrameMover final : public Mover {
   bool passed(uint64_t f) override;
   bool failed_and_logged() const override { return stats_.failed; }
   uint64_t headroom() const override;
+  uint64_t unit() const override { return frame_size_; }
   std::vector<std::pair<std::string, uint64_t>> figures() const override;
 
   const FrameStats &stats() const { return stats_; }

@@ -47,10 +47,11 @@ namespace vc {
     "used (what unified-memory oversubscription does); `predictive` learns the first iterations "   \
     "and then prefetches ahead of use and evicts what is needed last, falling back to reactive "    \
     "while the program departs from what it learned")                                              \
-  X(kBackend, "VRAMCACHE_BACKEND", kChoice, "managed", "managed|explicit",                           \
-    "with a budget: how data moves. `managed`: allocations become managed memory moved by "          \
-    "prefetches; `explicit`: address space in frames of device or pinned host memory, moved by "     \
-    "copies at the link's rate and remapped (an evicted frame stays reachable at home)")           \
+  X(kBackend, "VRAMCACHE_BACKEND", kChoice, "explicit", "managed|explicit",                          \
+    "with a budget: how data moves. `explicit`: address space in frames of device or pinned host "   \
+    "memory, moved by copies at the link's rate and remapped (an evicted frame stays reachable at "  \
+    "home); where the device cannot map host memory that way, `managed` instead, with one log "      \
+    "line. `managed`: allocations become managed memory moved by prefetches")                      \
   X(kFrameSize, "VRAMCACHE_FRAME_SIZE", kSize, "32M", "16M",                                         \
     "with the explicit backend: the unit that moves, a power of two from 2M to 256M (the last "     \
     "frame of an allocation is smaller)")                                                          \

@@ -54,6 +54,8 @@ class Mover {
   // Bytes of the budget the pager leaves to the mover: device memory of evictions still in flight
   // (while they are, a fetch has room without waiting for them).
   virtual uint64_t headroom() const { return 0; }
+  // The unit it moves, if it has one (a frame): the pager's page; 0: VRAMCACHE_PAGE_SIZE.
+  virtual uint64_t unit() const { return 0; }
   // Its own figures for the run's summary (name, value).
   virtual std::vector<std::pair<std::string, uint64_t>> figures() const { return {}; }
 };

@@ -215,15 +215,16 @@ bool Runtime::pin(uint64_t ptr, uint64_t stream) {
 Pager *Runtime::start_paging(Mover *mover) {
   // The pager plans within the budget less the mover's headroom; the mover keeps to the whole budget.
   const uint64_t budget = uint64_t(options_.num[kBudget]);
-  auto *pg = new Pager(mover, budget - std::min(budget / 2, mover->headroom()), paging_page_size(),
-                       PagingPolicy(options_.num[kPolicy]));
+  // Its unit: the mover's (a frame of the explicit backend), else VRAMCACHE_PAGE_SIZE.
+  const uint64_t page = mover->unit() ? mover->unit() : uint64_t(options_.num[kPageSize]);
+  auto *pg = new Pager(mover, budget - std::min(budget / 2, mover->headroom()), page, PagingPolicy(options_.num[kPolicy]));
   Pager *none = nullptr;
   if (!pager_.compare_exchange_strong(none, pg)) {
     delete pg;
     return none;
   }
   VC_INFO("paging on: budget %.2f GB, backend %s, policy %s, pages of %llu KB", double(options_.num[kBudget]) / 1e9,
-          options_.str[kBackend].c_str(), options_.str[kPolicy].c_str(), (unsigned long long)(paging_page_size() >> 10));
+          mover->unit() ? "explicit" : "managed", options_.str[kPolicy].c_str(), (unsigned long long)(page >> 10));
   return pg;
 }
 

@@ -149,10 +149,6 @@ class Runtime {
   // Keeps the paged allocation holding `ptr` resident for good (Pager::pin). True if it is (or
   // `ptr` is not paged: nothing to keep).
   bool pin(uint64_t ptr, uint64_t stream);
-  // The pager's unit: a frame with the explicit backend, else VRAMCACHE_PAGE_SIZE.
-  uint64_t paging_page_size() const {
-    return uint64_t(options_.num[PagingBackend(options_.num[kBackend]) == PagingBackend::kExplicit ? kFrameSize : kPageSize]);
-  }
   // Host-memory cap of paged allocations (VRAMCACHE_HOST_LIMIT, default 85% of `physical`):
   // reserves `size` bytes, or returns false (nothing reserved).
   bool admit_paged(uint64_t size, uint64_t physical);

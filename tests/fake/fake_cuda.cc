@@ -336,9 +336,11 @@ uint64_t handle() {
 FAKE_EXPORT uint64_t fake_prefetched_bytes(int to_device) { return g_prefetched[to_device != 0]; }
 DEF(CUresult, cuCtxGetDevice, CUdevice *d) { *d = 0; return counted("cuCtxGetDevice"); }
 DEF(CUresult, cuCtxSetCurrent, CUcontext) { return counted("cuCtxSetCurrent"); }
-// Every capability is there (concurrent managed access, VMM, host-NUMA VMM); the host NUMA node is 0.
+// Every capability is there (concurrent managed access, VMM, host-NUMA VMM, the last one not with
+// FAKE_CUDA_NO_HOST_VMM set); the host NUMA node is 0.
 DEF(CUresult, cuDeviceGetAttribute, int *v, CUdevice_attribute a, CUdevice) {
   *v = a == CU_DEVICE_ATTRIBUTE_HOST_NUMA_ID ? 0 : 1;
+  if (a == CU_DEVICE_ATTRIBUTE_HOST_NUMA_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED && getenv("FAKE_CUDA_NO_HOST_VMM")) *v = 0;
   return counted("cuDeviceGetAttribute");
 }
 DEF(CUresult, cuStreamCreate, CUstream *s, unsigned) { *s = reinterpret_cast<CUstream>(handle()); return counted("cuStreamCreate"); }

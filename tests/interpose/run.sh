@@ -76,20 +76,25 @@ else
   bad "profile mode: test program failed"; cat "$out/profile.log"
 fi
 
-# 5. paging under a budget (the paging test case; the others are not run: their counts assume no
-#    budget). Exact bytes moved in the summary; then every prefetch failing.
-page() {  # page NAME [VAR=VALUE...]
-  local name=$1; shift
+# 5. paging under a budget with the managed backend (the paging test case; the others are not run:
+#    their counts assume no budget). Exact bytes moved in the summary; the same where the default
+#    backend (explicit) cannot start, as the device cannot map host memory through the VMM API; then
+#    every prefetch failing.
+page() {  # page NAME [VAR=VALUE...]   (PAGE_BACKEND: managed if unset, the default backend if empty)
+  local name=$1 backend=${PAGE_BACKEND-managed}; shift
   env LD_PRELOAD="$lib" LD_LIBRARY_PATH="$PWD/$build/fake" VRAMCACHE_SUMMARY_FILE="$out/$name.json" \
-    VRAMCACHE_BUDGET=64M VRAMCACHE_HOST_LIMIT=128M "$@" "$build/interpose_test" --minimal -tc='paging*' >"$out/$name.log" 2>&1
+    VRAMCACHE_BUDGET=64M VRAMCACHE_HOST_LIMIT=128M ${backend:+VRAMCACHE_BACKEND=$backend} "$@" \
+    "$build/interpose_test" --minimal -tc='paging*' >"$out/$name.log" 2>&1
 }
-if page paging; then
-  expect_json "$out/paging.json" budget=67108864 paging_h2d_bytes=100663296 paging_d2h_bytes=33554432 \
+for name in paging paging-fallback; do
+  if [ $name = paging ]; then page paging; else PAGE_BACKEND= page paging-fallback FAKE_CUDA_NO_HOST_VMM=1; fi || {
+    bad "$name: test program failed"; cat "$out/$name.log"; continue; }
+  expect_json "$out/$name.json" budget=67108864 paging_h2d_bytes=100663296 paging_d2h_bytes=33554432 \
     paging_misses=48 peak_resident=67108864 resident=0 paged_allocs=0 paging_failed=0 managed_refused=1
-  grep -q "paging: resident" "$out/paging.log" || bad "paging: no paging line in the summary"
-else
-  bad "paging: test program failed"; cat "$out/paging.log"
-fi
+  grep -q "paging: resident" "$out/$name.log" || bad "$name: no paging line in the summary"
+done
+[ "$(grep -c 'the explicit backend cannot start: the device cannot map host memory through the VMM API; the managed backend pages instead' \
+  "$out/paging-fallback.log")" = 1 ] || bad "paging fallback: expected one line saying the managed backend pages instead"
 if page paging-failure FAKE_CUDA_FAIL_PREFETCH=1; then
   expect_json "$out/paging-failure.json" paging_failed=1 paging_h2d_bytes=0 resident=0
   [ "$(grep -c 'paging stopped' "$out/paging-failure.log")" = 1 ] || bad "paging failure: expected exactly one 'paging stopped' line"
@@ -164,5 +169,5 @@ msg=$(env LD_PRELOAD="$lib" VRAMCACHE_BUGDET=1 true 2>&1); rc=$?
 msg=$(env LD_PRELOAD="$lib" true 2>&1)
 [ -z "$msg" ] || bad "a process without CUDA printed: $msg"
 
-[ $fail = 0 ] && note "all checks passed (count, CUPTI taken, off, profile, paging, paging failure, explicit paging, explicit paging failures, nccl, configuration errors, no CUDA)"
+[ $fail = 0 ] && note "all checks passed (count, CUPTI taken, off, profile, paging, paging fallback, paging failure, explicit paging, explicit paging failures, nccl, configuration errors, no CUDA)"
 exit $fail
