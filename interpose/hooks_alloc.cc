@@ -210,6 +210,19 @@ VC_EXPORT CUresult cuMemAlloc_v2(CUdeviceptr *ptr, size_t size) {
   return r;
 }
 
+// CUDA IPC shares an allocation at its physical place: a paged one has none (managed memory, or
+// frames that move) and the driver refuses it. The program gets the driver's answer; we say why.
+VC_EXPORT CUresult cuIpcGetMemHandle(CUipcMemHandle *handle, CUdeviceptr ptr) {
+  HookScope scope(HookGroup::kAlloc);
+  VC_REAL_OR_FAIL(cuIpcGetMemHandle, CUDA_ERROR_NOT_INITIALIZED);
+  CUresult r = real(handle, ptr);
+  Runtime *rt = scope.runtime();
+  if (r != CUDA_SUCCESS && rt && rt->paged(ptr))
+    VC_WARN_CAPPED("cuIpcGetMemHandle failed (error %d) on memory vramcache pages: paged memory cannot be shared "
+                   "through CUDA IPC; run this process without a budget", int(r));
+  return r;
+}
+
 VC_EXPORT CUresult cuMemAllocPitch_v2(CUdeviceptr *ptr, size_t *pitch, size_t width, size_t height,
                                       unsigned int element_bytes) {
   HookScope scope(HookGroup::kAlloc);

@@ -212,6 +212,13 @@ bool Runtime::pin(uint64_t ptr, uint64_t stream) {
   return !pg->is_paged(hit->alloc.id) || pg->pin(hit->alloc.id, stream);
 }
 
+bool Runtime::paged(uint64_t ptr) {
+  Pager *pg = pager();
+  if (!pg) return false;
+  auto hit = allocs_.find(ptr);
+  return hit && pg->is_paged(hit->alloc.id);
+}
+
 Pager *Runtime::start_paging(Mover *mover) {
   // The pager plans within the budget less the mover's headroom; the mover keeps to the whole budget.
   const uint64_t budget = uint64_t(options_.num[kBudget]);

@@ -149,6 +149,8 @@ class Runtime {
   // Keeps the paged allocation holding `ptr` resident for good (Pager::pin). True if it is (or
   // `ptr` is not paged: nothing to keep).
   bool pin(uint64_t ptr, uint64_t stream);
+  // Whether `ptr` lies in an allocation the pager pages.
+  bool paged(uint64_t ptr);
   // Host-memory cap of paged allocations (VRAMCACHE_HOST_LIMIT, default 85% of `physical`):
   // reserves `size` bytes, or returns false (nothing reserved).
   bool admit_paged(uint64_t size, uint64_t physical);

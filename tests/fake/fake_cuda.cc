@@ -256,6 +256,15 @@ DEF(CUresult, cuMemAddressReserve, CUdeviceptr *p, size_t size, size_t align, CU
   g_reserved[*p] = size;
   return CUDA_SUCCESS;
 }
+// Memory in VMM address space cannot be shared through CUDA IPC.
+DEF(CUresult, cuIpcGetMemHandle, CUipcMemHandle *h, CUdeviceptr p) {
+  if (CUresult r = counted("cuIpcGetMemHandle")) return r;
+  std::lock_guard<std::mutex> lock(g_vmm_mu);
+  auto it = g_reserved.upper_bound(p);
+  if (it != g_reserved.begin() && p < std::prev(it)->first + std::prev(it)->second) return CUDA_ERROR_INVALID_VALUE;
+  memset(h, 0, sizeof *h);
+  return CUDA_SUCCESS;
+}
 DEF(CUresult, cuMemAddressFree, CUdeviceptr p, size_t size) {
   if (CUresult r = counted("cuMemAddressFree")) return r;
   std::lock_guard<std::mutex> lock(g_vmm_mu);
@@ -558,6 +567,7 @@ const Entry kEntries[] = {
     E("cuMemRelease", 10020, false, cuMemRelease),
     E("cuMemAddressReserve", 10020, false, cuMemAddressReserve),
     E("cuMemAddressFree", 10020, false, cuMemAddressFree),
+    E("cuIpcGetMemHandle", 4010, false, cuIpcGetMemHandle),
     E("cuMemMap", 10020, false, cuMemMap),
     E("cuMemUnmap", 10020, false, cuMemUnmap),
     E("cuMemSetAccess", 10020, false, cuMemSetAccess),

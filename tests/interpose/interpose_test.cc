@@ -578,4 +578,11 @@ TEST_CASE("nccl: set-up, collectives, groups and registration under a budget") {
   CHECK(calls("libnccl.so.2", "nccl", "ncclAllReduce") == 3);
   CHECK(calls("libnccl.so.2", "nccl", "ncclGroupEnd") == 1);
   CHECK(calls("libnccl.so.2", "nccl", "ncclCommRegister") == 1);
+  // A paged buffer cannot be shared through CUDA IPC: the driver's error, and one line saying why.
+  using IpcGet = CUresult (*)(CUipcMemHandle *, CUdeviceptr);
+  auto ipc_get = driver<IpcGet>("cuIpcGetMemHandle");
+  REQUIRE((ipc_get != nullptr));
+  CHECK(in_vramcache(reinterpret_cast<void *>(ipc_get)));
+  CUipcMemHandle ipc = {};
+  CHECK(ipc_get(&ipc, CUdeviceptr(buf[1])) == CUDA_ERROR_INVALID_VALUE);
 }

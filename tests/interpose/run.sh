@@ -156,6 +156,7 @@ if [ $rc != 0 ]; then
 else
   expect_json "$out/nccl.json" collectives=3 paging_pinned_bytes=16777216 paging_failed=0
   [ "$(json_num "$out/nccl.json" paging_h2d_bytes)" = 33554432 ] || bad "nccl: the collectives' two buffers were not paged in once each"
+  [ "$(grep -c 'paged memory cannot be shared through CUDA IPC' "$out/nccl.log")" = 1 ] || bad "nccl: expected one line on the refused IPC export"
 fi
 
 # 7. configuration errors stop the program before main, with one line naming the variable.
