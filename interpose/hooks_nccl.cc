@@ -86,64 +86,39 @@ VC_NCCL_PASS(ncclCommInitRankScalable, (NcclComm * comm, int nranks, int rank, i
 VC_NCCL_PASS(ncclCommInitAll, (NcclComm * comm, int ndev, const int *devs), (comm, ndev, devs))
 VC_NCCL_PASS(ncclCommSplit, (NcclComm comm, int color, int key, NcclComm *out, void *config), (comm, color, key, out, config))
 
-VC_EXPORT NcclResult ncclAllReduce(const void *send, void *recv, size_t count, int type, int op, NcclComm comm,
-                                   cudaStream_t stream) {
-  HookScope scope(HookGroup::kNccl);
-  VC_REAL_OR_FAIL(ncclAllReduce, kNcclSystemError);
-  uint64_t bytes = count * element_bytes(type);
-  collective(scope.runtime(), "ncclAllReduce", stream, {read(send, bytes), written(recv, bytes)});
-  return real(send, recv, count, type, op, comm, stream);
-}
+// A collective: paged as one op over RANGES (a braced list of Range) on its stream, then enqueued.
+#define VC_NCCL_COLLECTIVE(symbol, params, args, ...)                              \
+  VC_EXPORT NcclResult symbol params {                                            \
+    HookScope scope(HookGroup::kNccl);                                            \
+    VC_REAL_OR_FAIL(symbol, kNcclSystemError);                                    \
+    collective(scope.runtime(), #symbol, stream, __VA_ARGS__);                    \
+    return real args;                                                             \
+  }
 
-VC_EXPORT NcclResult ncclBroadcast(const void *send, void *recv, size_t count, int type, int root, NcclComm comm,
-                                   cudaStream_t stream) {
-  HookScope scope(HookGroup::kNccl);
-  VC_REAL_OR_FAIL(ncclBroadcast, kNcclSystemError);
-  uint64_t bytes = count * element_bytes(type);
-  collective(scope.runtime(), "ncclBroadcast", stream, {read(send, bytes), written(recv, bytes)});
-  return real(send, recv, count, type, root, comm, stream);
-}
-
-VC_EXPORT NcclResult ncclReduce(const void *send, void *recv, size_t count, int type, int op, int root, NcclComm comm,
-                                cudaStream_t stream) {
-  HookScope scope(HookGroup::kNccl);
-  VC_REAL_OR_FAIL(ncclReduce, kNcclSystemError);
-  uint64_t bytes = count * element_bytes(type);
-  collective(scope.runtime(), "ncclReduce", stream, {read(send, bytes), written(recv, bytes)});
-  return real(send, recv, count, type, op, root, comm, stream);
-}
-
-VC_EXPORT NcclResult ncclAllGather(const void *send, void *recv, size_t count, int type, NcclComm comm,
-                                   cudaStream_t stream) {
-  HookScope scope(HookGroup::kNccl);
-  VC_REAL_OR_FAIL(ncclAllGather, kNcclSystemError);
-  uint64_t bytes = count * element_bytes(type);
-  collective(scope.runtime(), "ncclAllGather", stream, {read(send, bytes), written(recv, bytes * ranks_of(comm))});
-  return real(send, recv, count, type, comm, stream);
-}
-
-VC_EXPORT NcclResult ncclReduceScatter(const void *send, void *recv, size_t count, int type, int op, NcclComm comm,
-                                       cudaStream_t stream) {
-  HookScope scope(HookGroup::kNccl);
-  VC_REAL_OR_FAIL(ncclReduceScatter, kNcclSystemError);
-  uint64_t bytes = count * element_bytes(type);
-  collective(scope.runtime(), "ncclReduceScatter", stream, {read(send, bytes * ranks_of(comm)), written(recv, bytes)});
-  return real(send, recv, count, type, op, comm, stream);
-}
-
-VC_EXPORT NcclResult ncclSend(const void *send, size_t count, int type, int peer, NcclComm comm, cudaStream_t stream) {
-  HookScope scope(HookGroup::kNccl);
-  VC_REAL_OR_FAIL(ncclSend, kNcclSystemError);
-  collective(scope.runtime(), "ncclSend", stream, {read(send, count * element_bytes(type))});
-  return real(send, count, type, peer, comm, stream);
-}
-
-VC_EXPORT NcclResult ncclRecv(void *recv, size_t count, int type, int peer, NcclComm comm, cudaStream_t stream) {
-  HookScope scope(HookGroup::kNccl);
-  VC_REAL_OR_FAIL(ncclRecv, kNcclSystemError);
-  collective(scope.runtime(), "ncclRecv", stream, {written(recv, count * element_bytes(type))});
-  return real(recv, count, type, peer, comm, stream);
-}
+VC_NCCL_COLLECTIVE(ncclAllReduce, (const void *send, void *recv, size_t count, int type, int op, NcclComm comm,
+                                   cudaStream_t stream),
+                   (send, recv, count, type, op, comm, stream),
+                   {read(send, count * element_bytes(type)), written(recv, count * element_bytes(type))})
+VC_NCCL_COLLECTIVE(ncclBroadcast, (const void *send, void *recv, size_t count, int type, int root, NcclComm comm,
+                                   cudaStream_t stream),
+                   (send, recv, count, type, root, comm, stream),
+                   {read(send, count * element_bytes(type)), written(recv, count * element_bytes(type))})
+VC_NCCL_COLLECTIVE(ncclReduce, (const void *send, void *recv, size_t count, int type, int op, int root, NcclComm comm,
+                                cudaStream_t stream),
+                   (send, recv, count, type, op, root, comm, stream),
+                   {read(send, count * element_bytes(type)), written(recv, count * element_bytes(type))})
+// The gathered side holds every rank's part.
+VC_NCCL_COLLECTIVE(ncclAllGather, (const void *send, void *recv, size_t count, int type, NcclComm comm, cudaStream_t stream),
+                   (send, recv, count, type, comm, stream),
+                   {read(send, count * element_bytes(type)), written(recv, count * element_bytes(type) * ranks_of(comm))})
+VC_NCCL_COLLECTIVE(ncclReduceScatter, (const void *send, void *recv, size_t count, int type, int op, NcclComm comm,
+                                       cudaStream_t stream),
+                   (send, recv, count, type, op, comm, stream),
+                   {read(send, count * element_bytes(type) * ranks_of(comm)), written(recv, count * element_bytes(type))})
+VC_NCCL_COLLECTIVE(ncclSend, (const void *send, size_t count, int type, int peer, NcclComm comm, cudaStream_t stream),
+                   (send, count, type, peer, comm, stream), {read(send, count * element_bytes(type))})
+VC_NCCL_COLLECTIVE(ncclRecv, (void *recv, size_t count, int type, int peer, NcclComm comm, cudaStream_t stream),
+                   (recv, count, type, peer, comm, stream), {written(recv, count * element_bytes(type))})
 
 VC_EXPORT NcclResult ncclGroupStart() {
   HookScope scope(HookGroup::kNccl);

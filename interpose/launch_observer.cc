@@ -681,6 +681,7 @@ void count_migrations(Runtime *rt, int device) {
     return;
   }
   rt->counters().activity_on = true;
+  rt->counters().um_counted = true;
 }
 
 void flush_activity(Runtime *rt) {

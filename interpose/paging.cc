@@ -190,7 +190,7 @@ bool ensure_paging(Runtime *rt) {
     return false;
   }
   rt->start_paging(mover);
-  count_migrations(rt, g_device);
+  if (!g_explicit) count_migrations(rt, g_device);  // the explicit backend makes no managed memory
   std::thread(status_thread, rt, ctx).detach();
   g_state = 1;
   return true;

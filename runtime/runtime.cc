@@ -352,12 +352,18 @@ std::string Runtime::summary_text() const {
   }
   if (paging_wanted()) {
     out += "  " + paging_status() + "\n";
-    snprintf(buf, sizeof buf,
-             "  measured      device used above start: peak %.2f GB (includes memory the driver keeps for pages "
-             "moved out); CUPTI migrations asked for by the pager in %.2f GB, out %.2f GB; any other (unplanned) in "
-             "%.2f GB, out %.2f GB; GPU page faults %llu\n",
-             c.device_used_peak / 1e9, c.um_prefetch_h2d / 1e9, c.um_prefetch_d2h / 1e9, c.um_other_h2d / 1e9,
-             c.um_other_d2h / 1e9, (unsigned long long)c.um_gpu_faults.load());
+    if (c.um_counted) {
+      snprintf(buf, sizeof buf,
+               "  measured      device used above start: peak %.2f GB (includes memory the driver keeps for pages "
+               "moved out); CUPTI migrations asked for by the pager in %.2f GB, out %.2f GB; any other (unplanned) in "
+               "%.2f GB, out %.2f GB; GPU page faults %llu\n",
+               c.device_used_peak / 1e9, c.um_prefetch_h2d / 1e9, c.um_prefetch_d2h / 1e9, c.um_other_h2d / 1e9,
+               c.um_other_d2h / 1e9, (unsigned long long)c.um_gpu_faults.load());
+    } else {
+      snprintf(buf, sizeof buf,
+               "  measured      device used above start: peak %.2f GB (includes memory allocated outside the budget)\n",
+               c.device_used_peak / 1e9);
+    }
     out += buf;
   }
   if (c.unmatched_lookups)
@@ -442,11 +448,13 @@ std::string Runtime::summary_json() const {
     add("paging_pinned_bytes", s.pinned_bytes);
     add("paging_failed", s.failed);
     add("device_used_peak", c.device_used_peak);
-    add("um_prefetch_h2d", c.um_prefetch_h2d);
-    add("um_prefetch_d2h", c.um_prefetch_d2h);
-    add("um_unplanned_h2d", c.um_other_h2d);
-    add("um_unplanned_d2h", c.um_other_d2h);
-    add("um_gpu_faults", c.um_gpu_faults);
+    if (c.um_counted) {
+      add("um_prefetch_h2d", c.um_prefetch_h2d);
+      add("um_prefetch_d2h", c.um_prefetch_d2h);
+      add("um_unplanned_h2d", c.um_other_h2d);
+      add("um_unplanned_d2h", c.um_other_d2h);
+      add("um_gpu_faults", c.um_gpu_faults);
+    }
   }
   return j + "}";
 }

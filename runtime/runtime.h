@@ -95,6 +95,7 @@ struct Counters {
   std::atomic<uint64_t> um_prefetch_h2d{0}, um_prefetch_d2h{0};  // migrations the pager asked for
   std::atomic<uint64_t> um_other_h2d{0}, um_other_d2h{0};        // any other cause: not planned
   std::atomic<uint64_t> um_gpu_faults{0};
+  std::atomic<bool> um_counted{false};  // the counters above are on (the managed backend only)
   std::atomic<bool> launch_observer_on{false};  // CUPTI callbacks subscribed
 };
 

@@ -92,6 +92,9 @@ for name in paging paging-fallback; do
   expect_json "$out/$name.json" budget=67108864 paging_h2d_bytes=100663296 paging_d2h_bytes=33554432 \
     paging_misses=48 peak_resident=67108864 resident=0 paged_allocs=0 paging_failed=0 managed_refused=1
   grep -q "paging: resident" "$out/$name.log" || bad "$name: no paging line in the summary"
+  # The fake CUPTI refuses activity records: the attempt to count migrations is logged, none reported.
+  grep -q "cannot count unified-memory migrations" "$out/$name.log" || bad "$name: did not try to count migrations"
+  [ "$(json_num "$out/$name.json" um_gpu_faults)" = -1 ] || bad "$name: reported migrations it could not count"
 done
 [ "$(grep -c 'the explicit backend cannot start: the device cannot map host memory through the VMM API; the managed backend pages instead' \
   "$out/paging-fallback.log")" = 1 ] || bad "paging fallback: expected one line saying the managed backend pages instead"
@@ -130,6 +133,8 @@ else
   peak=$(json_num "$out/explicit-paging.json" peak_resident)
   [ "$peak" -gt 0 ] && [ "$peak" -le 67108864 ] || bad "explicit paging: peak_resident $peak is not within the 64M budget"
   ! grep -q "paging stopped\|cannot start" "$out/explicit-paging.log" || bad "explicit paging: $(grep 'paging stopped\|cannot start' "$out/explicit-paging.log")"
+  ! grep -q "unified-memory migrations" "$out/explicit-paging.log" && [ "$(json_num "$out/explicit-paging.json" um_gpu_faults)" = -1 ] ||
+    bad "explicit paging: tried to count unified-memory migrations (it makes no managed memory)"
 fi
 # With the Nth remap failing (the Nth cuMemMap off the main thread: the mover's thread remaps in the
 # order of its moves): 1 is the first remap of a frame to the device, 4 the first of one back to the
