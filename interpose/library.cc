@@ -116,8 +116,10 @@ void profile_thread(Runtime *rt) {
   }
 }
 
+// The process's command line, as the trace and its report show it; a rank's process (RANK set, one
+// process per GPU) as `RANK=r command`, so that each rank's report says which it is.
 std::string command_line() {
-  std::string cmd;
+  std::string cmd = process_rank() ? std::string("RANK=") + process_rank() + " " : "";
   if (FILE *f = fopen("/proc/self/cmdline", "r")) {
     int c;
     while ((c = fgetc(f)) != EOF) cmd += c ? char(c) : ' ';

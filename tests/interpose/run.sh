@@ -61,10 +61,11 @@ else
 fi
 
 # 4. profile mode: the trace written at exit holds the scenario's ops and reads back; report and
-#    simulate run on it.
-if run profile VRAMCACHE_MODE=profile VRAMCACHE_TRACE_FILE="$out/scenario.vctrace"; then
+#    simulate run on it. As one rank of a job, the trace's command names the rank.
+if run profile VRAMCACHE_MODE=profile VRAMCACHE_TRACE_FILE="$out/scenario.vctrace" RANK=3; then
   if "$build/vramcache" report -o "$out/scenario.html" "$out/scenario.vctrace" >"$out/report.txt" 2>&1; then
     grep -q "^trace: 15 ops, 8 allocations" "$out/report.txt" || bad "profile: $(head -1 "$out/report.txt"), expected 15 ops and 8 allocations"
+    grep -q "^  command: RANK=3 .*interpose_test" "$out/report.txt" || bad "profile: the command does not name the rank: $(grep command: "$out/report.txt")"
     grep -q "<!DOCTYPE html>" "$out/scenario.html" || bad "profile: no HTML report"
   else
     bad "report failed: $(cat "$out/report.txt")"
