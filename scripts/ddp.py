@@ -22,18 +22,10 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from bench import clean_env  # noqa: E402
 from paging import CLI, GIB, ROOT, median_after, run  # noqa: E402
 
 WARMUP = 5
-
-
-def clean_env():
-    env = dict(os.environ)
-    env.pop("LD_PRELOAD", None)
-    for k in list(env):
-        if k.startswith("VRAMCACHE_"):
-            env.pop(k)
-    return env
 
 
 def rank_results(pattern, ranks, fallback):
