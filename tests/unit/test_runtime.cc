@@ -287,7 +287,7 @@ TEST_CASE("runtime: undecoded and pointer-array kernels reach the pager as wildc
 // A collective (or a group of them) is one op touching exactly its buffers: the pager fetches
 // those pages, and only those.
 TEST_CASE("runtime: a collective pages exactly its ranges") {
-  auto rt = make_runtime({{"VRAMCACHE_BUDGET", "64M"}, {"VRAMCACHE_POLICY", "reactive"}, {"VRAMCACHE_BACKEND", "managed"}});  // 2 MiB pages
+  auto rt = make_runtime({{"VRAMCACHE_BUDGET", "64M"}, {"VRAMCACHE_POLICY", "reactive"}});
   struct Moves : CountingMover {
     uint64_t in = 0;
     bool to_device(uint64_t, uint64_t bytes) override { return in += bytes, true; }
