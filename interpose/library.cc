@@ -160,8 +160,9 @@ __attribute__((constructor)) void library_start() {
 
 __attribute__((destructor)) void library_stop() {
   Runtime *rt = runtime();
-  // A process that never touched CUDA (a shell, a helper the program spawned) prints nothing.
-  if (!rt || g_observer_state.load() == 0) return;
+  // A process that never touched CUDA (a shell, a helper the program spawned), or only started it
+  // (torchrun's launcher), prints and writes nothing.
+  if (!rt || g_observer_state.load() == 0 || !rt->did_work()) return;
   g_stopping.store(true);
   stop_paging();
   flush_activity(rt);

@@ -212,6 +212,14 @@ bool Runtime::pin(uint64_t ptr, uint64_t stream) {
   return !pg->is_paged(hit->alloc.id) || pg->pin(hit->alloc.id, stream);
 }
 
+bool Runtime::did_work() const {
+  const Counters &c = counters_;
+  uint64_t allocs = 0;
+  for (const auto &n : c.allocs) allocs += n;
+  return allocs || c.alloc_failures || c.managed_refused || c.vmm_creates || c.launches || c.graph_launches || c.copies ||
+         c.sets || c.collectives;
+}
+
 bool Runtime::paged(uint64_t ptr) {
   Pager *pg = pager();
   if (!pg) return false;

@@ -150,6 +150,9 @@ class Runtime {
   // Keeps the paged allocation holding `ptr` resident for good (Pager::pin). True if it is (or
   // `ptr` is not paged: nothing to keep).
   bool pin(uint64_t ptr, uint64_t stream);
+  // Whether the process did any CUDA work we saw: an allocation, launch, copy, set or collective. A
+  // process that only started CUDA (a launcher importing a framework) writes no summary.
+  bool did_work() const;
   // Whether `ptr` lies in an allocation the pager pages.
   bool paged(uint64_t ptr);
   // Host-memory cap of paged allocations (VRAMCACHE_HOST_LIMIT, default 85% of `physical`):

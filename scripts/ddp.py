@@ -42,8 +42,8 @@ def rank_results(pattern, ranks, fallback):
 
 
 def summaries(pattern, ddp):
-    """vramcache's summary of each rank. Under torchrun the launcher writes one too (it loads CUDA),
-    without a rank: left out."""
+    """vramcache's summary of each rank. A summary without a rank under torchrun is the launcher's
+    (builds before 2026-11-29 16:45 wrote one): left out."""
     out = {}
     for path in glob.glob(pattern):
         s = json.load(open(path))

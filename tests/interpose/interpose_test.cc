@@ -189,6 +189,15 @@ TEST_CASE("return codes pass through unchanged") {
 
 // The scenario whose counts run.sh checks in the summary (numbers in comments are the expected
 // running totals of this test case alone).
+// Starts CUDA and does nothing with it, as a launcher that imports a framework does (run.sh: it
+// prints and writes nothing).
+TEST_CASE("init only") {
+  REQUIRE(libcuda());
+  auto init = reinterpret_cast<CUresult (*)(unsigned)>(dlsym(RTLD_DEFAULT, "cuInit"));
+  REQUIRE((init != nullptr));
+  CHECK(init(0) == CUDA_SUCCESS);
+}
+
 TEST_CASE("scenario: allocations, GEMMs, launches, graphs, copies, frees") {
   auto mem_alloc = driver<PFN_cuMemAlloc_v3020>("cuMemAlloc");
   auto mem_free = driver<PFN_cuMemFree_v3020>("cuMemFree");

@@ -172,9 +172,12 @@ msg=$(env LD_PRELOAD="$lib" VRAMCACHE_MODE=fast true 2>&1); rc=$?
 msg=$(env LD_PRELOAD="$lib" VRAMCACHE_BUGDET=1 true 2>&1); rc=$?
 [ $rc = 2 ] && [[ $msg == *"VRAMCACHE_BUGDET is not a vramcache option"* ]] || bad "misspelled variable: rc=$rc msg=$msg"
 
-# 8. a process that never touches CUDA prints nothing.
+# 8. a process that never touches CUDA prints nothing; nor one that only starts it (no summary file).
 msg=$(env LD_PRELOAD="$lib" true 2>&1)
 [ -z "$msg" ] || bad "a process without CUDA printed: $msg"
+msg=$(env LD_PRELOAD="$lib" LD_LIBRARY_PATH="$PWD/$build/fake" VRAMCACHE_SUMMARY_FILE="$out/init-only.json" \
+  "$build/interpose_test" --minimal -tc='init only' 2>&1); rc=$?
+[ $rc = 0 ] && [ -z "$msg" ] && [ ! -e "$out/init-only.json" ] || bad "a process that only started CUDA: rc=$rc, printed: $msg"
 
 [ $fail = 0 ] && note "all checks passed (count, CUPTI taken, off, profile, paging, paging fallback, paging failure, explicit paging, explicit paging failures, nccl, configuration errors, no CUDA)"
 exit $fail
