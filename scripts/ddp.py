@@ -42,8 +42,8 @@ def rank_results(pattern, ranks, fallback):
 
 
 def summaries(pattern, ddp):
-    """vramcache's summary of each rank. A summary without a rank under torchrun is the launcher's
-    (builds before 2026-11-29 16:45 wrote one): left out."""
+    """vramcache's summary of each rank. Under torchrun a summary without a rank is the launcher's
+    (written by earlier builds, which counted starting CUDA as using it): left out."""
     out = {}
     for path in glob.glob(pattern):
         s = json.load(open(path))
