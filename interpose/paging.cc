@@ -239,11 +239,13 @@ PagedAlloc paged_alloc(Runtime *rt, uint64_t size, uint64_t *ptr, const AllocApi
   if (explicit_backend(rt)) {
     OwnCalls own;
     if (api.init) api.init();  // a current context, as the real allocation would make
-    if (!ensure_paging(rt) || current_device() != g_device) {
-      if (!explicit_backend(rt)) {  // it could not start: this allocation is the managed backend's first
-        rt->release_paged(size);
-        return paged_alloc(rt, size, ptr, api);
-      }
+    const bool started = ensure_paging(rt);
+    // It could not start here (logged), on this thread or another: the managed backend pages instead.
+    if (!g_explicit && !explicit_backend(rt)) {
+      rt->release_paged(size);
+      return paged_alloc(rt, size, ptr, api);
+    }
+    if (!started || current_device() != g_device) {
       result = PagedAlloc::kPassThrough;
     } else if (g_explicit->mover->allocate(size, &p)) {
       *ptr = p;
