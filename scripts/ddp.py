@@ -7,7 +7,8 @@ Checks, per rank: losses bitwise identical to the run without vramcache (in --de
 the pager's peak resident bytes and the device's own used-memory peak (above its level when paging
 started) within the budget. Reports seconds per step (median over the last half of the steps for
 predictive, which learns in its first ones; after the warm-up otherwise) against the one-GPU figure.
-Writes OUT/results.json and OUT/ddp.md; logs and summaries beside.
+Writes OUT/results-MODE.json and OUT/ddp-MODE.md (MODE: det, or fast with --fast); logs and
+summaries beside. --report RESULTS only writes the markdown again.
 With --gpus 1 it is a one-process job: DDP still reduces its gradients through NCCL (the check that
 needs only one GPU).
 Usage: python3 scripts/ddp.py [--out results/ddp] [--size 1.3b] [--budget 12] [--gpus 2] [--fast]
