@@ -205,11 +205,17 @@ bool Runtime::finish_recording(const std::function<std::string(uint64_t)> &symbo
   return true;
 }
 
-bool Runtime::pin(uint64_t ptr, uint64_t stream) {
+std::optional<uint64_t> Runtime::paged_id(uint64_t ptr) {
   Pager *pg = pager();
+  if (!pg) return std::nullopt;
   auto hit = allocs_.find(ptr);
-  if (!pg || !hit) return true;
-  return !pg->is_paged(hit->alloc.id) || pg->pin(hit->alloc.id, stream);
+  if (!hit || !pg->is_paged(hit->alloc.id)) return std::nullopt;
+  return hit->alloc.id;
+}
+
+bool Runtime::pin(uint64_t ptr, uint64_t stream) {
+  std::optional<uint64_t> id = paged_id(ptr);
+  return !id || pager()->pin(*id, stream);
 }
 
 bool Runtime::did_work() const {
@@ -220,12 +226,7 @@ bool Runtime::did_work() const {
          c.sets || c.collectives;
 }
 
-bool Runtime::paged(uint64_t ptr) {
-  Pager *pg = pager();
-  if (!pg) return false;
-  auto hit = allocs_.find(ptr);
-  return hit && pg->is_paged(hit->alloc.id);
-}
+bool Runtime::paged(uint64_t ptr) { return paged_id(ptr).has_value(); }
 
 Pager *Runtime::start_paging(Mover *mover) {
   // The pager plans within the budget less the mover's headroom; the mover keeps to the whole budget.
@@ -360,19 +361,18 @@ std::string Runtime::summary_text() const {
   }
   if (paging_wanted()) {
     out += "  " + paging_status() + "\n";
+    snprintf(buf, sizeof buf, "  measured      device used above start: peak %.2f GB (includes %s)", c.device_used_peak / 1e9,
+             c.um_counted ? "memory the driver keeps for pages moved out" : "memory allocated outside the budget");
+    out += buf;
     if (c.um_counted) {
       snprintf(buf, sizeof buf,
-               "  measured      device used above start: peak %.2f GB (includes memory the driver keeps for pages "
-               "moved out); CUPTI migrations asked for by the pager in %.2f GB, out %.2f GB; any other (unplanned) in "
-               "%.2f GB, out %.2f GB; GPU page faults %llu\n",
-               c.device_used_peak / 1e9, c.um_prefetch_h2d / 1e9, c.um_prefetch_d2h / 1e9, c.um_other_h2d / 1e9,
-               c.um_other_d2h / 1e9, (unsigned long long)c.um_gpu_faults.load());
-    } else {
-      snprintf(buf, sizeof buf,
-               "  measured      device used above start: peak %.2f GB (includes memory allocated outside the budget)\n",
-               c.device_used_peak / 1e9);
+               "; CUPTI migrations asked for by the pager in %.2f GB, out %.2f GB; any other (unplanned) in %.2f GB, "
+               "out %.2f GB; GPU page faults %llu",
+               c.um_prefetch_h2d / 1e9, c.um_prefetch_d2h / 1e9, c.um_other_h2d / 1e9, c.um_other_d2h / 1e9,
+               (unsigned long long)c.um_gpu_faults.load());
+      out += buf;
     }
-    out += buf;
+    out += "\n";
   }
   if (c.unmatched_lookups)
     out += "  note: " + std::to_string(c.unmatched_lookups.load()) +

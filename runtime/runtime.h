@@ -8,6 +8,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -172,6 +173,8 @@ class Runtime {
   std::string summary_json() const;
 
  private:
+  // The id of the paged allocation holding `ptr`, if paging is on and `ptr` is in one.
+  std::optional<uint64_t> paged_id(uint64_t ptr);
   void forget(const Allocation &gone);  // bookkeeping of a freed allocation
   void page_op(const RecordedOp &op, bool captured);  // refs of an op to the pager and the recorder
 
