@@ -1,7 +1,8 @@
-// The backends of paging (VRAMCACHE_BUDGET): application allocations become managed memory placed
-// on the host and mapped for the device, moved by prefetches on vramcache's own stream; or, with
-// VRAMCACHE_BACKEND=explicit, frames moved by copies (interpose/vmm.h, runtime/frames.h). A status thread logs progress and measures the device's
-// own figure of used memory, independent of the pager's count.
+// The backends of paging (VRAMCACHE_BUDGET): application allocations become frames moved by copies
+// (VRAMCACHE_BACKEND=explicit, the default; interpose/vmm.h, runtime/frames.h), or managed memory
+// placed on the host and mapped for the device, moved by prefetches on vramcache's own stream
+// (managed, also where the explicit backend cannot start). A status thread logs progress and
+// measures the device's own figure of used memory, independent of the pager's count.
 #pragma once
 
 #include <cstdint>

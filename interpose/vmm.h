@@ -1,5 +1,5 @@
-// The driver side of the explicit-copy backend (VRAMCACHE_BACKEND=explicit): the VmmDevice the
-// frame mover (runtime/frames.h) runs on.
+// The driver side of the explicit-copy backend (VRAMCACHE_BACKEND=explicit, the default): the
+// VmmDevice the frame mover (runtime/frames.h) runs on.
 #pragma once
 
 #include <cstdint>
