@@ -221,46 +221,50 @@ def plots(res, docs, results_dir):
         fig.savefig(os.path.join(docs, "bench_step_time.png"), dpi=110)
         plt.close(fig)
         made.append("bench_step_time.png")
-    sims = [x for x in res["simulated"] if x["status"] == "ok"]
-    if sims:
-        fig, axes = plt.subplots(1, len(sims), figsize=(4.2 * len(sims), 3.6), squeeze=False)
-        for ax, x in zip(axes[0], sims):
-            n = len(x["allocated"])
-            ax.plot(range(n), [v / 2**30 for v in x["allocated"]], color="gray", label="allocated (plain run)")
-            ax.plot(range(n), [v / 2**30 for v in x["live"]], color="tab:green", label="live (perfect pager)")
-            for m, color in (("reactive", "tab:red"), ("predictive", "tab:blue")):
-                if x[m]["feasible"]:
-                    ax.plot(range(len(x[m]["resident_after_op"])), [v / 2**30 for v in x[m]["resident_after_op"]],
-                            color=color, label=f"{m} resident (simulated)", linewidth=0.8)
-            ax.axhline(x["budget_gb"], color="black", linestyle="--", linewidth=0.8, label="budget")
-            ax.set_title(f"GPT {x['size']}, {x['budget_gb']} GiB", fontsize=9)
-            ax.set_xlabel("op within one step (bucketed)")
+
+    def panels(items, draw, png):  # one panel of GiB per item, the legend on the first
+        fig, axes = plt.subplots(1, len(items), figsize=(4.2 * len(items), 3.6), squeeze=False)
+        for ax, item in zip(axes[0], items):
+            draw(ax, item)
             ax.set_ylabel("GiB")
         axes[0][0].legend(fontsize=6)
         fig.tight_layout()
-        fig.savefig(os.path.join(docs, "bench_resident.png"), dpi=110)
+        fig.savefig(os.path.join(docs, png), dpi=110)
         plt.close(fig)
-        made.append("bench_resident.png")
+        made.append(png)
+
+    def simulated(ax, x):
+        n = len(x["allocated"])
+        ax.plot(range(n), [v / 2**30 for v in x["allocated"]], color="gray", label="allocated (plain run)")
+        ax.plot(range(n), [v / 2**30 for v in x["live"]], color="tab:green", label="live (perfect pager)")
+        for m, color in (("reactive", "tab:red"), ("predictive", "tab:blue")):
+            if x[m]["feasible"]:
+                ax.plot(range(len(x[m]["resident_after_op"])), [v / 2**30 for v in x[m]["resident_after_op"]],
+                        color=color, label=f"{m} resident (simulated)", linewidth=0.8)
+        ax.axhline(x["budget_gb"], color="black", linestyle="--", linewidth=0.8, label="budget")
+        ax.set_title(f"GPT {x['size']}, {x['budget_gb']} GiB", fontsize=9)
+        ax.set_xlabel("op within one step (bucketed)")
+
+    sims = [x for x in res["simulated"] if x["status"] == "ok"]
+    if sims:
+        panels(sims, simulated, "bench_resident.png")
     # Measured: resident bytes over each vramcache run (sampled every 100 ms by the library).
     measured = []
     for r in res["runs"]:
         path = os.path.join(results_dir, run_tag(r["size"], r["mode"], r.get("budget_gb"), r.get("deterministic")) + ".residency.csv")
         if r["mode"].startswith("vramcache_") and not r.get("deterministic") and os.path.exists(path):
             measured.append((r, residency(path)))
+
+    def run_residency(ax, item):
+        r, (t, resident, used) = item
+        ax.plot(t, resident, color="tab:blue", linewidth=0.8, label="resident (pager)")
+        ax.plot(t, used, color="tab:orange", linewidth=0.8, label="device used above start (driver)")
+        ax.axhline(r["budget_gb"], color="black", linestyle="--", linewidth=0.8, label="budget")
+        ax.set_title(f"GPT {r['size']}, {dict(MODES).get(r['mode'], r['mode'])}, {r['budget_gb']} GiB", fontsize=8)
+        ax.set_xlabel("seconds since paging started")
+
     if measured:
-        fig, axes = plt.subplots(1, len(measured), figsize=(4.2 * len(measured), 3.6), squeeze=False)
-        for ax, (r, (t, resident, used)) in zip(axes[0], measured):
-            ax.plot(t, resident, color="tab:blue", linewidth=0.8, label="resident (pager)")
-            ax.plot(t, used, color="tab:orange", linewidth=0.8, label="device used above start (driver)")
-            ax.axhline(r["budget_gb"], color="black", linestyle="--", linewidth=0.8, label="budget")
-            ax.set_title(f"GPT {r['size']}, {dict(MODES).get(r['mode'], r['mode'])}, {r['budget_gb']} GiB", fontsize=8)
-            ax.set_xlabel("seconds since paging started")
-            ax.set_ylabel("GiB")
-        axes[0][0].legend(fontsize=6)
-        fig.tight_layout()
-        fig.savefig(os.path.join(docs, "bench_resident_measured.png"), dpi=110)
-        plt.close(fig)
-        made.append("bench_resident_measured.png")
+        panels(measured, run_residency, "bench_resident_measured.png")
     return made
 
 

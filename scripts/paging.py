@@ -21,6 +21,8 @@ import subprocess
 import sys
 import time
 
+from bench import clean_env
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CLI = os.path.join(ROOT, "build", "vramcache")
 GIB = 1 << 30
@@ -65,11 +67,7 @@ def job(name, args, out_dir, results):
     cmd_t, budget, steps, warmup = JOBS[name]
     steps = args.steps or steps
     cmd = [c.replace("{steps}", str(steps)) for c in cmd_t]
-    env = dict(os.environ)
-    env.pop("LD_PRELOAD", None)
-    for k in list(env):
-        if k.startswith("VRAMCACHE_"):
-            env.pop(k)
+    env = clean_env()
     if name == "jax":
         env.update(JAX_ENV)
     # The run without vramcache (or an earlier one of the same command: the GPT jobs of one size
