@@ -20,7 +20,7 @@ RUNTIME_OBJ   := $(RUNTIME_SRC:%.cc=$(BUILD)/obj/%.o)
 INTERPOSE_OBJ := $(INTERPOSE_SRC:%.cc=$(BUILD)/obj/%.o)
 PROFILER_OBJ  := $(PROFILER_SRC:%.cc=$(BUILD)/obj/%.o)
 UNIT_OBJ      := $(UNIT_SRC:%.cc=$(BUILD)/obj/%.o)
-FAKE_LIBS     := $(addprefix $(BUILD)/fake/,libcuda.so.1 libcudart.so.13 libcublas.so.13 libcublasLt.so.13 libcupti.so.13 libnccl.so.2)
+FAKE_LIBS     := $(addprefix $(BUILD)/fake/,libcuda.so.1 libcudart.so.13 libcublas.so.13 libcublasLt.so.13 libcupti.so.13 libnccl.so.2 libfaketool.so)
 
 LIB := $(BUILD)/libvramcache.so
 CLI := $(BUILD)/vramcache
@@ -64,6 +64,7 @@ $(BUILD)/fake/libcublas.so.13: tests/fake/fake_cublas.cc
 $(BUILD)/fake/libcublasLt.so.13: tests/fake/fake_cublasLt.cc
 $(BUILD)/fake/libcupti.so.13: tests/fake/fake_cupti.cc
 $(BUILD)/fake/libnccl.so.2: tests/fake/fake_nccl.cc
+$(BUILD)/fake/libfaketool.so: tests/fake/fake_tool.cc
 $(FAKE_LIBS): tests/fake/fake.h
 	@mkdir -p $(@D)
 	$(CXX) -std=c++17 $(WARN) -fPIC -fvisibility=hidden -shared -I. $(CUDA_INC) -Wl,-Bsymbolic -Wl,-soname,$(@F) -o $@ $(filter %.cc,$^) -ldl

@@ -56,12 +56,39 @@ void *real_dlsym(void *handle, const char *name) {
 
 namespace {
 
+// The C library's own dlopen and dlclose, for lookups. A tool that interposes dlopen may call
+// dlsym (ours) from inside its dlopen while holding a lock; a lookup through its dlopen then
+// waits for that lock forever (compute-sanitizer did: results/memcheck-bisect-3). A lookup only
+// takes a reference (RTLD_NOLOAD), so no tool needs to see it. The C library's handle comes from
+// dlmopen, which such tools leave alone (a link_map is not a handle for every object).
+struct LibcDl {
+  void *(*open)(const char *, int) = &dlopen;  // if not found (glibc before 2.34): whatever binds
+  int (*close)(void *) = &dlclose;
+};
+
+const LibcDl &libc_dl() {
+  static const LibcDl dl = [] {
+    LibcDl d;
+    void *libc = dlmopen(LM_ID_BASE, "libc.so.6", RTLD_LAZY | RTLD_NOLOAD);  // never closed: it stays
+    for (const char *version : {"GLIBC_2.34", "GLIBC_2.2.5"}) {
+      void *o = libc ? dlvsym(libc, "dlopen", version) : nullptr, *c = libc ? dlvsym(libc, "dlclose", version) : nullptr;
+      if (o && c) {
+        d.open = reinterpret_cast<void *(*)(const char *, int)>(o);
+        d.close = reinterpret_cast<int (*)(void *)>(c);
+        break;
+      }
+    }
+    return d;
+  }();
+  return dl;
+}
+
 // `name` in the already-loaded object `path`, or null. RTLD_NOLOAD only takes a reference.
 void *lookup_in(const char *path, const char *name) {
-  void *h = dlopen(path, RTLD_LAZY | RTLD_NOLOAD);
+  void *h = libc_dl().open(path, RTLD_LAZY | RTLD_NOLOAD);
   if (!h) return nullptr;
   void *p = real_dlsym(h, name);
-  dlclose(h);
+  libc_dl().close(h);
   return p;
 }
 

@@ -1,42 +1,57 @@
 #!/usr/bin/env bash
 # Why compute-sanitizer memcheck of the CUDA C++ sample does not finish under vramcache (issue 6).
-# Seen so far: the sample alone finishes in 1-2 s with 0 errors; with the library preloaded around
-# the sanitizer every mode hung, VRAMCACHE_MODE=off included (results/memcheck-bisect/, first call);
-# with the library in the target only (scripts/memcheck.sh) the explicit backend hung for 50 s with
-# nothing printed (results/paging-smoke-s6/). Here, each within LIMIT seconds (20): the sample alone;
-# the sample behind the same `sh -c ... exec` wrapper without the library (does the wrapper alone
-# hang?); then the library in the target only in each mode (off, count, a budget with each backend),
-# its log going straight to a file at debug level (how far it got). Results in OUT (default
-# results/memcheck-bisect-2/).
+# Known (results/memcheck-bisect-2/): the sample alone and behind the `sh -c ... exec` wrapper
+# finish in 1-2 s with 0 errors; with our library added to the target's LD_PRELOAD every mode hangs,
+# VRAMCACHE_MODE=off included, and the library's constructor never logs (its log file is not even
+# created). Here, each within LIMIT seconds (20): an empty preload library in the same place (does
+# any second preload hang?); our library first instead of last in LD_PRELOAD; and our library in
+# off mode with the loader's own trace (LD_DEBUG=files,bindings: which constructor or symbol lookup
+# is the last one), the environment the target sees, and, while it hangs, each thread's state and,
+# where gdb exists, its stack. Results in OUT (default results/memcheck-bisect-3/).
 # Usage: bash scripts/memcheck_bisect.sh [OUT] [LIMIT]
 set -u
 cd "$(dirname "$0")/.."
-out=${1:-results/memcheck-bisect-2} limit=${2:-20}
+out=${1:-results/memcheck-bisect-3} limit=${2:-20}
 mkdir -p "$out"
 logs=$(cd "$out" && pwd)
 sanitizer=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
 lib=$PWD/build/libvramcache.so
 sample=(build/samples/mlp --steps 4)
-try() {  # try NAME COMMAND...: memcheck of COMMAND (with the VRAMCACHE_* variables exported)
-  local name=$1; shift
-  local t0=$SECONDS
-  timeout -k 5 "$limit" "$sanitizer" --tool memcheck --error-exitcode 9 "$@" > "$out/$name.log" 2>&1
-  local rc=$?
-  echo "$name: exit $rc in $((SECONDS - t0)) s; $(grep -h 'ERROR SUMMARY\|No attachable' "$out/$name.log" | head -2 | tr '\n' ' ')" |
-    tee -a "$out/result.txt"
+empty=$logs/empty.so
+echo 'void vc_probe_empty(void) {}' | cc -shared -fPIC -x c - -o "$empty" 2>> "$out/result.txt" || empty=
+# While a run hangs: every thread of the sample's processes (state, kernel wait, syscall), and gdb's stacks.
+snapshot() {  # snapshot NAME, called SECS seconds into the run
+  local name=$1 f=$out/$1.threads
+  for pid in $(pgrep -f "samples/mlp" | grep -v "^$$\$"); do
+    case "$(cat /proc/$pid/comm 2>/dev/null)" in compute-sanitiz|timeout|bash|pgrep) continue ;; esac
+    echo "== pid $pid: $(tr '\0' ' ' < /proc/$pid/cmdline)" >> "$f"
+    for t in /proc/$pid/task/*; do
+      echo "$(basename $t) $(cat $t/comm) $(grep State $t/status | tr -s '\t ' ' ') wchan=$(cat $t/wchan 2>/dev/null) syscall=$(cat $t/syscall 2>/dev/null)" >> "$f"
+    done
+    grep -E ' r-xp ' /proc/$pid/maps >> "$f" 2>/dev/null
+    command -v gdb > /dev/null && timeout 20 gdb -p "$pid" -batch -ex 'thread apply all bt 30' >> "$f" 2>&1
+  done
 }
-# The library in the target only, after whatever the sanitizer preloads there.
-wrapped=(sh -c 'LD_PRELOAD="${LD_PRELOAD:+$LD_PRELOAD:}$0" exec "$@"' "$lib" "${sample[@]}")
-try plain "${sample[@]}"
-try wrapper-alone sh -c 'exec "$@"' sh "${sample[@]}"
-for mode in off count managed explicit; do
-  case $mode in
-    off|count) vars=(VRAMCACHE_MODE=$mode) ;;
-    *) vars=(VRAMCACHE_BUDGET=44M VRAMCACHE_BACKEND=$mode) ;;
-  esac
-  (export "${vars[@]}" VRAMCACHE_LOG_LEVEL=debug VRAMCACHE_LOG_FILE="$logs/$mode-vramcache.log"; try $mode "${wrapped[@]}")
-  echo "  $mode: the library's log has $(wc -l < "$out/$mode-vramcache.log" 2>/dev/null || echo 0) lines; last: $(tail -1 "$out/$mode-vramcache.log" 2>/dev/null)" |
-    tee -a "$out/result.txt"
+try() {  # try NAME PRELOAD_FIRST|PRELOAD_LAST LIB [VAR=VALUE...]: memcheck of the sample, LIB added to the target's LD_PRELOAD
+  local name=$1 where=$2 extra=$3; shift 3
+  local wrapper
+  if [ "$where" = first ]; then wrapper='LD_PRELOAD="$0${LD_PRELOAD:+:$LD_PRELOAD}" exec "$@"'
+  else wrapper='LD_PRELOAD="${LD_PRELOAD:+$LD_PRELOAD:}$0" exec "$@"'; fi
+  local t0=$SECONDS
+  ([ $# -gt 0 ] && export "$@"; sleep 8 && snapshot "$name" & \
+   timeout -k 5 "$limit" "$sanitizer" --tool memcheck --error-exitcode 9 sh -c "env | grep -E '^(LD_|CUDA_|VRAMCACHE_)' > $logs/$name.env; $wrapper" \
+     "$extra" "${sample[@]}" > "$out/$name.log" 2>&1
+   echo "$name: exit $? in $((SECONDS - t0)) s; $(grep -h 'ERROR SUMMARY\|No attachable' "$out/$name.log" | head -2 | tr '\n' ' ')" | tee -a "$out/result.txt"
+   wait)
+}
+[ -n "$empty" ] && try empty-last last "$empty"
+try off-first first "$lib" VRAMCACHE_MODE=off
+try off-last-lddebug last "$lib" VRAMCACHE_MODE=off LD_DEBUG=files,bindings LD_DEBUG_OUTPUT="$logs/lddebug"
+for f in "$logs"/lddebug.*; do
+  [ -f "$f" ] || continue
+  echo "== $f: $(wc -l < "$f") lines; the last 40:" >> "$out/result.txt"
+  tail -40 "$f" >> "$out/result.txt"
+  gzip -f "$f"
 done
 [ -n "${OUT:-}" ] && tar czf "$OUT/$(basename "$out").tgz" "$out"
 exit 0

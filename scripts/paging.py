@@ -33,6 +33,9 @@ JOBS = {
     "mlp": (["build/samples/mlp", "--steps", "{steps}"], "half", 300, 5),
     "tiny": (GPT + ["--size", "tiny", "--steps", "{steps}"], "half", 20, 5),
     "jax": ([sys.executable, "samples/jax/train_jax.py", "--deterministic", "--steps", "{steps}"], "half", 20, 5),
+    # XLA's own allocator reserves with the VMM API, which vramcache leaves alone; its "platform"
+    # allocator makes one cuMemAlloc per buffer, which is paged.
+    "jax-platform": ([sys.executable, "samples/jax/train_jax.py", "--deterministic", "--steps", "{steps}"], "half", 20, 5),
     "1.3b-12": (GPT + ["--size", "1.3b", "--steps", "{steps}"], 12 * GIB, 20, 5),
     "1.3b-16": (GPT + ["--size", "1.3b", "--steps", "{steps}"], 16 * GIB, 20, 5),
     "2.7b-16": (GPT + ["--size", "2.7b", "--steps", "{steps}"], 16 * GIB, 20, 5),
@@ -68,8 +71,8 @@ def job(name, args, out_dir, results):
     steps = args.steps or steps
     cmd = [c.replace("{steps}", str(steps)) for c in cmd_t]
     env = clean_env()
-    if name == "jax":
-        env.update(JAX_ENV)
+    if name.startswith("jax"):
+        env.update(JAX_ENV, **({"XLA_PYTHON_CLIENT_ALLOCATOR": "platform"} if name == "jax-platform" else {}))
     # The run without vramcache (or an earlier one of the same command: the GPT jobs of one size
     # differ only in the budget), then count mode for the footprint (peak bytes of live allocations).
     earlier = [j for j in args.plain_from if j.get("job", "").split("-")[0] == name.split("-")[0] and j.get("steps") == steps]

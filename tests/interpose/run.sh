@@ -179,5 +179,13 @@ msg=$(env LD_PRELOAD="$lib" LD_LIBRARY_PATH="$PWD/$build/fake" VRAMCACHE_SUMMARY
   "$build/interpose_test" --minimal -tc='init only' 2>&1); rc=$?
 [ $rc = 0 ] && [ -z "$msg" ] && [ ! -e "$out/init-only.json" ] || bad "a process that only started CUDA: rc=$rc, printed: $msg"
 
-[ $fail = 0 ] && note "all checks passed (count, CUPTI taken, off, profile, paging, paging fallback, paging failure, explicit paging, explicit paging failures, nccl, configuration errors, no CUDA)"
+# 9. a tool preloaded first that interposes dlopen and, inside it, calls dlsym (ours), as
+#    compute-sanitizer does: our lookups must not reenter its dlopen (that spun forever on its lock).
+for mode in off count; do
+  msg=$(env LD_PRELOAD="$PWD/$build/fake/libfaketool.so:$lib" LD_LIBRARY_PATH="$PWD/$build/fake" VRAMCACHE_MODE=$mode \
+    VRAMCACHE_SUMMARY_FILE="$out/tool-$mode.json" "$build/interpose_test" --minimal 2>&1); rc=$?
+  [ $rc = 0 ] || bad "a tool interposing dlopen, mode $mode: rc=$rc: $msg"
+done
+
+[ $fail = 0 ] && note "all checks passed (count, CUPTI taken, off, profile, paging, paging fallback, paging failure, explicit paging, explicit paging failures, nccl, configuration errors, no CUDA, a tool interposing dlopen)"
 exit $fail
