@@ -171,7 +171,7 @@ bool ensure_paging(Runtime *rt) {
   Mover *mover = nullptr;
   CUcontext ctx = nullptr;
   if (explicit_backend(rt)) {
-    ExplicitBackend *b = start_explicit(api, uint64_t(rt->options().num[kFrameSize]), uint64_t(rt->options().num[kBudget]));
+    ExplicitBackend *b = start_explicit(api, frame_size(rt->options()), uint64_t(rt->options().num[kBudget]));
     if (!b) {  // logged; not started yet: the next allocation starts the managed backend
       g_explicit_unavailable = true;
       return false;

@@ -52,9 +52,9 @@ namespace vc {
     "memory, moved by copies at the link's rate and remapped (an evicted frame stays reachable at "  \
     "home); where the device cannot map host memory that way, `managed` instead, with one log "      \
     "line. `managed`: allocations become managed memory moved by prefetches")                      \
-  X(kFrameSize, "VRAMCACHE_FRAME_SIZE", kSize, "32M", "16M",                                         \
+  X(kFrameSize, "VRAMCACHE_FRAME_SIZE", kSize, "0", "32M",                                          \
     "with the explicit backend: the unit that moves, a power of two from 2M to 256M (the last "     \
-    "frame of an allocation is smaller)")                                                          \
+    "frame of an allocation is smaller); 0: 1/128 of the budget, from 2M to 64M")                  \
   X(kHostLimit, "VRAMCACHE_HOST_LIMIT", kSize, "0", "96G",                                           \
     "with a budget: most bytes of paged allocations in total (each may live on the host); past "    \
     "it an allocation fails with the out-of-memory code; 0: 85% of physical memory")              \
@@ -118,6 +118,10 @@ bool parse_size(const std::string &text, uint64_t *bytes);
 // A path option's value with `%p` replaced by this process's id and `%r` by its rank (RANK, else 0),
 // so that several processes under the library write apart (every path option).
 std::string expand_path(std::string path);
+
+// The explicit backend's frame: VRAMCACHE_FRAME_SIZE, or where it is 0, 1/128 of the budget
+// rounded down to a power of two, from 2M to 64M (Note [Frame size] in options.cc).
+uint64_t frame_size(const Options &o);
 
 // Markdown table of every option (the README's list is generated from this).
 std::string options_markdown();

@@ -305,6 +305,25 @@ TEST_CASE("options: the budget is 0 (off) or at least 8M; the policy is one of t
   CHECK(contains(policy.error, "predictive, reactive"));
 }
 
+TEST_CASE("options: the frame is 1/128 of the budget, from 2M to 64M, unless set") {
+  auto frame = [](Env vars) {
+    Parsed p = parse(std::move(vars));
+    REQUIRE(p.ok);
+    return vc::frame_size(p.options);
+  };
+  const uint64_t M = 1 << 20;
+  CHECK(frame({{"VRAMCACHE_BUDGET", "12G"}}) == 64 * M);  // 96M, rounded down
+  CHECK(frame({{"VRAMCACHE_BUDGET", "24G"}}) == 64 * M);  // capped
+  CHECK(frame({{"VRAMCACHE_BUDGET", "4G"}}) == 32 * M);
+  CHECK(frame({{"VRAMCACHE_BUDGET", "1G"}}) == 8 * M);
+  CHECK(frame({{"VRAMCACHE_BUDGET", "44M"}}) == 2 * M);  // at least 2M
+  CHECK(frame({{"VRAMCACHE_BUDGET", "12G"}, {"VRAMCACHE_FRAME_SIZE", "16M"}}) == 16 * M);
+  CHECK(frame({{"VRAMCACHE_BUDGET", "44M"}, {"VRAMCACHE_FRAME_SIZE", "256M"}}) == 256 * M);
+  Parsed odd = parse({{"VRAMCACHE_FRAME_SIZE", "48M"}});
+  CHECK_FALSE(odd.ok);
+  CHECK(contains(odd.error, "power of two"));
+}
+
 TEST_CASE("options: %p in a path becomes the process id, %r the rank") {
   std::string pid = std::to_string(getpid());
   CHECK(vc::expand_path("/tmp/t-%p.vctrace") == "/tmp/t-" + pid + ".vctrace");
