@@ -73,6 +73,8 @@ def bitwise(r):
 
 def row(r, base, fsdp):
     label = dict(MODES)[r["mode"]]
+    if r.get("frame_size"):
+        label += f" ({r['frame_size'] >> 20}M frames)"
     b = f"{r['budget_gb']} GiB" if r.get("budget_gb") else "-"
     if r["status"] != "ok":
         err = (r.get("error") or "").strip().splitlines()

@@ -36,6 +36,7 @@ JOBS = {
     # XLA's own allocator reserves with the VMM API, which vramcache leaves alone; its "platform"
     # allocator makes one cuMemAlloc per buffer, which is paged.
     "jax-platform": ([sys.executable, "samples/jax/train_jax.py", "--deterministic", "--steps", "{steps}"], "half", 20, 5),
+    "1.3b-12-fast": (GPT[:-1] + ["--size", "1.3b", "--steps", "{steps}"], 12 * GIB, 20, 5),  # fast mode: speed only
     "1.3b-12": (GPT + ["--size", "1.3b", "--steps", "{steps}"], 12 * GIB, 20, 5),
     "1.3b-16": (GPT + ["--size", "1.3b", "--steps", "{steps}"], 16 * GIB, 20, 5),
     "2.7b-16": (GPT + ["--size", "2.7b", "--steps", "{steps}"], 16 * GIB, 20, 5),
