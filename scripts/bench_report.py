@@ -62,16 +62,40 @@ def ratio(run, ref):
     return f"{run['median_step_s'] / ref['median_step_s']:.2f}x" + (ACROSS if ref.get("call") != run.get("call") else "")
 
 
-def bitwise(r):
-    if r["mode"] == "in_vram" and r.get("deterministic"):
-        return "reference"
-    if r.get("bitwise") is None:
+def losses_of(run):
+    return [float.fromhex(v) for v in run.get("losses") or []]
+
+
+def max_gap(a, b):
+    n = min(len(a), len(b))
+    return max((abs(a[i] - b[i]) for i in range(n)), default=None)
+
+
+def plain_spread(plains):
+    """Fast mode's noise: the largest step-by-step loss difference between any two in-VRAM runs (of
+    different calls) of one size, or None with fewer than two."""
+    gaps = [max_gap(losses_of(a), losses_of(b)) for i, a in enumerate(plains) for b in plains[i + 1:]]
+    gaps = [g for g in gaps if g is not None]
+    return max(gaps) if gaps else None
+
+
+def loss_check(r, base, spread):
+    """Deterministic mode: bitwise against the in-VRAM run. Fast mode: the largest step-by-step loss
+    difference from the in-VRAM run (`base`), against the plain runs' spread; above twice it is flagged."""
+    if r["mode"] == "in_vram":
+        return "reference" if r.get("deterministic") else (f"spread {spread:.1e}" if spread is not None else "-")
+    if r.get("deterministic"):
+        if r.get("bitwise") is None:
+            return "-"
+        n = r.get("bitwise_steps", len(r.get("losses", [])))
+        return f"yes ({n} steps)" if r["bitwise"] else f"**NO** ({n} steps)"
+    gap = max_gap(losses_of(r), losses_of(base)) if base and base.get("status") == "ok" else None
+    if gap is None or spread is None:
         return "-"
-    n = r.get("bitwise_steps", len(r.get("losses", [])))
-    return f"yes ({n} steps)" if r["bitwise"] else f"**NO** ({n} steps)"
+    return f"max diff {gap:.1e}" + (" **over 2x the spread**" if gap > 2 * spread else "")
 
 
-def row(r, base, fsdp):
+def row(r, base, fsdp, spread):
     label = dict(MODES)[r["mode"]]
     if r.get("frame_size"):
         label += f" ({r['frame_size'] >> 20}M frames)"
@@ -95,7 +119,7 @@ def row(r, base, fsdp):
     idle = "-" if r.get("idle_fraction") is None else f"{100 * r['idle_fraction']:.0f}%"
     tok = r.get("tokens_per_s")
     return (f"| {label} | {b} | {last - first + 1} of {steps} | {r['median_step_s']:.4g} | {f'{tok:.0f}' if tok else '-'} | "
-            f"{ratio(r, base)} | {ratio(r, fsdp)} | {bitwise(r)} | {moved} | {nvml} | {resident} | "
+            f"{ratio(r, base)} | {ratio(r, fsdp)} | {loss_check(r, base, spread)} | {moved} | {nvml} | {resident} | "
             f"{gib(r.get('torch_peak_reserved_bytes'))} | {idle} |")
 
 
@@ -115,12 +139,16 @@ def table(res, sources):
     for size, det in kinds:
         runs = [r for r in res["runs"] if r["size"] == size and bool(r.get("deterministic")) == det and r["mode"] in ORDER]
         lines += [f"### GPT {size}, {'deterministic mode (correctness)' if det else 'fast mode (speed)'}", "",
-                  "| mode | budget | steps timed | s/step | tokens/s | vs in VRAM | vs FSDP2 | bitwise | moved in / out per step, GB "
+                  "| mode | budget | steps timed | s/step | tokens/s | vs in VRAM | vs FSDP2 | losses | moved in / out per step, GB "
                   "| peak GPU, NVML: process / device, GiB | peak resident: pager / driver, GiB | peak reserved (PyTorch), GiB "
                   "| GPU idle |",
                   "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+        plains = [x for x in runs + res["references"] if x["size"] == size and x["mode"] == "in_vram" and
+                  bool(x.get("deterministic")) == det and x.get("status") == "ok"]
+        spread = None if det else plain_spread(plains)
         for r in sorted(runs, key=lambda r: (r.get("budget_gb") or 0, ORDER.index(r["mode"]))):
-            lines.append(row(r, reference(runs, res["references"], "in_vram", r), reference(runs, res["references"], "fsdp2", r)))
+            lines.append(row(r, reference(runs, res["references"], "in_vram", r), reference(runs, res["references"], "fsdp2", r),
+                             spread))
         lines.append("")
     for size in sorted({x["size"] for x in res["simulated"]}):
         sims = sorted((x for x in res["simulated"] if x["size"] == size), key=lambda x: x["budget_gb"])
@@ -139,7 +167,10 @@ def table(res, sources):
         "Steps timed: the steps in the median (after the warm-up steps; a predictive run learns during its first steps, so "
         "its median is over the last half of them). Tokens/s: tokens per step over that median. "
         f"{ACROSS}: a ratio whose reference ran in another call (the machines are shared and noisy: ratios within one call "
-        "are the results). Bitwise: every step's loss equals the deterministic in-VRAM run's. "
+        "are the results). Losses, deterministic mode: bitwise, every step's loss equals the deterministic in-VRAM run's. "
+        "Losses, fast mode: the largest step-by-step difference from the in-VRAM run of the same call (else the one shown), "
+        "against the spread, the largest such difference between any two in-VRAM runs of that size (one per call, "
+        "all calls kept); more than twice the spread is flagged. "
         "Moved per step: vramcache's paging bytes (the offload baselines: the bytes they copied, counted by vramcache's "
         "count mode) for the whole run, divided by its steps, start-up and learning steps included. "
         "Peak GPU, NVML: the process's used memory and the device's used memory above its level before the run, sampled "
