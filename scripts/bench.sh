@@ -17,12 +17,13 @@
 #   done (328 s) --sizes 1.3b --modes in_vram,vramcache_explicit_predictive,vramcache_managed_predictive,vramcache_explicit_reactive,vramcache_managed_reactive
 #              (both budgets; explicit predictive ~40 s, managed predictive ~70, explicit reactive ~45, managed reactive ~60)
 #   done (339 s) --sizes 2.7b --budgets 16 --modes in_vram,vramcache_explicit_predictive,vramcache_managed_predictive,vramcache_explicit_reactive,vramcache_managed_reactive
-#   1. ~210 s  --sizes 2.7b --budgets 24 --modes in_vram,vramcache_managed_predictive,vramcache_explicit_reactive
+#   done (147 s) --sizes 2.7b --budgets 24 --modes in_vram,vramcache_managed_predictive,vramcache_explicit_reactive
 #   Correctness (vramcache's losses bitwise against in_vram's), fewer steps: predictive learns in its first 4-5
 #   steps, so 7 steps check a few planned ones:
-#   done (285 s, BENCH_CALL_S=360: managed reactive at 16 GiB skipped; rerun it) --deterministic --paging-steps 7 --reactive-steps 4 --sizes 1.3b --modes in_vram,vramcache_explicit_predictive,vramcache_managed_predictive,vramcache_explicit_reactive,vramcache_managed_reactive
-#   2. ~260 s  the same with --sizes 2.7b --budgets 16
-#   3. ~215 s  the same with --sizes 2.7b --budgets 24
+#   done (285 s, BENCH_CALL_S=360: managed reactive at 16 GiB skipped, rerun in 37 s) --deterministic --paging-steps 7 --reactive-steps 4 --sizes 1.3b --modes in_vram,vramcache_explicit_predictive,vramcache_managed_predictive,vramcache_explicit_reactive,vramcache_managed_reactive
+#   done (461 s, BENCH_CALL_S=590) the same with --sizes 2.7b --budgets 16,24
+#   With the frame size from the budget (64M here): done --sizes 1.3b --budgets 12 and --sizes 2.7b --budgets 24,
+#   --modes in_vram,vramcache_explicit_predictive (about 60 and 75 s).
 # Runs not started for lack of time are reported as skipped (and keep an earlier call's result).
 # Usage: bash scripts/bench.sh [--out DIR] [scripts/bench.py options]   (BENCH_CALL_S: seconds for the
 # whole call, 540 by default; the report and packing get the last 40)
