@@ -15,15 +15,16 @@ t0=$SECONDS
 timeout "$limit" "$sanitizer" --tool memcheck --error-exitcode 9 build/samples/mlp --steps 4 > "$out/memcheck-plain.log" 2>&1
 echo "memcheck of mlp without vramcache: exit $? in $((SECONDS - t0)) s ($(grep 'ERROR SUMMARY' "$out/memcheck-plain.log"))" | tee -a "$out/result.txt"
 t0=$SECONDS
-# Our library goes into the target only, after whatever the sanitizer preloads there. Both other ways
-# hung until their timeout: LD_PRELOAD around the sanitizer (it then loads into the sanitizer's own
-# processes, and memcheck never attaches even with VRAMCACHE_MODE=off: results/memcheck-bisect), and
-# `compute-sanitizer env LD_PRELOAD=...` ("No attachable process found": it replaces the target's
-# LD_PRELOAD, which is presumably how the sanitizer gets in). Not run on the GPU yet.
+# Our library goes into the target only, after whatever the sanitizer preloads there (LD_PRELOAD
+# around the sanitizer loads it into the sanitizer's own processes; `compute-sanitizer env
+# LD_PRELOAD=...` replaces the target's). It finishes since the dlopen deadlock was fixed
+# (results/memcheck-bisect-3), but CUPTI is not available under the sanitizer, so vramcache sees
+# no launches and pages nothing: the line says so when the summary shows it.
 VRAMCACHE_BUDGET=44M VRAMCACHE_BACKEND=explicit VRAMCACHE_LOG_LEVEL=debug \
   timeout "$limit" "$sanitizer" --tool memcheck --error-exitcode 9 \
   sh -c 'LD_PRELOAD="${LD_PRELOAD:+$LD_PRELOAD:}$0" exec "$@"' "$PWD/build/libvramcache.so" \
   build/samples/mlp --steps 4 > "$out/memcheck.log" 2>&1
 rc=$?
-echo "memcheck of mlp under the explicit backend: exit $rc in $((SECONDS - t0)) s ($(grep 'ERROR SUMMARY' "$out/memcheck.log"))" | tee -a "$out/result.txt"
+unseen=$(grep -q 'launch observer OFF' "$out/memcheck.log" && echo "; launches unseen (no CUPTI under the sanitizer), nothing paged")
+echo "memcheck of mlp under the explicit backend: exit $rc in $((SECONDS - t0)) s ($(grep 'ERROR SUMMARY' "$out/memcheck.log")$unseen)" | tee -a "$out/result.txt"
 exit $rc

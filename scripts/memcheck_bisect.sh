@@ -1,5 +1,7 @@
 #!/usr/bin/env bash
-# Why compute-sanitizer memcheck of the CUDA C++ sample does not finish under vramcache (issue 6).
+# Why compute-sanitizer memcheck of the CUDA C++ sample did not finish under vramcache (issue 6).
+# Found with this script (results/memcheck-bisect-3/): the sanitizer's target library interposes
+# dlopen and calls our dlsym inside it, whose lookups reentered that dlopen (fixed in symbols.cc).
 # Known (results/memcheck-bisect-2/): the sample alone and behind the `sh -c ... exec` wrapper
 # finish in 1-2 s with 0 errors; with our library added to the target's LD_PRELOAD every mode hangs,
 # VRAMCACHE_MODE=off included, and the library's constructor never logs (its log file is not even
