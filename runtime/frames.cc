@@ -350,9 +350,26 @@ void FrameMover::give_chunk(uint64_t handle, uint64_t va, uint64_t bytes) {
   in_use_ -= bytes;
 }
 
+void FrameMover::set_outside(uint64_t bytes) {
+  Lock lock(mu_);
+  outside_ = bytes;
+  while (!stats_.failed && stats_.device_bytes > limit() && !free_chunks_.empty())
+    if (!release_free_chunk()) return;
+}
+
+bool FrameMover::release_free_chunk() {
+  auto f = free_chunks_.begin();
+  if (!dev_->unmap(f->second.va, f->second.bytes) || !dev_->release(f->second.handle) ||
+      !dev_->unreserve(f->second.va, f->second.bytes))
+    return fail("releasing a device chunk");
+  stats_.device_bytes -= f->second.bytes;
+  free_chunks_.erase(f);
+  return true;
+}
+
 bool FrameMover::take_chunk(Lock &lock, uint64_t bytes, Chunk *c) {
   // Past the capacity, the oldest moves complete first (evictions give their chunks back).
-  while (in_use_ + bytes > capacity_ && !moves_.empty())
+  while (in_use_ + bytes > limit() && !moves_.empty())
     if (!finish(lock, true, moves_.front().seq)) return false;
   auto it = free_chunks_.find(bytes);
   if (it != free_chunks_.end()) {
@@ -362,15 +379,9 @@ bool FrameMover::take_chunk(Lock &lock, uint64_t bytes, Chunk *c) {
     return true;
   }
   // A new one: free chunks of other sizes go first.
-  while (stats_.device_bytes + bytes > capacity_ && !free_chunks_.empty()) {
-    auto f = free_chunks_.begin();
-    if (!dev_->unmap(f->second.va, f->second.bytes) || !dev_->release(f->second.handle) ||
-        !dev_->unreserve(f->second.va, f->second.bytes))
-      return fail("releasing a device chunk");
-    stats_.device_bytes -= f->second.bytes;
-    free_chunks_.erase(f);
-  }
-  if (in_use_ + bytes > capacity_) stats_.over_budget++;
+  while (stats_.device_bytes + bytes > limit() && !free_chunks_.empty())
+    if (!release_free_chunk()) return false;
+  if (in_use_ + bytes > limit()) stats_.over_budget++;
   c->bytes = bytes;
   if (!dev_->create(false, bytes, &c->handle)) return fail("creating a device chunk");
   if (!dev_->reserve(bytes, gran_, &c->va)) {

@@ -95,6 +95,8 @@ class FrameMover final : public Mover {
   bool passed(uint64_t f) override;
   bool failed_and_logged() const override { return stats_.failed; }
   uint64_t headroom() const override;
+  // Keeps its chunks to the capacity less `bytes`, releasing free ones past it now.
+  void set_outside(uint64_t bytes) override;
   uint64_t unit() const override { return frame_size_; }
   std::vector<std::pair<std::string, uint64_t>> figures() const override;
 
@@ -139,6 +141,8 @@ class FrameMover final : public Mover {
   bool complete(Lock &lock, Move *m);  // the front move, its copy complete
   bool remap(Frame *f, uint64_t from, uint64_t to);
   bool take_chunk(Lock &lock, uint64_t bytes, Chunk *c);
+  uint64_t limit() const { return capacity_ > outside_ ? capacity_ - outside_ : 0; }  // of device chunks
+  bool release_free_chunk();  // the smallest free chunk
   void work();  // the worker
   void give_chunk(uint64_t handle, uint64_t va, uint64_t bytes);
   void release(Alloc *a);
@@ -159,6 +163,7 @@ class FrameMover final : public Mover {
   std::deque<Move> moves_;  // in flight, by seq
   std::multimap<uint64_t, Chunk> free_chunks_;  // by bytes
   uint64_t in_use_ = 0;  // device bytes of chunks held by frames or by fetches in flight
+  uint64_t outside_ = 0;  // device bytes the program holds outside the pager (set_outside)
   uint64_t issued_ = 0;  // last seq
 };
 

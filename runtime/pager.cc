@@ -74,6 +74,15 @@ namespace vc {
 // pointer at offset o reaches up to the next larger offset at which any op so far started a ref into
 // the same allocation, or the allocation's end. Early on extents are wider than later.
 //
+// Note [Memory outside the pager]
+// The budget bounds the program's device memory, not only the pager's: device allocations that are
+// not paged (the stream-ordered allocator, the VMM API, NCCL's buffers made with it, an allocation
+// made while paging could not start) count against it. The pager reads their total at each op;
+// when it grew, resident pages past what is left are evicted at once, but for the op's own (those
+// stay until a later op), and the mover keeps that much less device memory of its own. What the
+// driver and the libraries take without an allocation call (the context, cuBLAS's handles) is not
+// seen, so not charged.
+//
 // Note [Paging failures]
 // A failed device call stops paging for good (logged once): nothing is moved any more, and the
 // program goes on with its data wherever it is (still correct, as paged memory is accessible from
@@ -115,8 +124,23 @@ void Pager::attach_uses(uint64_t alloc_id, Alloc *a) {
   }
 }
 
-Pager::Pager(Mover *mover, uint64_t budget, uint64_t page_size, PagingPolicy policy)
-    : mover_(mover), budget_(budget), page_size_(page_size), policy_(policy), prefetch_limit_(budget / 16) {}
+Pager::Pager(Mover *mover, uint64_t budget, uint64_t page_size, PagingPolicy policy, const std::atomic<uint64_t> *outside)
+    : mover_(mover), budget_(budget), page_size_(page_size), policy_(policy), outside_(outside), prefetch_limit_(budget / 16) {}
+
+void Pager::follow_outside(const std::vector<PageKey> &keep) {
+  if (!outside_) return;
+  uint64_t now = outside_->load(std::memory_order_relaxed);
+  if (now != outside_seen_) {
+    outside_seen_ = now;
+    mover_->set_outside(now);
+    if (now > stats_.outside_peak) stats_.outside_peak = now;
+  }
+  uint64_t over = resident_ > capacity() ? resident_ - capacity() : 0, found = 0;
+  std::vector<PageKey> chosen;
+  for (auto it = order_.rbegin(); found < over && it != order_.rend(); ++it)
+    if (!std::binary_search(keep.begin(), keep.end(), it->second)) chosen.push_back(it->second), found += page_bytes(it->second);
+  evict(chosen);
+}
 
 Pager::~Pager() = default;
 
@@ -334,8 +358,8 @@ bool Pager::evict(const std::vector<PageKey> &victims) {
 // `horizon` > 0 (prefetching for the op `horizon` positions ahead), a victim must not be needed by
 // that op or any before it; a miss (horizon 0) may take any page.
 bool Pager::make_room(uint64_t bytes, uint64_t horizon, const std::vector<PageKey> &keep) {
-  if (resident_ + bytes <= budget_) return true;
-  uint64_t need = resident_ + bytes - budget_, found = 0;
+  if (resident_ + bytes <= capacity()) return true;
+  uint64_t need = resident_ + bytes - capacity(), found = 0;
   std::vector<PageKey> chosen;
   for (auto it = order_.rbegin(); found < need && it != order_.rend(); ++it) {
     if (tracking_ && horizon > 0 && it->first <= pos_ + horizon) return false;  // needed too soon: wait
@@ -424,7 +448,7 @@ void Pager::prefetch_ahead(const std::vector<PageKey> &keep) {
       reached |= std::binary_search(keep.begin(), keep.end(), plan.acc[a]);
     }
     if (reached) break;
-    if (!missing.empty() && bytes <= budget_) {
+    if (!missing.empty() && bytes <= capacity()) {
       std::vector<PageKey> protect = keep;
       protect.insert(protect.end(), missing.begin(), missing.end());
       std::sort(protect.begin(), protect.end());
@@ -449,6 +473,7 @@ void Pager::on_op(const OpKey &key, uint64_t stream, const std::vector<Touch> &t
   }
   thread_local std::vector<PageKey> need, reach, writes;
   pages_of(touches, &need, &reach, &writes);
+  follow_outside(reach);
   if (plan_) {
     uint64_t h = op_hash(key);
     track(key, h);
@@ -465,7 +490,7 @@ void Pager::on_op(const OpKey &key, uint64_t stream, const std::vector<Touch> &t
       Page *p = page(k);
       if (p->resident) continue;
       uint64_t b = page_bytes(k);
-      if (held + missing_bytes + b > budget_) {
+      if (held + missing_bytes + b > capacity()) {
         stats_.remote++;  // more than the budget in one op: the rest stays on the host
         continue;
       }

@@ -54,6 +54,9 @@ class Mover {
   // Bytes of the budget the pager leaves to the mover: device memory of evictions still in flight
   // (while they are, a fetch has room without waiting for them).
   virtual uint64_t headroom() const { return 0; }
+  // Device bytes the program holds outside the pager (Note [Memory outside the pager]): a mover
+  // with device memory of its own keeps that much less of it.
+  virtual void set_outside(uint64_t /*bytes*/) {}
   // The unit it moves, if it has one (a frame): the pager's page; 0: VRAMCACHE_PAGE_SIZE.
   virtual uint64_t unit() const { return 0; }
   // Its own figures for the run's summary (name, value).
@@ -88,12 +91,16 @@ struct PagerStats {
   std::atomic<uint64_t> plans{0};         // plans installed
   std::atomic<uint64_t> wildcards{0};     // ops that may have touched any page (not decoded)
   std::atomic<uint64_t> pinned_bytes{0};  // of allocations kept resident for good (pin)
+  std::atomic<uint64_t> outside_peak{0};  // most device bytes seen outside the pager (charged to the budget)
   std::atomic<bool> failed{false};        // a device call failed: paging stopped (Note [Paging failures])
 };
 
 class Pager {
  public:
-  Pager(Mover *mover, uint64_t budget, uint64_t page_size, PagingPolicy policy);
+  // `outside`: device bytes the program holds outside the pager, read at each op; they count
+  // against the budget (Note [Memory outside the pager]). Null: none.
+  Pager(Mover *mover, uint64_t budget, uint64_t page_size, PagingPolicy policy,
+        const std::atomic<uint64_t> *outside = nullptr);
   ~Pager();
 
   // A paged allocation (already placed on the host by the caller).
@@ -113,7 +120,7 @@ class Pager {
   // Returns false (and says why in `why`) when the trace has no usable period, or the policy is reactive.
   bool learn(const Trace &trace, std::string *why);
 
-  uint64_t budget() const { return budget_; }  // what it plans within
+  uint64_t budget() const { return budget_; }  // what it plans within, less the memory outside it
   const Mover *mover() const { return mover_; }
   const PagerStats &stats() const { return stats_; }
   bool tracking() const;  // replaying the plan now
@@ -147,6 +154,9 @@ class Pager {
   struct Plan;
 
   // All with mu_ held.
+  uint64_t capacity() const { return budget_ > outside_seen_ ? budget_ - outside_seen_ : 0; }
+  // Takes the latest figure of memory outside, and evicts down to the capacity, `keep` (sorted) aside.
+  void follow_outside(const std::vector<PageKey> &keep);
   Page *page(PageKey k);
   void attach_uses(uint64_t alloc_id, Alloc *a);  // the plan's uses of its pages (at learn)
   uint64_t page_bytes(PageKey k) const;
@@ -174,6 +184,8 @@ class Pager {
   Mover *mover_;
   const uint64_t budget_, page_size_;
   const PagingPolicy policy_;
+  const std::atomic<uint64_t> *outside_;
+  uint64_t outside_seen_ = 0;
   uint64_t prefetch_limit_;
   PagerStats stats_;
 

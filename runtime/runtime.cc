@@ -24,6 +24,12 @@ Runtime::Runtime(const Options &options, std::string command) : options_(options
                                            options_.mode() == Mode::kProfile ? 0 : kLearnMaxOps);
 }
 
+namespace {
+// Allocations of these kinds are device memory (a VMM mapping may be host memory: counted all the
+// same, which only leaves the pager less); the program's own managed memory may be anywhere.
+bool on_device(AllocKind kind) { return kind != AllocKind::kManaged; }
+}  // namespace
+
 void Runtime::on_alloc(uint64_t ptr, uint64_t size, AllocKind kind, uint64_t stream, const uint64_t *pcs, int depth,
                        bool paged) {
   counters_.allocs[int(kind)]++;
@@ -33,6 +39,7 @@ void Runtime::on_alloc(uint64_t ptr, uint64_t size, AllocKind kind, uint64_t str
              (unsigned long long)ptr);
     forget(gone);
   }
+  if (!paged && on_device(kind)) outside_bytes_ += size;
   uint64_t tracked = allocs_.bytes();
   for (uint64_t peak = counters_.peak_tracked_bytes; tracked > peak;)
     if (counters_.peak_tracked_bytes.compare_exchange_weak(peak, tracked)) break;
@@ -49,6 +56,8 @@ void Runtime::forget(const Allocation &gone) {
   if (Pager *pg = pager(); pg && pg->on_free(gone.id)) {
     paged_bytes_ -= gone.size;
     managed_bytes_ -= gone.size;
+  } else if (on_device(gone.kind)) {
+    outside_bytes_ -= gone.size;
   }
 }
 
@@ -233,7 +242,8 @@ Pager *Runtime::start_paging(Mover *mover) {
   const uint64_t budget = uint64_t(options_.num[kBudget]);
   // Its unit: the mover's (a frame of the explicit backend), else VRAMCACHE_PAGE_SIZE.
   const uint64_t page = mover->unit() ? mover->unit() : uint64_t(options_.num[kPageSize]);
-  auto *pg = new Pager(mover, budget - std::min(budget / 2, mover->headroom()), page, PagingPolicy(options_.num[kPolicy]));
+  auto *pg = new Pager(mover, budget - std::min(budget / 2, mover->headroom()), page, PagingPolicy(options_.num[kPolicy]),
+                       &outside_bytes_);
   Pager *none = nullptr;
   if (!pager_.compare_exchange_strong(none, pg)) {
     delete pg;
@@ -270,17 +280,20 @@ std::string Runtime::paging_status() const {
   const Pager *pg = pager();
   if (!pg) return "paging: not started";
   const PagerStats &s = pg->stats();
-  char buf[512];
+  char outside[96] = "";  // Note [Memory outside the pager]: shown once there is any
+  if (s.outside_peak)
+    snprintf(outside, sizeof outside, "; outside the pager %.2f GB (peak %.2f)", outside_bytes_ / 1e9, s.outside_peak / 1e9);
+  char buf[640];
   snprintf(buf, sizeof buf,
            "paging: resident %.2f of %.2f GB (peak %.2f) in %llu allocations of %.2f GB; moved in %.2f GB, "
            "out %.2f GB; misses %llu pages, waits %llu, remote %llu; plan %s, %llu ops followed, %llu "
-           "divergences%s",
+           "divergences%s%s",
            s.resident / 1e9, double(options_.num[kBudget]) / 1e9, s.peak_resident / 1e9, (unsigned long long)s.paged_allocs.load(),
            s.paged_bytes / 1e9, s.h2d_bytes / 1e9, s.d2h_bytes / 1e9, (unsigned long long)s.misses.load(),
            (unsigned long long)s.waits.load(), (unsigned long long)s.remote.load(),
            s.plans ? (pg->tracking() ? "tracking" : "searching") : "none",
            (unsigned long long)s.planned_ops.load(), (unsigned long long)s.divergences.load(),
-           s.failed ? "; STOPPED after a failure" : "");
+           s.failed ? "; STOPPED after a failure" : "", outside);
   return buf;
 }
 
@@ -438,6 +451,7 @@ std::string Runtime::summary_json() const {
     add("paged_bytes", s.paged_bytes);
     add("resident", s.resident);
     add("peak_resident", s.peak_resident);
+    add("outside_peak", s.outside_peak);
     add("paging_h2d_bytes", s.h2d_bytes);
     add("paging_d2h_bytes", s.d2h_bytes);
     add("paging_clean_bytes", s.clean_bytes);

@@ -188,6 +188,8 @@ class Runtime {
   std::atomic<uint64_t> paged_bytes_{0};
   std::atomic<uint64_t> managed_bytes_{0};
   std::atomic<uint64_t> managed_limit_{0};
+  // Device bytes of live allocations the pager does not page (Note [Memory outside the pager]).
+  std::atomic<uint64_t> outside_bytes_{0};
 };
 
 }  // namespace vc

@@ -526,6 +526,28 @@ TEST_CASE("frames: at capacity a fetch finishes the oldest moves first, and only
   CHECK_MESSAGE(r.fake.violations == 0, r.fake.last_violation);
 }
 
+TEST_CASE("frames: memory outside the pager shrinks the pool: free chunks past it go at once") {
+  Rig r(16 * kMiB, 2 * kMiB, 48 * kMiB);  // three frames
+  uint64_t va = 0;
+  REQUIRE(r.mover.allocate(48 * kMiB, &va));
+  fill(r.fake, va, 48 * kMiB, 7);
+  REQUIRE(r.mover.to_device(va, 48 * kMiB));
+  r.drain();
+  REQUIRE(r.mover.to_host(va, 32 * kMiB));  // two chunks back in the pool
+  r.drain();
+  CHECK(r.fake.device_live == 48 * kMiB);
+  r.mover.set_outside(8 * kMiB);  // 40 MiB left: one free chunk goes
+  CHECK((r.fake.device_live == 32 * kMiB && r.mover.stats().device_bytes == 32 * kMiB));
+  r.mover.set_outside(20 * kMiB);  // 28 MiB left: the other too; the chunk in use stays
+  CHECK((r.fake.device_live == 16 * kMiB && r.mover.stats().device_bytes == 16 * kMiB));
+  r.mover.set_outside(0);
+  REQUIRE(r.mover.to_device(va, 32 * kMiB));
+  r.drain();
+  CHECK((r.fake.device_live == 48 * kMiB && r.mover.stats().over_budget == 0));
+  CHECK(holds(r.fake, va, 48 * kMiB, 7));
+  CHECK_MESSAGE(r.fake.violations == 0, r.fake.last_violation);
+}
+
 TEST_CASE("frames: a move is cancelled when the frame is wanted back before its remap") {
   Rig r(16 * kMiB, 2 * kMiB, 16 * kMiB);  // one frame
   uint64_t va = 0;

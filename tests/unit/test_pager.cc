@@ -72,6 +72,8 @@ class FakeMover : public vc::Mover {
   uint64_t fence() override { return add({Call::kFence, fences + 1}) ? ++fences : 0; }
   bool stream_wait(uint64_t stream, uint64_t f) override { return add({Call::kWait, stream, f}); }
   bool passed(uint64_t f) override { return ++calls, f <= completed; }
+  uint64_t outside = 0;  // the latest set_outside
+  void set_outside(uint64_t bytes) override { outside = bytes; }
   // The device finishes up to `n` more of the fences issued.
   void advance(uint64_t n) { completed = std::min(fences, completed + n); }
 
@@ -133,13 +135,14 @@ Touch at(uint64_t alloc, uint64_t page, uint64_t pages = 1) {
 
 struct Harness {
   FakeMover mover;
+  std::atomic<uint64_t> outside{0};  // device bytes the program holds outside the pager
   vc::Pager pager;
   Device dev;
   std::map<uint64_t, vc::Allocation> allocs;
   std::map<uint64_t, std::pair<uint64_t, uint64_t>> last_use;  // page address -> (stream, its op count then)
   std::map<uint64_t, uint64_t> copies_after;  // app stream -> ops of it the copy stream has waited for
 
-  Harness(uint64_t budget, PagingPolicy policy) : pager(&mover, budget, kPage, policy) { dev.budget = budget; }
+  Harness(uint64_t budget, PagingPolicy policy) : pager(&mover, budget, kPage, policy, &outside) { dev.budget = budget; }
   const vc::PagerStats &stats() const { return pager.stats(); }
 
   void alloc(uint64_t id, uint64_t size) {
@@ -678,4 +681,40 @@ TEST_CASE("pager: demand paging by the plan is optimal on random small cyclic tr
     }
   }
   CHECK(worse > 30);  // traces on which LRU is not optimal, so the comparison means something
+}
+
+TEST_CASE("pager: device memory outside the pager counts against the budget from the next op on") {
+  for (PagingPolicy policy : {kReactive, kPredictive}) {
+    CAPTURE(int(policy));
+    Harness h(8 * kPage, policy);
+    h.alloc(1, 16 * kPage);
+    const std::vector<Step> iter = sweep(16, 16);
+    if (policy == kPredictive) h.learn(iter);
+    h.run(iter, 2);
+    CHECK(h.stats().resident == 8 * kPage);
+    h.outside = 3 * kPage;  // the program allocated device memory that is not paged
+    for (int i = 0; i < 2; ++i)
+      for (const Step &s : iter) {
+        h.run(s);
+        CHECK(h.stats().resident + h.outside <= 8 * kPage);
+      }
+    CHECK(h.mover.outside == 3 * kPage);
+    CHECK(h.stats().outside_peak == 3 * kPage);
+    CHECK(h.stats().resident == 5 * kPage);
+    h.outside = 0;  // freed: the whole budget again
+    h.run(iter, 1);
+    CHECK(h.stats().resident == 8 * kPage);
+    CHECK(h.mover.outside == 0);
+    // More than the budget: the op at hand keeps the pages it found resident, the next ops none;
+    // what they miss they reach where it is.
+    h.outside = 9 * kPage;
+    const uint64_t remote = h.stats().remote;
+    h.run(iter[0]);
+    CHECK(h.stats().resident <= 2 * kPage);
+    for (size_t i = 1; i < iter.size(); ++i) h.run(iter[i]);
+    CHECK(h.stats().resident == 0);
+    CHECK(h.stats().remote - remote >= iter.size());
+    CHECK(h.stats().outside_peak == 9 * kPage);
+    CHECK_FALSE(h.stats().failed);
+  }
 }

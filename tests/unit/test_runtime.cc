@@ -317,6 +317,36 @@ TEST_CASE("runtime: a collective pages exactly its ranges") {
   CHECK(rt->pager()->stats().wildcards == 1);
 }
 
+// Note [Memory outside the pager]: device allocations the pager does not page count against the
+// budget; paged ones and the program's own managed memory do not.
+TEST_CASE("runtime: device memory outside the pager is charged to the budget, and uncharged at its free") {
+  auto rt = make_runtime({{"VRAMCACHE_BUDGET", "64M"}, {"VRAMCACHE_POLICY", "reactive"}});
+  struct Moves : CountingMover {
+    uint64_t in = 0, outside = 0;
+    bool to_device(uint64_t, uint64_t bytes) override { return in += bytes, true; }
+    void set_outside(uint64_t bytes) override { outside = bytes; }
+  } mover;
+  rt->on_alloc(0x90000000, 8 << 20, AllocKind::kDevice);  // before paging started: not paged
+  REQUIRE(rt->start_paging(&mover));
+  rt->on_alloc(0x10000000, 64 << 20, AllocKind::kDevice, 0, nullptr, 0, true);  // paged
+  rt->on_alloc(0xa0000000, 16 << 20, AllocKind::kAsync);
+  rt->on_alloc(0xb0000000, 4 << 20, AllocKind::kVmmMap);
+  rt->on_alloc(0xc0000000, 32 << 20, AllocKind::kManaged);  // the program's own: may be anywhere
+  vc::ApiCall set;  // an op on the whole paged allocation: what is left of the budget comes in
+  set.name = "cuMemsetD8Async", set.dst = 0x10000000, set.bytes = 64 << 20;
+  rt->on_api(ApiClass::kSet, set);
+  CHECK(mover.outside == (28u << 20));
+  CHECK(rt->pager()->stats().resident + (28u << 20) <= rt->pager()->budget());
+  CHECK(rt->pager()->stats().outside_peak == (28u << 20));
+  rt->on_free(0xa0000000);
+  rt->on_free(0x10000000 + 0);  // the paged one: not outside
+  rt->on_free(0xc0000000);
+  rt->on_api(ApiClass::kSet, set);  // freed: no pages, but the pager takes the new figure at its next op
+  CHECK(mover.outside == (12u << 20));
+  CHECK(json_values(*rt)["outside_peak"] == (28u << 20));
+  CHECK(rt->paging_status().find("outside the pager 0.01 GB (peak 0.03)") != std::string::npos);
+}
+
 TEST_CASE("runtime: on_launch with an empty decoded parameter list") {
   auto rt = make_runtime();
   rt->on_alloc(0x10000, 0x1000, AllocKind::kDevice);
