@@ -120,7 +120,7 @@ class Pager {
   // Returns false (and says why in `why`) when the trace has no usable period, or the policy is reactive.
   bool learn(const Trace &trace, std::string *why);
 
-  uint64_t budget() const { return budget_; }  // what it plans within, less the memory outside it
+  uint64_t budget() const { return budget_; }  // what it plans within (memory outside it is taken off at each op)
   const Mover *mover() const { return mover_; }
   const PagerStats &stats() const { return stats_; }
   bool tracking() const;  // replaying the plan now
