@@ -2,6 +2,11 @@
 // mappings through the VMM API, two copy streams and their events.
 #include "interpose/vmm.h"
 
+#include <algorithm>
+#include <deque>
+#include <mutex>
+#include <vector>
+
 #include "interpose/event_pool.h"
 #include "interpose/launch_observer.h"
 #include "runtime/log.h"
@@ -11,6 +16,7 @@ namespace {
 
 class CudaVmm final : public VmmDevice {
  public:
+  static constexpr int kIn = FrameMover::kIn, kOut = FrameMover::kOut;
   bool start(const DriverApi *api) {
     api_ = api;
     if (!api->cuCtxGetCurrent || !api->cuCtxGetDevice || !api->cuDeviceGetAttribute || !api->cuStreamCreate ||
@@ -71,8 +77,53 @@ class CudaVmm final : public VmmDevice {
     return false;
   }
   bool unmap(uint64_t va, uint64_t bytes) override { return api_->cuMemUnmap(va, bytes) == CUDA_SUCCESS; }
+  // Each copy between two timing events (Note [Link rate] in runtime/frames.cc); a copy is never
+  // refused for want of them, only left untimed.
   bool copy(int dir, uint64_t dst, uint64_t src, uint64_t bytes) override {
-    return api_->cuMemcpyAsync(dst, src, bytes, copy_[dir]) == CUDA_SUCCESS;
+    std::lock_guard lock(timing_mu_);
+    harvest(dir, false);
+    Timed t{timing_event(), timing_event(), bytes};
+    bool timed = t.start && t.end && api_->cuEventRecord(t.start, copy_[dir]) == CUDA_SUCCESS;
+    if (api_->cuMemcpyAsync(dst, src, bytes, copy_[dir]) != CUDA_SUCCESS) {
+      recycle(t);
+      return false;
+    }
+    if (timed && api_->cuEventRecord(t.end, copy_[dir]) == CUDA_SUCCESS) timed_[dir].push_back(t);
+    else recycle(t);
+    return true;
+  }
+  // What the copies issued so far found complete: no driver call here, as the summary at exit asks
+  // once the driver may be gone.
+  void copy_time(int dir, uint64_t *bytes, uint64_t *ns) override {
+    std::lock_guard lock(timing_mu_);
+    *bytes = timed_bytes_[dir], *ns = timed_ns_[dir];
+  }
+  uint64_t probe_rate(int dir) const override { return probe_bps_[dir]; }
+
+  // Pinned copies of `bytes` (a multiple of the granularity), both directions at once, the best of
+  // three each (Note [Link rate]). Leaves nothing allocated; on any failure measures nothing.
+  void probe(uint64_t bytes) {
+    uint64_t host = 0, dev = 0, hva = 0, dva = 0;
+    bool ok = create(true, bytes, &host) && create(false, bytes, &dev) && reserve(bytes, granularity_, &hva) &&
+              reserve(bytes, granularity_, &dva) && map(hva, bytes, host) && map(dva, bytes, dev);
+    uint64_t best[2] = {0, 0};
+    for (int rep = 0; ok && rep < 3; ++rep) {
+      ok = copy(kIn, dva, hva, bytes) && copy(kOut, hva, dva, bytes);
+      std::lock_guard lock(timing_mu_);
+      for (int dir : {kIn, kOut}) {
+        uint64_t b0 = timed_bytes_[dir], t0 = timed_ns_[dir];
+        harvest(dir, true);
+        if (timed_ns_[dir] > t0) best[dir] = std::max(best[dir], uint64_t((timed_bytes_[dir] - b0) / ((timed_ns_[dir] - t0) / 1e9)));
+        timed_bytes_[dir] = b0, timed_ns_[dir] = t0;  // the probe's copies are not the moves'
+      }
+    }
+    if (ok) probe_bps_[kIn] = best[kIn], probe_bps_[kOut] = best[kOut];
+    else VC_DEBUG("the link probe failed: the link rate is not measured");
+    synchronize();
+    if (dva) unmap(dva, bytes), unreserve(dva, bytes);
+    if (hva) unmap(hva, bytes), unreserve(hva, bytes);
+    if (dev) release(dev);
+    if (host) release(host);
   }
   uint64_t mark(int dir) override { return events_.record(copy_[dir]); }
   uint64_t mark_stream(uint64_t stream) override { return events_.record(CUstream(stream)); }
@@ -107,6 +158,40 @@ class CudaVmm final : public VmmDevice {
     return false;
   }
 
+  struct Timed {
+    CUevent start = nullptr, end = nullptr;
+    uint64_t bytes = 0;
+  };
+  // A timing event from the spares, or a new one; null if it cannot be made. With timing_mu_ held.
+  CUevent timing_event() {
+    if (!spare_.empty()) {
+      CUevent e = spare_.back();
+      spare_.pop_back();
+      return e;
+    }
+    CUevent e = nullptr;
+    return api_->cuEventElapsedTime && api_->cuEventCreate(&e, CU_EVENT_DEFAULT) == CUDA_SUCCESS ? e : nullptr;
+  }
+  void recycle(const Timed &t) {
+    for (CUevent e : {t.start, t.end})
+      if (e) spare_.push_back(e);
+  }
+  // Adds the copies of stream `dir` that have completed (`block`: waits for all) to its figures.
+  void harvest(int dir, bool block) {
+    while (!timed_[dir].empty()) {
+      const Timed &t = timed_[dir].front();
+      CUresult r = block ? api_->cuEventSynchronize(t.end) : api_->cuEventQuery(t.end);
+      if (r == CUDA_ERROR_NOT_READY) return;
+      float ms = 0;
+      if (r == CUDA_SUCCESS && api_->cuEventElapsedTime(&ms, t.start, t.end) == CUDA_SUCCESS && ms > 0) {
+        timed_bytes_[dir] += t.bytes;
+        timed_ns_[dir] += uint64_t(double(ms) * 1e6);
+      }
+      recycle(t);
+      timed_[dir].pop_front();
+    }
+  }
+
   const DriverApi *api_ = nullptr;
   CUcontext ctx_ = nullptr;
   CUdevice dev_ = 0;
@@ -114,6 +199,11 @@ class CudaVmm final : public VmmDevice {
   uint64_t granularity_ = 2 << 20;
   CUstream copy_[2] = {nullptr, nullptr};
   EventPool events_;
+  std::mutex timing_mu_;  // the copies' timing, below (copies come under the mover's lock; figures from anywhere)
+  std::deque<Timed> timed_[2];
+  std::vector<CUevent> spare_;
+  uint64_t timed_bytes_[2] = {0, 0}, timed_ns_[2] = {0, 0};
+  uint64_t probe_bps_[2] = {0, 0};
 };
 
 }  // namespace
@@ -121,6 +211,8 @@ class CudaVmm final : public VmmDevice {
 ExplicitBackend *start_explicit(const DriverApi *api, uint64_t frame_size, uint64_t budget) {
   auto vmm = std::make_unique<CudaVmm>();
   if (!api || !vmm->start(api)) return nullptr;
+  // The link probe: at most 256 MiB, and a quarter of the budget (Note [Link rate]).
+  if (uint64_t probe = std::min<uint64_t>(256 << 20, budget / 4) / vmm->granularity() * vmm->granularity()) vmm->probe(probe);
   auto *b = new ExplicitBackend;
   b->context = vmm->context();
   b->device = vmm->device();

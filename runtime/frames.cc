@@ -45,6 +45,14 @@ namespace vc {
 // needed again stays resident (the copy home is harmless), and a frame being fetched that is evicted
 // stays home (its chunk returns to the pool once the copy into it is complete).
 //
+// Note [Link rate]
+// How well the moves use the link is measured by the device, not by the mover: the real device
+// (interpose/vmm.cc) times each copy between two events on its stream, and the figures are the
+// bytes and device time of the copies timed so far, per direction (so the rate while copying,
+// not over the run). For comparison, at its start it times pinned copies of its own, both
+// directions at once as the moves run, the best of three: the rate the link gives such copies in
+// the same run.
+//
 // A failed device call stops the mover (logged once): nothing moves any more and every frame stays
 // mapped where it is, its data complete there. A failed remap first maps the frame back. Without a
 // worker (the tests' deterministic mode) moves complete on the callers' thread instead, when they
@@ -450,7 +458,16 @@ bool FrameMover::stream_wait(uint64_t, uint64_t f) {
 }
 
 std::vector<std::pair<std::string, uint64_t>> FrameMover::figures() const {
+  uint64_t in_bytes, in_ns, out_bytes, out_ns;
+  dev_->copy_time(kIn, &in_bytes, &in_ns);
+  dev_->copy_time(kOut, &out_bytes, &out_ns);
   return {{"frame_size", frame_size_},
+          {"link_in_bytes", in_bytes},
+          {"link_in_ns", in_ns},
+          {"link_out_bytes", out_bytes},
+          {"link_out_ns", out_ns},
+          {"link_probe_in_bps", dev_->probe_rate(kIn)},
+          {"link_probe_out_bps", dev_->probe_rate(kOut)},
           {"frames_in_bytes", stats_.in_bytes},
           {"frames_out_bytes", stats_.out_bytes},
           {"frames_clean_bytes", stats_.clean_bytes},
@@ -478,7 +495,17 @@ std::string FrameMover::describe() const {
            stats_.remap_ns / 1e9, (unsigned long long)stats_.cancelled.load(),
            (unsigned long long)stats_.host_waits.load(), stats_.wait_ns / 1e9, stats_.device_bytes / 1e9,
            stats_.device_peak / 1e9);
-  return line;
+  std::string out = line;
+  uint64_t bytes[2], ns[2];
+  dev_->copy_time(kIn, &bytes[kIn], &ns[kIn]);
+  dev_->copy_time(kOut, &bytes[kOut], &ns[kOut]);
+  if (ns[kIn] || ns[kOut] || dev_->probe_rate(kIn)) {
+    auto rate = [](uint64_t b, uint64_t t) { return t ? b / (t / 1e9) / 1e9 : 0.0; };
+    snprintf(line, sizeof line, "; link while copying in %.1f GB/s, out %.1f GB/s (pinned copies at start: %.1f / %.1f GB/s)",
+             rate(bytes[kIn], ns[kIn]), rate(bytes[kOut], ns[kOut]), dev_->probe_rate(kIn) / 1e9, dev_->probe_rate(kOut) / 1e9);
+    out += line;
+  }
+  return out;
 }
 
 }  // namespace vc

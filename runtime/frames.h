@@ -49,6 +49,11 @@ class VmmDevice {
   virtual bool synchronize() = 0;         // the whole device, before memory is given back
   // Called first on the mover's own thread: false if it cannot make device calls there.
   virtual bool enter_thread() { return true; }
+  // Note [Link rate]: bytes and device time of the copies on stream `dir` found complete so far
+  // (no device call: asked at exit too), and the rate of pinned copies measured when the device
+  // started (bytes per second). Zero: not measured.
+  virtual void copy_time(int /*dir*/, uint64_t *bytes, uint64_t *ns) { *bytes = *ns = 0; }
+  virtual uint64_t probe_rate(int /*dir*/) const { return 0; }
 };
 
 struct FrameStats {

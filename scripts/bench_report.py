@@ -95,6 +95,19 @@ def loss_check(r, base, spread):
     return f"max diff {gap:.1e}" + (" **over 2x the spread**" if gap > 2 * spread else "")
 
 
+def link_cell(r):
+    """The explicit backend's copies: GB/s while copying in / out, and as a share of the pinned copies
+    it timed at its start (Note [Link rate] in runtime/frames.cc)."""
+    if not r.get("link_in_ns") and not r.get("link_out_ns"):
+        return "-"
+    parts = []
+    for d in ("in", "out"):
+        ns, probe = r.get(f"link_{d}_ns"), r.get(f"link_probe_{d}_bps")
+        rate = r[f"link_{d}_bytes"] / (ns / 1e9) if ns else None
+        parts.append("-" if rate is None else f"{rate / 1e9:.1f}" + (f" ({100 * rate / probe:.0f}%)" if probe else ""))
+    return " / ".join(parts)
+
+
 def row(r, base, fsdp, spread):
     label = dict(MODES)[r["mode"]]
     if r.get("frame_size"):
@@ -105,7 +118,7 @@ def row(r, base, fsdp, spread):
         why = f"{r['status']}: {err[-1] if err else ''}"
         if r.get("losses_match") is not None and r.get("bitwise_steps"):
             why += f" (losses equal the in-VRAM run's over its {r.get('bitwise_steps')} steps: {r['losses_match']})"
-        return f"| {label} | {b} | {cell(why)} | | | | | | | | | | |"
+        return f"| {label} | {b} | {cell(why)} | | | | | | | | | | | |"
     steps = r.get("steps") or len(r.get("step_times", []))
     first, last = r.get("timed_steps", [r.get("warmup", 0), steps - 1])
     paging = r["mode"].startswith("vramcache_")
@@ -117,10 +130,11 @@ def row(r, base, fsdp, spread):
         f"{gib(r.get('nvml_peak_bytes'))} / {gib(r.get('nvml_device_used_peak_bytes'))}"
     resident = f"{gib(r.get('peak_resident'))} / {gib(r.get('device_used_peak'))}" if paging else "-"
     idle = "-" if r.get("idle_fraction") is None else f"{100 * r['idle_fraction']:.0f}%"
+    link = link_cell(r)
     tok = r.get("tokens_per_s")
     return (f"| {label} | {b} | {last - first + 1} of {steps} | {r['median_step_s']:.4g} | {f'{tok:.0f}' if tok else '-'} | "
             f"{ratio(r, base)} | {ratio(r, fsdp)} | {loss_check(r, base, spread)} | {moved} | {nvml} | {resident} | "
-            f"{gib(r.get('torch_peak_reserved_bytes'))} | {idle} |")
+            f"{gib(r.get('torch_peak_reserved_bytes'))} | {idle} | {link} |")
 
 
 def reference(runs, refs, mode, run):
@@ -141,8 +155,8 @@ def table(res, sources):
         lines += [f"### GPT {size}, {'deterministic mode (correctness)' if det else 'fast mode (speed)'}", "",
                   "| mode | budget | steps timed | s/step | tokens/s | vs in VRAM | vs FSDP2 | losses | moved in / out per step, GB "
                   "| peak GPU, NVML: process / device, GiB | peak resident: pager / driver, GiB | peak reserved (PyTorch), GiB "
-                  "| GPU idle |",
-                  "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+                  "| GPU idle | link while copying in / out, GB/s (of pinned) |",
+                  "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
         plains = [x for x in runs + res["references"] if x["size"] == size and x["mode"] == "in_vram" and
                   bool(x.get("deterministic")) == det and x.get("status") == "ok"]
         spread = None if det else plain_spread(plains)
@@ -178,6 +192,8 @@ def table(res, sources):
         "own count, and the driver's used memory above its level when paging started (for the explicit backend an "
         "independent residency figure; it also holds what the program and libraries allocate outside the budget, and "
         "under the managed backend what the driver keeps for pages moved out). "
+        "Link while copying: the explicit backend's copies, bytes over the device time they took, each way, and as a share "
+        "of the rate of the pinned copies it timed at its start, both ways at once (not measured before this column). "
         "GPU idle: 1 - NVML's utilization over the timed steps (the device's figure; a kernel stalled on page faults "
         "counts as busy; rough for runs whose timed steps take under a second).", ""]
     why = sorted({r[k] for r in res["runs"] for k in ("nvml_error", "idle_error") if r.get(k)})

@@ -357,6 +357,7 @@ DEF(CUresult, cuEventCreate, CUevent *e, unsigned) { *e = reinterpret_cast<CUeve
 DEF(CUresult, cuEventRecord, CUevent, CUstream) { return counted("cuEventRecord"); }
 DEF(CUresult, cuEventQuery, CUevent) { return counted("cuEventQuery"); }
 DEF(CUresult, cuEventSynchronize, CUevent) { return counted("cuEventSynchronize"); }
+DEF(CUresult, cuEventElapsedTime_v2, float *ms, CUevent, CUevent) { *ms = 1.0f; return counted("cuEventElapsedTime"); }
 DEF(CUresult, cuStreamWaitEvent, CUstream, CUevent, unsigned) { return counted("cuStreamWaitEvent"); }
 DEF(CUresult, cuMemAdvise_v2, CUdeviceptr, size_t, CUmem_advise, CUmemLocation) { return counted("cuMemAdvise"); }
 DEF(CUresult, cuMemPrefetchAsync_v2, CUdeviceptr, size_t n, CUmemLocation to, unsigned, CUstream) {
@@ -546,6 +547,7 @@ const Entry kEntries[] = {
     E("cuEventRecord", 2000, false, cuEventRecord),
     E("cuEventQuery", 2000, false, cuEventQuery),
     E("cuEventSynchronize", 2000, false, cuEventSynchronize),
+    E("cuEventElapsedTime", 12080, false, cuEventElapsedTime_v2),
     E("cuStreamWaitEvent", 3020, false, cuStreamWaitEvent),
     E("cuMemAdvise", 12020, false, cuMemAdvise_v2),
     E("cuMemPrefetchAsync", 12020, false, cuMemPrefetchAsync_v2),

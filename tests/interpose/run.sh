@@ -128,11 +128,17 @@ else
   expect_json "$out/explicit-paging.json" budget=67108864 allocs_device=3 alloc_bytes=150994944 frees=3 \
     paged_allocs=0 paged_bytes=0 resident=0 paging_failed=0 launches=12 launches_decoded=12 \
     copies=9 copy_h2d_bytes=150994944 copy_d2h_bytes=301989888 vmm_creates=0 allocs_vmm_map=0 launch_observer_on=1
-  for key in paging_h2d_bytes paging_d2h_bytes paging_evictions paging_remote; do
+  # Every copy timed (the fake's events say 1 ms each), and the link probe made at the start.
+  for key in paging_h2d_bytes paging_d2h_bytes paging_evictions paging_remote link_in_ns link_out_ns link_probe_in_bps link_probe_out_bps; do
     [ "$(json_num "$out/explicit-paging.json" $key)" -gt 0 ] || bad "explicit paging: $key is not above 0"
   done
   peak=$(json_num "$out/explicit-paging.json" peak_resident)
   [ "$peak" -gt 0 ] && [ "$peak" -le 67108864 ] || bad "explicit paging: peak_resident $peak is not within the 64M budget"
+  # Each timed copy is one 16 MiB frame taking the fake's 1 ms; all but the last one in flight are,
+  # and none of the link probe's.
+  timed=$(json_num "$out/explicit-paging.json" link_in_bytes) copied=$(json_num "$out/explicit-paging.json" frames_in_bytes)
+  [ $((timed / 16777216 * 1000000)) = "$(json_num "$out/explicit-paging.json" link_in_ns)" ] && [ "$timed" -ge $((copied - 16777216)) ] && [ "$timed" -le "$copied" ] ||
+    bad "explicit paging: timed $timed bytes in $(json_num "$out/explicit-paging.json" link_in_ns) ns, copied $copied"
   ! grep -q "paging stopped\|cannot start" "$out/explicit-paging.log" || bad "explicit paging: $(grep 'paging stopped\|cannot start' "$out/explicit-paging.log")"
   ! grep -q "unified-memory migrations" "$out/explicit-paging.log" && [ "$(json_num "$out/explicit-paging.json" um_gpu_faults)" = -1 ] ||
     bad "explicit paging: tried to count unified-memory migrations (it makes no managed memory)"

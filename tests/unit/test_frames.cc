@@ -548,6 +548,25 @@ TEST_CASE("frames: memory outside the pager shrinks the pool: free chunks past i
   CHECK_MESSAGE(r.fake.violations == 0, r.fake.last_violation);
 }
 
+TEST_CASE("frames: the device's link figures reach the summary and the status line (Note [Link rate])") {
+  struct TimedVmm : FakeVmm {
+    void copy_time(int dir, uint64_t *bytes, uint64_t *ns) override {
+      *bytes = dir == vc::FrameMover::kIn ? 40000000000 : 20000000000, *ns = 1000000000;
+    }
+    uint64_t probe_rate(int dir) const override { return dir == vc::FrameMover::kIn ? 50000000000 : 0; }
+  } fake;
+  vc::FrameMover mover(&fake, 16 * kMiB, 2 * kMiB, 48 * kMiB, /*worker=*/false);
+  const auto figures = mover.figures();
+  std::map<std::string, uint64_t> f(figures.begin(), figures.end());
+  CHECK((f["link_in_bytes"] == 40000000000 && f["link_in_ns"] == 1000000000 && f["link_out_bytes"] == 20000000000));
+  CHECK((f["link_probe_in_bps"] == 50000000000 && f["link_probe_out_bps"] == 0));
+  CHECK(mover.describe().find("; link while copying in 40.0 GB/s, out 20.0 GB/s (pinned copies at start: 50.0 / 0.0 GB/s)") !=
+        std::string::npos);
+  FakeVmm plain;  // a device that measures nothing: no link text
+  vc::FrameMover quiet(&plain, 16 * kMiB, 2 * kMiB, 48 * kMiB, /*worker=*/false);
+  CHECK(quiet.describe().find("link") == std::string::npos);
+}
+
 TEST_CASE("frames: a move is cancelled when the frame is wanted back before its remap") {
   Rig r(16 * kMiB, 2 * kMiB, 16 * kMiB);  // one frame
   uint64_t va = 0;
