@@ -131,6 +131,42 @@ std::string command_line() {
 
 }  // namespace
 
+namespace {
+
+// Note [Exit]
+// The last activity flush, the trace and the summary are made by finish_process, from an atexit
+// handler registered once CUDA and CUPTI are loaded (ensure_observer). Exit handlers run in the
+// reverse order of their registration, so ours runs before the destructors of the static objects
+// those libraries made as they started; a library destructor runs after all of them, and a call
+// into CUPTI from there reached it torn down (tests/interpose/run.sh, 8b: the fake CUPTI checks).
+// The destructor still calls finish_process, which does nothing the second time.
+std::atomic<bool> g_finished{false};
+
+void finish_process() {
+  Runtime *rt = runtime();
+  // A process that never touched CUDA (a shell, a helper the program spawned), or only started it
+  // (torchrun's launcher), prints and writes nothing.
+  if (!rt || g_observer_state.load() == 0 || !rt->did_work() || g_finished.exchange(true)) return;
+  g_stopping.store(true);
+  stop_paging();
+  flush_activity(rt);
+  rt->finish_recording(symbolize, /*at_exit=*/true);
+  std::string text = rt->summary_text();
+  fputs(text.c_str(), stderr);
+  const std::string path = expand_path(rt->options().str[kSummaryFile]);
+  if (!path.empty()) {
+    if (FILE *f = fopen(path.c_str(), "w")) {
+      std::string json = rt->summary_json() + "\n";
+      fwrite(json.data(), 1, json.size(), f);
+      fclose(f);
+    } else {
+      VC_WARN("cannot write summary file %s", path.c_str());
+    }
+  }
+}
+
+}  // namespace
+
 void ensure_observer() {
   if (g_observer_state.load(std::memory_order_acquire) != 0) return;
   Runtime *rt = runtime();
@@ -138,6 +174,7 @@ void ensure_observer() {
   if (!rt || !g_observer_state.compare_exchange_strong(expected, 1)) return;
   start_launch_observer(rt);
   if (rt->recorder()) std::thread(profile_thread, rt).detach();
+  if (atexit(finish_process) != 0) VC_DEBUG("atexit refused the exit handler: the summary is written at unload");
   g_observer_state.store(2, std::memory_order_release);
 }
 
@@ -158,28 +195,7 @@ __attribute__((constructor)) void library_start() {
   VC_INFO("started, mode %s", options.str[kMode].c_str());
 }
 
-__attribute__((destructor)) void library_stop() {
-  Runtime *rt = runtime();
-  // A process that never touched CUDA (a shell, a helper the program spawned), or only started it
-  // (torchrun's launcher), prints and writes nothing.
-  if (!rt || g_observer_state.load() == 0 || !rt->did_work()) return;
-  g_stopping.store(true);
-  stop_paging();
-  flush_activity(rt);
-  rt->finish_recording(symbolize, /*at_exit=*/true);
-  std::string text = rt->summary_text();
-  fputs(text.c_str(), stderr);
-  const std::string path = expand_path(rt->options().str[kSummaryFile]);
-  if (!path.empty()) {
-    if (FILE *f = fopen(path.c_str(), "w")) {
-      std::string json = rt->summary_json() + "\n";
-      fwrite(json.data(), 1, json.size(), f);
-      fclose(f);
-    } else {
-      VC_WARN("cannot write summary file %s", path.c_str());
-    }
-  }
-}
+__attribute__((destructor)) void library_stop() { finish_process(); }
 
 }  // namespace
 }  // namespace vc::interpose

@@ -4,6 +4,8 @@
 // Callbacks can be enabled one by one or by domain. Activity records are not supported (the call fails, as on a machine without them).
 #include <cupti.h>
 
+#include <unistd.h>
+
 #include <cstdlib>
 #include <cstring>
 #include <set>
@@ -89,13 +91,45 @@ FAKE_EXPORT CUptiResult cuptiGetResultString(CUptiResult r, const char **s) {
   *s = r == CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED ? "CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED" : "fake error";
   return CUPTI_SUCCESS;
 }
-FAKE_EXPORT CUptiResult cuptiActivityRegisterCallbacks(CUpti_BuffersCallbackRequestFunc, CUpti_BuffersCallbackCompleteFunc) {
-  return CUPTI_ERROR_NOT_SUPPORTED;
+// With FAKE_CUPTI_ACTIVITY=1, activity calls succeed and a flush completes one empty buffer. A
+// flush after this library's static objects were destroyed at exit (as the real CUPTI's are) says
+// so and exits 6: the caller reached a torn-down library.
+namespace {
+bool activity() {
+  const char *on = getenv("FAKE_CUPTI_ACTIVITY");
+  return on && *on == '1';
 }
-FAKE_EXPORT CUptiResult cuptiActivityEnable(CUpti_ActivityKind) { return CUPTI_ERROR_NOT_SUPPORTED; }
-FAKE_EXPORT CUptiResult cuptiActivityDisable(CUpti_ActivityKind) { return CUPTI_ERROR_NOT_SUPPORTED; }
+CUpti_BuffersCallbackRequestFunc g_request = nullptr;
+CUpti_BuffersCallbackCompleteFunc g_complete = nullptr;
+bool g_torn_down = false;
+struct TearDown {
+  ~TearDown() { g_torn_down = true; }
+} g_tear_down;
+}  // namespace
+FAKE_EXPORT CUptiResult cuptiActivityRegisterCallbacks(CUpti_BuffersCallbackRequestFunc request,
+                                                       CUpti_BuffersCallbackCompleteFunc complete) {
+  if (!activity()) return CUPTI_ERROR_NOT_SUPPORTED;
+  g_request = request, g_complete = complete;
+  return CUPTI_SUCCESS;
+}
+FAKE_EXPORT CUptiResult cuptiActivityEnable(CUpti_ActivityKind) { return activity() ? CUPTI_SUCCESS : CUPTI_ERROR_NOT_SUPPORTED; }
+FAKE_EXPORT CUptiResult cuptiActivityDisable(CUpti_ActivityKind) { return activity() ? CUPTI_SUCCESS : CUPTI_ERROR_NOT_SUPPORTED; }
 FAKE_EXPORT CUptiResult cuptiActivityGetNextRecord(uint8_t *, size_t, CUpti_Activity **) { return CUPTI_ERROR_MAX_LIMIT_REACHED; }
-FAKE_EXPORT CUptiResult cuptiActivityFlushAll(uint32_t) { return CUPTI_SUCCESS; }
+FAKE_EXPORT CUptiResult cuptiActivityFlushAll(uint32_t) {
+  if (g_torn_down) {
+    const char msg[] = "fake cupti: cuptiActivityFlushAll called after CUPTI was torn down at exit\n";
+    ssize_t w = write(2, msg, sizeof msg - 1);
+    (void)w;
+    _exit(6);
+  }
+  if (g_request && g_complete) {
+    uint8_t *buffer = nullptr;
+    size_t size = 0, max_records = 0;
+    g_request(&buffer, &size, &max_records);
+    if (buffer) g_complete(nullptr, 0, buffer, size, 0);
+  }
+  return CUPTI_SUCCESS;
+}
 FAKE_EXPORT CUptiResult cuptiActivityConfigureUnifiedMemoryCounter(CUpti_ActivityUnifiedMemoryCounterConfig *, uint32_t) { return CUPTI_ERROR_NOT_SUPPORTED; }
 FAKE_EXPORT CUptiResult cuptiActivityGetNumDroppedRecords(CUcontext, uint32_t, size_t *n) {
   *n = 0;

@@ -185,6 +185,15 @@ msg=$(env LD_PRELOAD="$lib" LD_LIBRARY_PATH="$PWD/$build/fake" VRAMCACHE_SUMMARY
   "$build/interpose_test" --minimal -tc='init only' 2>&1); rc=$?
 [ $rc = 0 ] && [ -z "$msg" ] && [ ! -e "$out/init-only.json" ] || bad "a process that only started CUDA: rc=$rc, printed: $msg"
 
+# 8b. at exit the last activity flush reaches CUPTI before its static objects are destroyed (the
+#    fake's flush exits 6 after them): the summary is written from an atexit handler registered
+#    once CUDA and CUPTI are loaded, not from the library's destructor.
+if run exit-flush VRAMCACHE_MODE=count VRAMCACHE_ACTIVITY=1 FAKE_CUPTI_ACTIVITY=1; then
+  expect_json "$out/exit-flush.json" activity_on=1 launches=6
+else
+  bad "exit flush: test program failed: $(grep -h 'fake cupti' "$out/exit-flush.log")"
+fi
+
 # 9. a tool preloaded first that interposes dlopen and, inside it, calls dlsym (ours), as
 #    compute-sanitizer does: our lookups must not reenter its dlopen (that spun forever on its lock).
 for mode in off count; do
@@ -193,5 +202,5 @@ for mode in off count; do
   [ $rc = 0 ] || bad "a tool interposing dlopen, mode $mode: rc=$rc: $msg"
 done
 
-[ $fail = 0 ] && note "all checks passed (count, CUPTI taken, off, profile, paging, paging fallback, paging failure, explicit paging, explicit paging failures, nccl, configuration errors, no CUDA, a tool interposing dlopen)"
+[ $fail = 0 ] && note "all checks passed (count, CUPTI taken, off, profile, paging, paging fallback, paging failure, explicit paging, explicit paging failures, nccl, configuration errors, no CUDA, the exit flush, a tool interposing dlopen)"
 exit $fail
