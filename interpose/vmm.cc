@@ -103,6 +103,7 @@ class CudaVmm final : public VmmDevice {
   // Pinned copies of `bytes` (a multiple of the granularity), both directions at once, the best of
   // three each (Note [Link rate]). Leaves nothing allocated; on any failure measures nothing.
   void probe(uint64_t bytes) {
+    OwnCalls own;  // on the program's thread: its copies are not the program's
     uint64_t host = 0, dev = 0, hva = 0, dva = 0;
     bool ok = create(true, bytes, &host) && create(false, bytes, &dev) && reserve(bytes, granularity_, &hva) &&
               reserve(bytes, granularity_, &dva) && map(hva, bytes, host) && map(dva, bytes, dev);
