@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Smallest GPU check of paging (seconds): the CUDA C++ sample without vramcache, then under half its
-# footprint with each backend and policy; losses must be bitwise identical. Then compute-sanitizer
+# footprint with each backend and policy; losses must be bitwise identical; the explicit backend's
+# link figures must be there. Then compute-sanitizer
 # memcheck (scripts/memcheck.sh), each run within SMOKE_MEMCHECK_S seconds (240; 0 skips them).
 # Results in results/paging-smoke-final/.
 set -u
@@ -23,6 +24,17 @@ for backend in managed explicit; do
     fi
   done
 done
+# The explicit backend's link figures (Note [Link rate]): its probe and its copies were timed.
+line=$(python3 - "$out/explicit-predictive.json" <<'PY'
+import json, sys
+s = json.load(open(sys.argv[1]))
+rate = lambda d: s[f"link_{d}_bytes"] / s[f"link_{d}_ns"] * 1e9 if s.get(f"link_{d}_ns") else 0
+print(f"mlp explicit-predictive link: in {rate('in') / 1e9:.1f} GB/s, out {rate('out') / 1e9:.1f} GB/s while copying; "
+      f"pinned copies at start {s.get('link_probe_in_bps', 0) / 1e9:.1f} / {s.get('link_probe_out_bps', 0) / 1e9:.1f} GB/s")
+sys.exit(0 if s.get("link_probe_in_bps") and s.get("link_in_ns") else 1)
+PY
+) || rc=1
+echo "${line:-mlp explicit-predictive link: no figures}" | tee -a "$out/result.txt"
 limit=${SMOKE_MEMCHECK_S:-240}
 [ "$limit" -gt 0 ] && bash scripts/memcheck.sh "$out" "$limit"
 [ -n "${OUT:-}" ] && tar czf "$OUT/$(basename "$out").tgz" "$out"
