@@ -120,7 +120,14 @@ class CudaVmm final : public VmmDevice {
     }
     if (ok) probe_bps_[kIn] = best[kIn], probe_bps_[kOut] = best[kOut];
     else VC_DEBUG("the link probe failed: the link rate is not measured");
-    synchronize();
+    // Its copies done before its memory goes: the copy streams only, never the program's work
+    // (a collective kernel in flight may wait for another process). If that cannot be known, the
+    // memory is left allocated rather than freed under a copy.
+    for (int dir : {kIn, kOut}) {
+      uint64_t token = mark(dir);
+      if (!token || poll(token, true) != 1) return;
+      drop(token);
+    }
     if (dva) unmap(dva, bytes), unreserve(dva, bytes);
     if (hva) unmap(hva, bytes), unreserve(hva, bytes);
     if (dev) release(dev);
