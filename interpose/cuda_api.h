@@ -58,6 +58,7 @@ const DriverApi *driver_api();
 
 #define VC_CUPTI_API(X)                  \
   X(cuptiSubscribe)                      \
+  X(cuptiSubscribe_v2)                   \
   X(cuptiEnableCallback)                 \
   X(cuptiEnableDomain)                   \
   X(cuptiGetCallbackName)                \

@@ -526,11 +526,22 @@ void start_launch_observer(Runtime *rt) {
   state->rt = rt;
   state->cupti = cupti;
   g_state = state;
-  CUptiResult r = cupti->cuptiSubscribe(&state->subscriber, on_callback, nullptr);
+  // Named, so that CUPTI can name us to a tool that comes later, and name to us one that came first.
+  char holder[CUPTI_OLD_SUBSCRIBER_NAME_MIN_LEN] = "";
+  CUpti_SubscriberParams params = {};
+  params.structSize = CUpti_SubscriberParams_STRUCT_SIZE;
+  params.subscriberName = "vramcache";
+  params.oldSubscriberName = holder;
+  params.oldSubscriberSize = sizeof holder;
+  CUptiResult r = cupti->cuptiSubscribe_v2(&state->subscriber, on_callback, nullptr, &params);
+  if (r != CUPTI_SUCCESS && r != CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED)
+    r = cupti->cuptiSubscribe(&state->subscriber, on_callback, nullptr);  // a CUPTI that refuses the parameters
   if (r != CUPTI_SUCCESS) {
-    // Another tool (Nsight, a profiler started first) holds CUPTI: keep running without launches.
-    VC_WARN("cannot subscribe to CUPTI (%s): launches will not be observed; allocations still are",
-            result_string(r));
+    // Another tool (Nsight, compute-sanitizer, a profiler started first) holds CUPTI: keep running
+    // without launches (and so without paging).
+    holder[sizeof holder - 1] = '\0';
+    VC_WARN("cannot subscribe to CUPTI (%s%s%s): launches will not be observed; allocations still are",
+            result_string(r), *holder ? ", held by " : "", holder);
     return;
   }
   state->subscribed = true;

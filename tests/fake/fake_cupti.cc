@@ -6,6 +6,7 @@
 
 #include <unistd.h>
 
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <set>
@@ -52,8 +53,11 @@ FAKE_EXPORT CUptiResult cuptiEnableCallback(uint32_t enable, CUpti_SubscriberHan
   return CUPTI_SUCCESS;
 }
 FAKE_EXPORT CUptiResult cuptiSubscribe_v2(CUpti_SubscriberHandle *s, CUpti_CallbackFunc cb, void *userdata,
-                                          CUpti_SubscriberParams *) {
-  return cuptiSubscribe(s, cb, userdata);
+                                          CUpti_SubscriberParams *params) {
+  CUptiResult r = cuptiSubscribe(s, cb, userdata);
+  if (r == CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED && params && params->oldSubscriberName && params->oldSubscriberSize)
+    snprintf(params->oldSubscriberName, params->oldSubscriberSize, "%s", "a fake tool");
+  return r;
 }
 FAKE_EXPORT CUptiResult cuptiUnsubscribe(CUpti_SubscriberHandle) {
   fake_record("cuptiUnsubscribe");
