@@ -139,14 +139,19 @@ namespace {
 // reverse order of their registration, so ours runs before the destructors of the static objects
 // those libraries made as they started; a library destructor runs after all of them, and a call
 // into CUPTI from there reached it torn down (tests/interpose/run.sh, 8b: the fake CUPTI checks).
-// The destructor still calls finish_process, which does nothing the second time.
+// The destructor still calls finish_process, which does nothing the second time. A child forked
+// after the observer started inherits the handler but none of our threads (the mover's worker, were
+// it joined, would never end): it does nothing either.
 std::atomic<bool> g_finished{false};
+std::atomic<pid_t> g_observer_pid{0};  // the process that started the observer
 
 void finish_process() {
   Runtime *rt = runtime();
   // A process that never touched CUDA (a shell, a helper the program spawned), or only started it
   // (torchrun's launcher), prints and writes nothing.
-  if (!rt || g_observer_state.load() == 0 || !rt->did_work() || g_finished.exchange(true)) return;
+  if (!rt || g_observer_state.load() == 0 || !rt->did_work() || getpid() != g_observer_pid.load() ||
+      g_finished.exchange(true))
+    return;
   g_stopping.store(true);
   stop_paging();
   flush_activity(rt);
@@ -172,6 +177,7 @@ void ensure_observer() {
   Runtime *rt = runtime();
   int expected = 0;
   if (!rt || !g_observer_state.compare_exchange_strong(expected, 1)) return;
+  g_observer_pid.store(getpid());
   start_launch_observer(rt);
   if (rt->recorder()) std::thread(profile_thread, rt).detach();
   if (atexit(finish_process) != 0) VC_DEBUG("atexit refused the exit handler: the summary is written at unload");

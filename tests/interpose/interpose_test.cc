@@ -13,6 +13,8 @@
 #include <cupti.h>
 #include <dlfcn.h>
 #include <doctest/doctest.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstring>
@@ -196,6 +198,21 @@ TEST_CASE("init only") {
   auto init = reinterpret_cast<CUresult (*)(unsigned)>(dlsym(RTLD_DEFAULT, "cuInit"));
   REQUIRE((init != nullptr));
   CHECK(init(0) == CUDA_SUCCESS);
+}
+
+// A process that forks after using CUDA, and a child that exits normally: the child inherits the
+// library's exit handler but none of its threads, and must print nothing and exit at once (run.sh
+// runs it alone, in count mode and under a budget).
+TEST_CASE("fork: a child that exits prints nothing" * doctest::skip()) {
+  void *p = nullptr;
+  REQUIRE(cudaMalloc(&p, 1 << 20) == cudaSuccess);
+  pid_t child = fork();
+  REQUIRE(child >= 0);
+  if (child == 0) exit(0);
+  int status = 0;
+  REQUIRE(waitpid(child, &status, 0) == child);
+  CHECK((WIFEXITED(status) && WEXITSTATUS(status) == 0));
+  CHECK(cudaFree(p) == cudaSuccess);
 }
 
 TEST_CASE("scenario: allocations, GEMMs, launches, graphs, copies, frees") {

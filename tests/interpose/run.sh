@@ -195,6 +195,15 @@ else
   bad "exit flush: test program failed: $(grep -h 'fake cupti' "$out/exit-flush.log")"
 fi
 
+# 8c. a child forked after CUDA work that exits normally prints nothing and does not hang on the
+#    parent's threads (the mover's worker under a budget): only the parent's summary is printed.
+for vars in "VRAMCACHE_MODE=count" "VRAMCACHE_BUDGET=64M VRAMCACHE_BACKEND=explicit"; do
+  msg=$(env LD_PRELOAD="$lib" LD_LIBRARY_PATH="$PWD/$build/fake" $vars timeout -k 5 20 \
+    "$build/interpose_test" --minimal --no-skip -tc='fork*' 2>&1); rc=$?
+  [ $rc = 0 ] && [ "$(grep -c 'vramcache summary' <<<"$msg")" = 1 ] ||
+    bad "a forked child ($vars): rc=$rc, $(grep -c 'vramcache summary' <<<"$msg") summaries"
+done
+
 # 9. a tool preloaded first that interposes dlopen and, inside it, calls dlsym (ours), as
 #    compute-sanitizer does: our lookups must not reenter its dlopen (that spun forever on its lock).
 for mode in off count; do
@@ -203,5 +212,5 @@ for mode in off count; do
   [ $rc = 0 ] || bad "a tool interposing dlopen, mode $mode: rc=$rc: $msg"
 done
 
-[ $fail = 0 ] && note "all checks passed (count, CUPTI taken, off, profile, paging, paging fallback, paging failure, explicit paging, explicit paging failures, nccl, configuration errors, no CUDA, the exit flush, a tool interposing dlopen)"
+[ $fail = 0 ] && note "all checks passed (count, CUPTI taken, off, profile, paging, paging fallback, paging failure, explicit paging, explicit paging failures, nccl, configuration errors, no CUDA, the exit flush, a forked child, a tool interposing dlopen)"
 exit $fail
