@@ -314,9 +314,9 @@ bool size_arg(const char *flag, const char *value, uint64_t *out) {
   return true;
 }
 
-// Parses [--budget SIZE] [--link GBPS] [--page-size SIZE] [-o FILE] TRACE.
+// Parses [--budget SIZE] [--link GBPS] [--page-size SIZE] [--prefetch-ahead SIZE] [-o FILE] TRACE.
 struct Args {
-  uint64_t budget = 0, page_size = 0;
+  uint64_t budget = 0, page_size = 0, prefetch_ahead = 0;
   LinkModel link;
   std::string out, trace;
 };
@@ -330,6 +330,9 @@ bool parse_args(int argc, char **argv, const char *cmd, Args *args) {
       if (!size_arg(f, v, &args->page_size)) return false;
       if (args->page_size < (64 << 10) || (args->page_size & (args->page_size - 1)))
         return fprintf(stderr, "vramcache: --page-size must be a power of two of at least 64K\n"), false;
+      ++i;
+    } else if (!strcmp(f, "--prefetch-ahead") && !strcmp(cmd, "simulate")) {
+      if (!size_arg(f, v, &args->prefetch_ahead)) return false;
       ++i;
     } else if (!strcmp(f, "--link")) {
       char *end = nullptr;
@@ -449,12 +452,12 @@ struct PagerReplay {
   PagerFigures reactive, predictive;
 };
 
-PagerReplay replay_policies(const Analysis &a, uint64_t budget) {
+PagerReplay replay_policies(const Analysis &a, uint64_t budget, uint64_t prefetch_ahead) {
   PagerReplay out;
   uint64_t period = a.iterations.period, page = a.model.page_size;
   if (!period) return out;
   auto figures = [&](PagingPolicy policy, PagerFigures *f) {
-    ReplayResult r = replay_trace(a.trace, budget, page, policy, period, 2 * period);
+    ReplayResult r = replay_trace(a.trace, budget, page, policy, period, 2 * period, prefetch_ahead);
     size_t from = 3, n = r.h2d.size();  // samples at k * period; the plan is in use from 3 * period
     if (n < from + 2) return false;
     out.iterations = int(n - 1 - from);
@@ -489,7 +492,7 @@ int simulate_main(int argc, char **argv) {
   if (!load(args.trace, &t)) return 1;
   Analysis a = analyze(std::move(t), args.page_size);
   BudgetResult r = evaluate_budget(a, args.budget, args.link);
-  PagerReplay replay = replay_policies(a, args.budget);
+  PagerReplay replay = replay_policies(a, args.budget, args.prefetch_ahead);
   fputs((summary_text(a, {r}) + replay_text(replay)).c_str(), stdout);
   std::string json = budget_json(a, r);
   if (replay.iterations) {

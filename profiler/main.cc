@@ -37,7 +37,7 @@ void usage(FILE *out) {
           "                                                      record COMMAND's access trace, then report it\n"
           "       vramcache report [--budget SIZE] [--link GBPS] [--page-size SIZE] [-o FILE.html] TRACE\n"
           "                                                      summary and HTML report of a recorded trace\n"
-          "       vramcache simulate --budget SIZE [--link GBPS] [--page-size SIZE] [-o FILE.json] TRACE\n"
+          "       vramcache simulate --budget SIZE [--link GBPS] [--page-size SIZE] [--prefetch-ahead SIZE] [-o FILE.json] TRACE\n"
           "                                                      predicted traffic, stalls and step time for a budget\n"
           "       vramcache options [--markdown]                 list every option\n"
           "       vramcache help\n"

@@ -25,9 +25,10 @@ struct InstantMover final : Mover {
 }  // namespace
 
 ReplayResult replay_trace(const Trace &t, uint64_t budget, uint64_t page_size, PagingPolicy policy,
-                          uint64_t sample_every, uint64_t learn_at) {
+                          uint64_t sample_every, uint64_t learn_at, uint64_t prefetch_ahead) {
   InstantMover mover;
   Pager pager(&mover, budget, page_size, policy);
+  if (prefetch_ahead) pager.set_prefetch_limit(prefetch_ahead);
   std::vector<std::pair<uint64_t, uint64_t>> frees;  // (seq, id)
   for (const TraceAlloc &a : t.allocs)
     if (a.free_seq != kNever) frees.push_back({a.free_seq, a.id});

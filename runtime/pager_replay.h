@@ -22,8 +22,9 @@ struct ReplayResult {
 
 // Feeds the trace's allocations, frees and ops to a fresh pager in trace order. The predictive
 // policy learns from the whole trace after `learn_at` ops, as the library does once it has
-// recorded enough.
+// recorded enough. `prefetch_ahead`: the pager's prefetch window (VRAMCACHE_PREFETCH_AHEAD; 0: its
+// default).
 ReplayResult replay_trace(const Trace &t, uint64_t budget, uint64_t page_size, PagingPolicy policy,
-                          uint64_t sample_every, uint64_t learn_at);
+                          uint64_t sample_every, uint64_t learn_at, uint64_t prefetch_ahead = 0);
 
 }  // namespace vc

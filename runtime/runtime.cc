@@ -244,6 +244,7 @@ Pager *Runtime::start_paging(Mover *mover) {
   const uint64_t page = mover->unit() ? mover->unit() : uint64_t(options_.num[kPageSize]);
   auto *pg = new Pager(mover, budget - std::min(budget / 2, mover->headroom()), page, PagingPolicy(options_.num[kPolicy]),
                        &outside_bytes_);
+  if (options_.num[kPrefetchAhead] > 0) pg->set_prefetch_limit(uint64_t(options_.num[kPrefetchAhead]));
   Pager *none = nullptr;
   if (!pager_.compare_exchange_strong(none, pg)) {
     delete pg;
@@ -446,6 +447,7 @@ std::string Runtime::summary_json() const {
     const PagerStats &s = pg->stats();
     add("budget", uint64_t(options_.num[kBudget]));
     add("planned_budget", pg->budget());
+    add("prefetch_ahead", pg->prefetch_limit());
     for (const auto &[name, v] : pg->mover()->figures()) add(name.c_str(), v);
     add("paged_allocs", s.paged_allocs);
     add("paged_bytes", s.paged_bytes);

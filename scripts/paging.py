@@ -94,8 +94,10 @@ def job(name, args, out_dir, results):
     print(f"{name}: plain rc={plain['rc']} {plain['median_step_s']} s/step; budget {budget / GIB:.3f} GiB", flush=True)
     for mode in args.policies.split(","):
         # A mode is a policy, or BACKEND-POLICY (explicit-predictive), the backend managed by default;
-        # explicit-predictive:32M sets the frame size.
-        base, _, frame = mode.partition(":")
+        # explicit-predictive:32M sets the frame size, explicit-predictive:64M:192M also the prefetch
+        # window (VRAMCACHE_PREFETCH_AHEAD; explicit-predictive::192M only that).
+        base, _, rest = mode.partition(":")
+        frame, _, ahead = rest.partition(":")
         backend, policy = base.split("-", 1) if "-" in base else ("managed", base)
         slow = policy == "reactive" and args.reactive_steps and name[0].isdigit()  # the GPT jobs
         n_steps = min(steps, args.reactive_steps) if slow else steps
@@ -107,6 +109,8 @@ def job(name, args, out_dir, results):
               "--profile-iterations", "1", "--status-interval", "5", "--log-level", "info"]
         if frame:
             vc += ["--frame-size", frame]
+        if ahead:
+            vc += ["--prefetch-ahead", ahead]
         if args.report and policy == "predictive":
             vc += ["--report", report]
         m = run(vc + ["--"] + cmd, env, os.path.join(out_dir, f"{name}-{tag}.log"), args.timeout)

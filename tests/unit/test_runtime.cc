@@ -347,6 +347,16 @@ TEST_CASE("runtime: device memory outside the pager is charged to the budget, an
   CHECK(rt->paging_status().find("outside the pager 0.01 GB (peak 0.03)") != std::string::npos);
 }
 
+TEST_CASE("runtime: the prefetch window is 1/16 of the planned budget, or VRAMCACHE_PREFETCH_AHEAD") {
+  CountingMover mover;
+  auto rt = make_runtime({{"VRAMCACHE_BUDGET", "64M"}});
+  REQUIRE(rt->start_paging(&mover));
+  CHECK(json_values(*rt)["prefetch_ahead"] == (4u << 20));
+  auto set = make_runtime({{"VRAMCACHE_BUDGET", "64M"}, {"VRAMCACHE_PREFETCH_AHEAD", "8M"}});
+  REQUIRE(set->start_paging(&mover));
+  CHECK(json_values(*set)["prefetch_ahead"] == (8u << 20));
+}
+
 TEST_CASE("runtime: on_launch with an empty decoded parameter list") {
   auto rt = make_runtime();
   rt->on_alloc(0x10000, 0x1000, AllocKind::kDevice);
