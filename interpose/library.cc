@@ -129,10 +129,6 @@ std::string command_line() {
   return cmd;
 }
 
-}  // namespace
-
-namespace {
-
 // Note [Exit]
 // The last activity flush, the trace and the summary are made by finish_process, from an atexit
 // handler registered once CUDA and CUPTI are loaded (ensure_observer). Exit handlers run in the

@@ -135,11 +135,9 @@ void Pager::follow_outside(const std::vector<PageKey> &keep) {
     mover_->set_outside(now);
     if (now > stats_.outside_peak) stats_.outside_peak = now;
   }
-  uint64_t over = resident_ > capacity() ? resident_ - capacity() : 0, found = 0;
   std::vector<PageKey> chosen;
-  for (auto it = order_.rbegin(); found < over && it != order_.rend(); ++it)
-    if (!std::binary_search(keep.begin(), keep.end(), it->second)) chosen.push_back(it->second), found += page_bytes(it->second);
-  evict(chosen);
+  if (resident_ > capacity()) choose_victims(resident_ - capacity(), 0, keep, &chosen);
+  evict(chosen);  // as many as there are, if fewer than asked for
 }
 
 Pager::~Pager() = default;
@@ -359,15 +357,21 @@ bool Pager::evict(const std::vector<PageKey> &victims) {
 // that op or any before it; a miss (horizon 0) may take any page.
 bool Pager::make_room(uint64_t bytes, uint64_t horizon, const std::vector<PageKey> &keep) {
   if (resident_ + bytes <= capacity()) return true;
-  uint64_t need = resident_ + bytes - capacity(), found = 0;
+  uint64_t need = resident_ + bytes - capacity();
   std::vector<PageKey> chosen;
+  return choose_victims(need, horizon, keep, &chosen) >= need && evict(chosen);
+}
+
+uint64_t Pager::choose_victims(uint64_t need, uint64_t horizon, const std::vector<PageKey> &keep,
+                               std::vector<PageKey> *chosen) {
+  uint64_t found = 0;
   for (auto it = order_.rbegin(); found < need && it != order_.rend(); ++it) {
-    if (tracking_ && horizon > 0 && it->first <= pos_ + horizon) return false;  // needed too soon: wait
+    if (tracking_ && horizon > 0 && it->first <= pos_ + horizon) break;  // needed too soon: wait
     if (std::binary_search(keep.begin(), keep.end(), it->second)) continue;
-    chosen.push_back(it->second);
+    chosen->push_back(it->second);
     found += page_bytes(it->second);
   }
-  return found >= need && evict(chosen);
+  return found;
 }
 
 bool Pager::fetch(const std::vector<PageKey> &keys) {

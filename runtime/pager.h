@@ -171,6 +171,10 @@ class Pager {
   void rerank_all();  // after the policy in force changed
   uint64_t next_use(const Page &p, uint64_t from) const;  // plan positions ahead of `from`
   bool make_room(uint64_t bytes, uint64_t horizon, const std::vector<PageKey> &keep);
+  // Appends victims for `need` bytes (make_room's order and rules) to `chosen`; returns their
+  // bytes, less than `need` when too few may go.
+  uint64_t choose_victims(uint64_t need, uint64_t horizon, const std::vector<PageKey> &keep,
+                          std::vector<PageKey> *chosen);
   bool each_run(std::vector<PageKey> keys,
                 const std::function<bool(uint64_t, uint64_t, const std::vector<PageKey> &)> &move);
   bool evict(const std::vector<PageKey> &victims);
