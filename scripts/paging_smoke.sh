@@ -27,10 +27,10 @@ done
 # The explicit backend's link figures (Note [Link rate]): its probe and its copies were timed.
 line=$(python3 - "$out/explicit-predictive.json" <<'PY'
 import json, sys
+sys.path.insert(0, "scripts")
+from bench_report import link_cell  # the benchmark table's cell
 s = json.load(open(sys.argv[1]))
-rate = lambda d: s[f"link_{d}_bytes"] / s[f"link_{d}_ns"] * 1e9 if s.get(f"link_{d}_ns") else 0
-print(f"mlp explicit-predictive link: in {rate('in') / 1e9:.1f} GB/s, out {rate('out') / 1e9:.1f} GB/s while copying; "
-      f"pinned copies at start {s.get('link_probe_in_bps', 0) / 1e9:.1f} / {s.get('link_probe_out_bps', 0) / 1e9:.1f} GB/s")
+print(f"mlp explicit-predictive link while copying in / out, GB/s (of the pinned copies at start): {link_cell(s)}")
 sys.exit(0 if s.get("link_probe_in_bps") and s.get("link_in_ns") else 1)
 PY
 ) || rc=1
