@@ -38,6 +38,7 @@ JOBS = {
     # (results/paging-jax-platform: 612 VMM maps, 7 plain allocations in 20 steps).
     "jax-platform": ([sys.executable, "samples/jax/train_jax.py", "--deterministic", "--steps", "{steps}"], "half", 20, 5),
     "1.3b-12-fast": (GPT[:-1] + ["--size", "1.3b", "--steps", "{steps}"], 12 * GIB, 20, 5),  # fast mode: speed only
+    "2.7b-24-fast": (GPT[:-1] + ["--size", "2.7b", "--steps", "{steps}"], 24 * GIB, 20, 5),  # fast mode: speed only
     "1.3b-12": (GPT + ["--size", "1.3b", "--steps", "{steps}"], 12 * GIB, 20, 5),
     "1.3b-16": (GPT + ["--size", "1.3b", "--steps", "{steps}"], 16 * GIB, 20, 5),
     "2.7b-16": (GPT + ["--size", "2.7b", "--steps", "{steps}"], 16 * GIB, 20, 5),
@@ -75,14 +76,20 @@ def job(name, args, out_dir, results):
     env = clean_env()
     if name.startswith("jax"):
         env.update(JAX_ENV, **({"XLA_PYTHON_CLIENT_ALLOCATOR": "platform"} if name == "jax-platform" else {}))
-    # The run without vramcache (or an earlier one of the same command: the GPT jobs of one size
-    # differ only in the budget), then count mode for the footprint (peak bytes of live allocations).
-    earlier = [j for j in args.plain_from if j.get("job", "").split("-")[0] == name.split("-")[0] and j.get("steps") == steps]
+    # The run without vramcache (or an earlier one of the same command, in this call or in
+    # --plain-from: the GPT jobs of one size differ only in the budget), then count mode for the
+    # footprint (peak bytes of live allocations). Files from before "cmd" was kept match by size and mode.
+    def same_command(j):
+        if "cmd" in j:
+            return j["cmd"] == cmd
+        return j.get("job", "").split("-")[0] == name.split("-")[0] and ("fast" in j.get("job", "")) == ("fast" in name) \
+            and j.get("steps") == steps
+    earlier = [j for j in args.plain_from + results["jobs"] if "plain" in j and same_command(j)]
     if earlier:
         plain = dict(earlier[0]["plain"], reused_from=earlier[0]["job"])
     else:
         plain = run(cmd, env, os.path.join(out_dir, f"{name}-plain.log"), args.timeout)
-    r = {"job": name, "steps": steps, "warmup": warmup, "plain": plain}
+    r = {"job": name, "cmd": cmd, "steps": steps, "warmup": warmup, "plain": plain}
     plain["median_step_s"] = median_after(plain["times"], warmup)
     if budget == "half":
         summary = os.path.join(out_dir, f"{name}-count.json")
