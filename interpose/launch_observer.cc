@@ -10,6 +10,21 @@
 // off a callback vramcache needs. Activity records have no subscriber and are not shared: with
 // VRAMCACHE_ACTIVITY=1 a client that registers its own activity buffers takes them over.
 //
+// Note [Observing without CUPTI]
+// compute-sanitizer and the Nsight tools hold CUPTI's one subscription (CUPTI 13.0 refuses a
+// second: MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED), and without launches nothing may be paged. So every
+// driver function the observer subscribes to, and those that stand for its resource callbacks
+// (graph instantiation and destruction, module and library unloads), has a wrapper of ours
+// (interpose/observed.def, generated from CUPTI's own parameter structs by
+// scripts/gen_observed.py). The wrappers are exported under the functions' names and handed out
+// by dlsym and cuGetProcAddress by identity, like every hook; while CUPTI delivers the calls they
+// only forward. When CUPTI refuses us they build the parameter block CUPTI would have passed and
+// report it to the same callback code, at entry and at exit.
+// The wrappers cover only what reaches them: a lookup of a function of an observed family that
+// returns one without a wrapper (a driver newer than the table) is a way past them. Before paging
+// starts, such a miss keeps it from starting; after, it stops paging (logged). Moves already
+// queued then still complete. No activity records are taken this way: no device times.
+//
 // Note [CUfunction or CUkernel]: since CUDA 12 the runtime passes a CUkernel where cuLaunchKernel
 // takes a CUfunction. cuFuncGetParamInfo rejects such a handle (invalid handle, measured with
 // PyTorch 2.11); cuKernelGetParamInfo accepts it. So a handle is tried as a function first, then
@@ -31,6 +46,7 @@
 
 #include "interpose/cuda_api.h"
 #include "interpose/library.h"
+#include "interpose/observed.h"
 #include "runtime/api_class.h"
 #include "runtime/log.h"
 
@@ -185,6 +201,8 @@ struct State {
   Client client;
 };
 State *g_state = nullptr;
+std::atomic<bool> g_observing_calls{false};  // Note [Observing without CUPTI]
+std::atomic<const char *> g_missed{nullptr};  // the first observed-family lookup without a wrapper
 
 GraphKernel decode_node(CUgraphNode node, const CUDA_KERNEL_NODE_PARAMS_v2 &p) {
   GraphKernel k;
@@ -400,6 +418,11 @@ void on_driver_api(CUpti_CallbackId cbid, const CUpti_CallbackData *cb) {
   }
 }
 
+void forget_graph(CUgraphExec exec) {
+  std::lock_guard lock(g_state->graphs_mu);
+  g_state->graphs.erase(exec);
+}
+
 void on_resource(CUpti_CallbackId cbid, const CUpti_ResourceData *rd) {
   if (cbid == CUPTI_CBID_RESOURCE_MODULE_UNLOAD_STARTING) {
     g_state->kernels.forget_all();
@@ -410,8 +433,7 @@ void on_resource(CUpti_CallbackId cbid, const CUpti_ResourceData *rd) {
   if (cbid == CUPTI_CBID_RESOURCE_GRAPHEXEC_CREATED) {
     remember_graph(g->graphExec, g->graph);
   } else if (cbid == CUPTI_CBID_RESOURCE_GRAPHEXEC_DESTROY_STARTING) {
-    std::lock_guard lock(g_state->graphs_mu);
-    g_state->graphs.erase(g->graphExec);
+    forget_graph(g->graphExec);
   }
 }
 
@@ -517,7 +539,72 @@ const char *result_string(CUptiResult r) {
   return s;
 }
 
+// Note [Observing without CUPTI]: the wrappers report the calls CUPTI would have.
+void observe_with_wrappers(State *state) {
+  size_t n = 0;
+  const ObservedFunction *functions = observed_functions(&n);
+  for (size_t i = 0; i < n; ++i) {
+    const ObservedFunction &f = functions[i];
+    if (f.cbid >= CUPTI_DRIVER_TRACE_CBID_SIZE) continue;
+    state->classes[f.cbid] = classify_driver_api(f.symbol);
+    state->linear_copy[f.cbid] = is_linear_copy(f.symbol);
+    state->memset_bytes[f.cbid] = uint8_t(memset_element_bytes(f.symbol));
+  }
+  g_observing_calls.store(true, std::memory_order_release);
+  if (const char *missed = g_missed.load()) {
+    VC_WARN("a lookup of %s returned a function vramcache has no wrapper for: launches may pass unseen, "
+            "so nothing is paged", missed);
+    return;
+  }
+  state->rt->counters().launch_observer_on = true;
+  VC_INFO("launch observer on: wrappers of %zu driver functions", n);
+}
+
 }  // namespace
+
+bool observing_calls() { return g_observing_calls.load(std::memory_order_acquire); }
+
+void observe_call(uint32_t cbid, const char *name, const void *params, const CUresult *result) {
+  State *s = g_state;
+  if (!s || !observing_calls()) return;
+  try {
+    OwnCalls own;
+    if (cbid < CUPTI_DRIVER_TRACE_CBID_SIZE && s->classes[cbid] != ApiClass::kNone) {
+      CUpti_CallbackData cb = {};
+      cb.callbackSite = result ? CUPTI_API_EXIT : CUPTI_API_ENTER;
+      cb.functionName = name;
+      cb.functionParams = params;
+      cb.functionReturnValue = const_cast<CUresult *>(result);  // CUPTI's field is not const; read only
+      on_driver_api(cbid, &cb);
+    } else if (!result) {  // what CUPTI reports as the resource callbacks' "starting"
+      if (strncmp(name, "cuGraphExecDestroy", 18) == 0) forget_graph(*static_cast<const CUgraphExec *>(params));
+      else if (strstr(name, "Unload")) s->kernels.forget_all();
+    } else if (*result == CUDA_SUCCESS && strncmp(name, "cuGraphInstantiate", 18) == 0) {
+      struct Instantiate { CUgraphExec *exec; CUgraph graph; };  // every variant starts so
+      auto *p = static_cast<const Instantiate *>(params);
+      if (p->exec) remember_graph(*p->exec, p->graph);
+    }
+  } catch (...) {
+    VC_WARN_CAPPED("launch observer failed on %s (out of memory?): this call is not recorded", name);
+  }
+}
+
+void observed_lookup_missed(const char *name) {
+  // Kept (the first one) for an observer that starts later; the names asked for are the caller's
+  // strings, so a copy of a bounded length is kept.
+  static char first[64];
+  const char *none = nullptr;
+  if (g_missed.load() == nullptr) {
+    snprintf(first, sizeof first, "%s", name);
+    g_missed.compare_exchange_strong(none, first);
+  }
+  if (!observing_calls() || !g_state) return;
+  if (Pager *pager = g_state->rt->pager()) {
+    std::string why = std::string("a lookup of ") + name + " returned a driver function vramcache has no wrapper for";
+    pager->stop(why.c_str());
+  }
+  g_state->rt->counters().launch_observer_on = false;
+}
 
 void start_launch_observer(Runtime *rt) {
   const CuptiApi *cupti = cupti_api();
@@ -540,8 +627,9 @@ void start_launch_observer(Runtime *rt) {
     // Another tool (Nsight, compute-sanitizer, a profiler started first) holds CUPTI: keep running
     // without launches (and so without paging).
     holder[sizeof holder - 1] = '\0';
-    VC_WARN("cannot subscribe to CUPTI (%s%s%s): launches will not be observed; allocations still are",
-            result_string(r), *holder ? ", held by " : "", holder);
+    VC_WARN("cannot subscribe to CUPTI (%s%s%s): launches are observed through vramcache's wrappers of the "
+            "driver's functions instead (no device times)", result_string(r), *holder ? ", held by " : "", holder);
+    observe_with_wrappers(state);
     return;
   }
   state->subscribed = true;

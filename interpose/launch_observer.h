@@ -26,6 +26,14 @@ class OwnCalls {
  private:
   static thread_local int depth_;
 };
+// Note [Observing without CUPTI]: true once vramcache's wrappers of the driver's functions
+// (interpose/observed.def) report the calls, CUPTI having refused us.
+bool observing_calls();
+// A call of an observed function, from its wrapper: at entry (`result` null), then with its result.
+void observe_call(uint32_t cbid, const char *name, const void *params, const CUresult *result);
+// A lookup of a function the observer needs handed out one that has no wrapper (`name` as asked).
+void observed_lookup_missed(const char *name);
+
 // Delivers every pending CUPTI activity record (device times, coverage counts) now.
 void flush_activity(Runtime *rt);
 // Profile mode, once the trace is written: device times are no longer needed, and collecting

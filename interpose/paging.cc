@@ -229,6 +229,11 @@ PagedAlloc paged_alloc(Runtime *rt, uint64_t size, uint64_t *ptr, const AllocApi
   if (!rt->paging_wanted() || size == 0 || g_state.load() == 2 || (rt->pager() && rt->pager()->stats().failed) ||
       HookScope::inside(HookGroup::kNccl))
     return PagedAlloc::kPassThrough;
+  if (!rt->counters().launch_observer_on) {  // moving data no launch is known to use would be unsafe
+    static std::atomic<bool> said{false};
+    if (!said.exchange(true)) VC_WARN("launches are not observed: allocations are not paged, and the budget is not kept");
+    return PagedAlloc::kPassThrough;
+  }
   if (!rt->admit_paged(size, physical_memory())) {
     VC_WARN_CAPPED("allocation of %llu bytes refused: paged allocations would exceed the host limit "
                    "(VRAMCACHE_HOST_LIMIT, default 85%% of physical memory)", (unsigned long long)size);

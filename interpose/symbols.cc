@@ -9,7 +9,9 @@
 #include <string>
 #include <vector>
 
+#include "interpose/launch_observer.h"
 #include "interpose/library.h"
+#include "interpose/observed.h"
 #include "runtime/log.h"
 
 namespace vc::interpose {
@@ -130,8 +132,24 @@ void *real_function(HookId id) {
   return p;
 }
 
+namespace {
+
+// A driver function the launch observer needs, looked up by `name`: its wrapper, or `found` (a
+// miss, reported: Note [Observing without CUPTI]).
+void *wrap_observed(const char *name, void *found) {
+  if (void *w = observed_wrapper(found)) return w;
+  if (observed_family(name)) {
+    note_unmatched_lookup(name);
+    observed_lookup_missed(name);
+  }
+  return found;
+}
+
+}  // namespace
+
 void *wrap_dlsym_result(const char *name, void *found) {
   if (!found || !name || !((name[0] == 'c' && name[1] == 'u') || strncmp(name, "nccl", 4) == 0)) return found;
+  if (name[0] == 'c' && observed_family(name)) return wrap_observed(name, found);
   for (int i = 0; i < kHookCount; ++i) {
     if (strcmp(kHooks[i].symbol, name) != 0) continue;
     if (found == kHooks[i].wrapper) return found;
@@ -155,8 +173,11 @@ void *wrap_proc_address(const char *base, void *found) {
     if (found == kHooks[i].wrapper) return found;
     if (real_function(HookId(i)) == found) return kHooks[i].wrapper;
   }
-  if (named) note_unmatched_lookup(base);
-  return found;
+  if (named) {
+    note_unmatched_lookup(base);
+    return found;
+  }
+  return observed_family(base) ? wrap_observed(base, found) : found;
 }
 
 namespace {

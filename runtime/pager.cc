@@ -256,6 +256,10 @@ void Pager::fail(const char *what) {
     VC_ERROR("paging stopped: %s failed; the program goes on with its data where it is", what);
 }
 
+void Pager::stop(const char *why) {
+  if (!stats_.failed.exchange(true)) VC_ERROR("paging stopped: %s; the program goes on with its data where it is", why);
+}
+
 // Calls `move(address, bytes, pages)` for each run of consecutive pages of one allocation among
 // `keys` (sorted here), in address order; stops at the first that returns false.
 bool Pager::each_run(std::vector<PageKey> keys,

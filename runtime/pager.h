@@ -120,6 +120,9 @@ class Pager {
   // Returns false (and says why in `why`) when the trace has no usable period, or the policy is reactive.
   bool learn(const Trace &trace, std::string *why);
 
+  // Stops paging for good, as a failed device call does (Note [Paging failures]); `why` is logged.
+  void stop(const char *why);
+
   uint64_t budget() const { return budget_; }  // what it plans within (memory outside it is taken off at each op)
   const Mover *mover() const { return mover_; }
   const PagerStats &stats() const { return stats_; }

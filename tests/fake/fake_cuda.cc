@@ -597,7 +597,20 @@ const Entry kEntries[] = {
 };
 #undef E
 
+// FAKE_CUDA_UNWRAPPED_LAUNCH=1: cuGetProcAddress("cuLaunchKernel") returns this function, which
+// is not exported (as a newer driver might return an entry point of its own).
+CUresult unexported_launch(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz,
+                           unsigned smem, CUstream s, void **params, void **extra) {
+  return fake_cuLaunchKernel(f, gx, gy, gz, bx, by, bz, smem, s, params, extra);
+}
+
 CUresult lookup(const char *symbol, void **pfn, int version, cuuint64_t flags, CUdriverProcAddressQueryResult *status) {
+  if (getenv("FAKE_CUDA_UNWRAPPED_LAUNCH") && !strcmp(symbol, "cuLaunchKernel") &&
+      !(flags & CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM)) {
+    *pfn = reinterpret_cast<void *>(&unexported_launch);
+    if (status) *status = CU_GET_PROC_ADDRESS_SUCCESS;
+    return CUDA_SUCCESS;
+  }
   const Entry *best = nullptr;
   bool found_name = false;
   bool ptds = flags & CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM;

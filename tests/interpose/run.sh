@@ -44,9 +44,13 @@ else
   bad "count mode: test program failed"; cat "$out/count.log"
 fi
 
-# 2. CUPTI taken by another tool: one warning, launches unseen, allocations still counted.
+# 2. CUPTI taken by another tool: one warning; vramcache's wrappers of the driver's functions see
+#    what CUPTI would have (Note [Observing without CUPTI]): the count scenario's figures, less the
+#    2 launches of the CUPTI client's test, which CUPTI refuses.
 if run busy VRAMCACHE_MODE=count FAKE_CUPTI_BUSY=1; then
-  expect_json "$out/busy.json" launch_observer_on=0 launches=0 allocs=8 gemms_cublas=3
+  expect_json "$out/busy.json" launch_observer_on=1 launches=4 launches_decoded=3 launches_captured=1 graph_launches=2 \
+    graph_kernels=6 graph_kernels_decoded=6 kernels_seen=9 refs=15 copies=1 copy_bytes=4096 sets=1 syncs=1 \
+    captures_begun=1 captures_ended=1 allocs=8 gemms_cublas=3
   [ "$(grep -c 'cannot subscribe to CUPTI (CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED, held by a fake tool)' "$out/busy.log")" = 1 ] ||
     bad "busy CUPTI: expected exactly one warning naming the tool, got: $(grep 'CUPTI' "$out/busy.log")"
 else
@@ -144,6 +148,27 @@ else
   ! grep -q "unified-memory migrations" "$out/explicit-paging.log" && [ "$(json_num "$out/explicit-paging.json" um_gpu_faults)" = -1 ] ||
     bad "explicit paging: tried to count unified-memory migrations (it makes no managed memory)"
 fi
+# The same with CUPTI taken by another tool: the wrappers observe the launches, paging is the same.
+explicit explicit-busy FAKE_CUPTI_BUSY=1; rc=$?
+if [ $rc != 0 ]; then
+  bad "explicit paging, CUPTI taken: test program failed (rc $rc)"; tail -20 "$out/explicit-busy.log"
+else
+  expect_json "$out/explicit-busy.json" paged_allocs=0 resident=0 paging_failed=0 launches=12 launches_decoded=12 \
+    copies=9 launch_observer_on=1 \
+    paging_h2d_bytes="$(json_num "$out/explicit-paging.json" paging_h2d_bytes)" \
+    paging_d2h_bytes="$(json_num "$out/explicit-paging.json" paging_d2h_bytes)"
+fi
+# CUPTI taken, and the lookup of cuLaunchKernel (made after the buffers are paged) returns a function
+# with no wrapper, as a newer driver might: launches could pass unseen, so paging stops with one
+# line, and every byte is still intact (the test program checks).
+explicit explicit-unseen FAKE_CUPTI_BUSY=1 FAKE_CUDA_UNWRAPPED_LAUNCH=1; rc=$?
+if [ $rc != 0 ]; then
+  bad "explicit paging, launches unseen: test program failed (rc $rc)"; tail -20 "$out/explicit-unseen.log"
+else
+  expect_json "$out/explicit-unseen.json" launch_observer_on=0 paging_failed=1 launches=0
+  [ "$(grep -c 'paging stopped: a lookup of cuLaunchKernel returned a driver function vramcache has no wrapper for' \
+    "$out/explicit-unseen.log")" = 1 ] || bad "explicit paging, launches unseen: expected one line saying paging stopped"
+fi
 # With the Nth remap failing (the Nth cuMemMap off the main thread: the mover's thread remaps in the
 # order of its moves): 1 is the first remap of a frame to the device, 4 the first of one back to the
 # host. Paging stops with one line naming the call that failed, nothing more moves, and every byte is
@@ -212,5 +237,5 @@ for mode in off count; do
   [ $rc = 0 ] || bad "a tool interposing dlopen, mode $mode: rc=$rc: $msg"
 done
 
-[ $fail = 0 ] && note "all checks passed (count, CUPTI taken, off, profile, paging, paging fallback, paging failure, explicit paging, explicit paging failures, nccl, configuration errors, no CUDA, the exit flush, a forked child, a tool interposing dlopen)"
+[ $fail = 0 ] && note "all checks passed (count, CUPTI taken, off, profile, paging, paging fallback, paging failure, explicit paging, explicit paging with CUPTI taken, launches unseen, explicit paging failures, nccl, configuration errors, no CUDA, the exit flush, a forked child, a tool interposing dlopen)"
 exit $fail

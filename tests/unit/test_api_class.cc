@@ -2,6 +2,7 @@
 // _ptds and _ptsz spellings), and of the linear-copy test used to decode copy sizes.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <string>
 
 #include "runtime/api_class.h"
@@ -97,4 +98,38 @@ TEST_CASE("api_class: api_class_name") {
   CHECK(std::string(vc::api_class_name(ApiClass::kSync)) == "sync");
   CHECK(std::string(vc::api_class_name(ApiClass::kCaptureBegin)) == "capture-begin");
   CHECK(std::string(vc::api_class_name(ApiClass::kCaptureEnd)) == "capture-end");
+}
+
+// The wrappers used when CUPTI cannot be had (interpose/observed.def, generated) must cover the
+// functions this classification names, every launch, copy and set form among them, and nothing
+// it does not name except the calls that stand for CUPTI's resource callbacks.
+TEST_CASE("api_class: the generated wrapper table agrees with the classification") {
+  const char *rows[] = {
+#define VC_OBSERVED(symbol, params, decl, args) #symbol,
+#include "interpose/observed.def"
+#undef VC_OBSERVED
+  };
+  int per_class[16] = {};
+  for (const char *name : rows) {
+    CAPTURE(name);
+    ApiClass cls = vc::classify_driver_api(name);
+    per_class[int(cls)]++;
+    if (cls != ApiClass::kNone) continue;
+    std::string n = name;
+    CHECK((n.rfind("cuGraphInstantiate", 0) == 0 || n == "cuGraphExecDestroy" || n == "cuModuleUnload" ||
+           n == "cuLibraryUnload"));
+  }
+  for (const char *name : {"cuLaunchKernel", "cuLaunchKernel_ptsz", "cuLaunchKernelEx", "cuLaunchKernelEx_ptsz",
+                           "cuLaunchCooperativeKernel", "cuGraphLaunch", "cuGraphLaunch_ptsz", "cuMemcpyAsync",
+                           "cuMemcpyHtoD_v2", "cuMemcpyBatchAsync_v2", "cuMemsetD8_v2", "cuMemsetD32Async",
+                           "cuStreamBeginCapture_v2", "cuStreamEndCapture", "cuGraphExecUpdate_v2",
+                           "cuCtxSynchronize", "cuStreamSynchronize", "cuEventSynchronize", "cuGraphInstantiateWithFlags",
+                           "cuGraphExecDestroy", "cuModuleUnload", "cuLibraryUnload"}) {
+    CAPTURE(name);
+    CHECK(std::find_if(std::begin(rows), std::end(rows), [&](const char *r) { return std::string(r) == name; }) !=
+          std::end(rows));
+  }
+  CHECK(per_class[int(ApiClass::kLaunch)] >= 8);
+  CHECK(per_class[int(ApiClass::kCopy)] >= 60);
+  CHECK(per_class[int(ApiClass::kSet)] >= 24);
 }
