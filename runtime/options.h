@@ -49,7 +49,8 @@ namespace vc {
     "while the program departs from what it learned")                                              \
   X(kPrefetchAhead, "VRAMCACHE_PREFETCH_AHEAD", kSize, "0", "512M",                                 \
     "with the predictive policy: most bytes fetched ahead for kernels still to come; more hides "   \
-    "more of the link behind compute but evicts more that is needed again; 0: 1/16 of the budget")  \
+    "more of the link behind compute but evicts more that is needed again; 0: 1/64 of the budget "  \
+    "with the explicit backend, 1/16 with the managed one")                                         \
   X(kBackend, "VRAMCACHE_BACKEND", kChoice, "explicit", "managed|explicit",                          \
     "with a budget: how data moves. `explicit`: address space in frames of device or pinned host "   \
     "memory, moved by copies at the link's rate and remapped (an evicted frame stays reachable at "  \

@@ -36,6 +36,6 @@ PY
 ) || rc=1
 echo "${line:-mlp explicit-predictive link: no figures}" | tee -a "$out/result.txt"
 limit=${SMOKE_MEMCHECK_S:-240}
-[ "$limit" -gt 0 ] && bash scripts/memcheck.sh "$out" "$limit"
+if [ "$limit" -gt 0 ]; then bash scripts/memcheck.sh "$out" "$limit" || rc=1; fi
 [ -n "${OUT:-}" ] && tar czf "$OUT/$(basename "$out").tgz" "$out"
 exit $rc

@@ -347,13 +347,21 @@ TEST_CASE("runtime: device memory outside the pager is charged to the budget, an
   CHECK(rt->paging_status().find("outside the pager 0.01 GB (peak 0.03)") != std::string::npos);
 }
 
-TEST_CASE("runtime: the prefetch window is 1/16 of the planned budget, or VRAMCACHE_PREFETCH_AHEAD") {
+// Note [Prefetch window]: 1/16 of the planned budget with managed pages, 1/64 with frames.
+TEST_CASE("runtime: the prefetch window by backend, or VRAMCACHE_PREFETCH_AHEAD") {
   CountingMover mover;
   auto rt = make_runtime({{"VRAMCACHE_BUDGET", "64M"}});
   REQUIRE(rt->start_paging(&mover));
   CHECK(json_values(*rt)["prefetch_ahead"] == (4u << 20));
+  struct FrameMover : CountingMover {
+    uint64_t unit() const override { return 2 << 20; }
+  } frames;
+  auto framed = make_runtime({{"VRAMCACHE_BUDGET", "64M"}});
+  REQUIRE(framed->start_paging(&frames));
+  CHECK(json_values(*framed)["prefetch_ahead"] == framed->pager()->budget() / 64);
+  CHECK(framed->pager()->budget() / 64 < (4u << 20));
   auto set = make_runtime({{"VRAMCACHE_BUDGET", "64M"}, {"VRAMCACHE_PREFETCH_AHEAD", "8M"}});
-  REQUIRE(set->start_paging(&mover));
+  REQUIRE(set->start_paging(&frames));
   CHECK(json_values(*set)["prefetch_ahead"] == (8u << 20));
 }
 
