@@ -27,11 +27,12 @@
 //
 // Note [CUfunction or CUkernel]: since CUDA 12 the runtime passes a CUkernel where cuLaunchKernel
 // takes a CUfunction. cuFuncGetParamInfo rejects such a handle (invalid handle, measured with
-// PyTorch 2.11); cuKernelGetParamInfo accepts it. No call tells the two apart without failing on
-// one, so a handle is tried as a kernel first, then as a function, and a handle neither accepts is
-// "not decoded", never guessed. Kernel first: the runtime's launches (cuBLAS's included) are the
-// common case, and compute-sanitizer reports each failed call as an error (7 in the MLP with
-// function first, results/paging-smoke-s10); only driver-API modules (Triton) pay the failed call.
+// PyTorch 2.11); cuKernelGetParamInfo accepts it. So a handle is tried as a function first, then
+// as a kernel, and a handle neither accepts is "not decoded", never guessed. (Under
+// compute-sanitizer the MLP's handles, cuBLAS's included, are functions: tried as kernels first,
+// each failed once more, results/paging-smoke-s11.) The driver gives no parameter count: the list
+// ends where cuFuncGetParamInfo answers INVALID_VALUE, so each new kernel makes one failed call,
+// which compute-sanitizer reports as an API error (scripts/memcheck.sh tells them apart).
 #include "interpose/launch_observer.h"
 
 #include <cupti.h>
@@ -129,8 +130,8 @@ class KernelCache {
     KernelInfo info;
     const DriverApi *api = driver_api();
     if (!api || !handle) return info;
-    if (!read_layout(api->cuKernelGetName, api->cuKernelGetParamInfo, reinterpret_cast<CUkernel>(handle), &info))
-      read_layout(api->cuFuncGetName, api->cuFuncGetParamInfo, reinterpret_cast<CUfunction>(handle), &info);
+    if (!read_layout(api->cuFuncGetName, api->cuFuncGetParamInfo, reinterpret_cast<CUfunction>(handle), &info))
+      read_layout(api->cuKernelGetName, api->cuKernelGetParamInfo, reinterpret_cast<CUkernel>(handle), &info);
     if (!info.decodable) VC_DEBUG("kernel handle 0x%llx: parameter layout unknown", (unsigned long long)handle);
     return info;
   }

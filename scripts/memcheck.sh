@@ -26,17 +26,30 @@ VRAMCACHE_BUDGET=44M VRAMCACHE_BACKEND=explicit VRAMCACHE_LOG_LEVEL=info VRAMCAC
   sh -c 'LD_PRELOAD="${LD_PRELOAD:+$LD_PRELOAD:}$0" exec "$@"' "$PWD/build/libvramcache.so" \
   build/samples/mlp --steps 4 > "$out/memcheck.log" 2>&1
 rc=$?
-paged=$(python3 - "$out/memcheck.json" <<'PY'
-import json, sys
+# The verdict: every error memcheck reports must be accounted for, and paging must have happened
+# for the check to mean anything. The only errors allowed are the ends of vramcache's parameter-
+# layout probes: the driver gives no parameter count, so the probe of each new kernel ends where
+# cuFuncGetParamInfo answers INVALID_VALUE (Note [CUfunction or CUkernel]), an API error to memcheck.
+python3 - "$out/memcheck.log" "$out/memcheck.json" "$rc" "$((SECONDS - t0))" <<'PY' | tee -a "$out/result.txt"
+import json, re, sys
+log, summary, rc, secs = open(sys.argv[1], errors="replace").read(), sys.argv[2], int(sys.argv[3]), sys.argv[4]
+blocks = re.split(r"^========= (?=\S)", log, flags=re.M)
+errors = [b for b in blocks if b.startswith(("Program hit", "Invalid", "Out-of-range", "Misaligned", "Address", "Malloc",
+                                             "Cuda", "CUDA", "Leaked", "Unspecified", "Hardware", "Barrier", "Race"))]
+probes = [b for b in errors if re.match(r"Program hit CUDA_ERROR_INVALID_VALUE .* cu(Func|Kernel)GetParamInfo", b)
+          and "KernelCache" in b and "libvramcache.so" in b]
+total = re.search(r"ERROR SUMMARY: (\d+) error", log)
+total = int(total.group(1)) if total else -1
 try:
-    s = json.load(open(sys.argv[1]))
+    s = json.load(open(summary))
 except (OSError, ValueError) as e:
-    sys.exit(print(f"no summary ({e.__class__.__name__})"))
-print(f"launches seen {s.get('launches')}, observer {'on' if s.get('launch_observer_on') else 'OFF'}; "
-      f"paged in {s.get('paging_h2d_bytes', 0) / 1e6:.1f} MB, out {s.get('paging_d2h_bytes', 0) / 1e6:.1f} MB")
+    s = {}
+paged = s.get("paging_h2d_bytes", 0)
+ok = rc in (0, 9) and total == len(errors) and len(errors) == len(probes) and paged > 0
+print(f"memcheck of mlp under the explicit backend: exit {rc} in {secs} s; {total} errors reported, "
+      f"{len(probes)} of them the ends of vramcache's parameter-layout probes, {len(errors) - len(probes)} other; "
+      f"launches seen {s.get('launches')}, observer {'on' if s.get('launch_observer_on') else 'OFF'}; "
+      f"paged in {paged / 1e6:.1f} MB, out {s.get('paging_d2h_bytes', 0) / 1e6:.1f} MB: {'PASS' if ok else 'FAIL'}")
+sys.exit(0 if ok else 1)
 PY
-)
-echo "memcheck of mlp under the explicit backend: exit $rc in $((SECONDS - t0)) s ($(grep 'ERROR SUMMARY' "$out/memcheck.log"); $paged)" | tee -a "$out/result.txt"
-# Paging must have happened for the check to mean anything.
-python3 -c "import json,sys; sys.exit(0 if json.load(open(sys.argv[1])).get('paging_h2d_bytes', 0) > 0 else 1)" "$out/memcheck.json" 2>/dev/null || rc=1
-exit $rc
+exit "${PIPESTATUS[0]}"
