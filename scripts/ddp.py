@@ -104,9 +104,10 @@ def compare(plain, paged, ranks):
 
 def markdown(res):
     b = res["budget_bytes"] / GIB
+    frames = "from the budget (VRAMCACHE_FRAME_SIZE=0)" if res["frame_size"] in ("0", "") else res["frame_size"]
     lines = [f"# GPT {res['size']} with DistributedDataParallel under vramcache ({res['mode']} mode)", "",
              f"{res['date']}, {res['gpu'].replace(chr(10), '; ')}; `{res['command']}`. Budget {b:g} GiB per GPU, backend "
-             f"{res['backend']}, policy {res['policy']}, frames {res['frame_size']}; {res['steps']} steps.", "",
+             f"{res['backend']}, policy {res['policy']}, frames {frames}; {res['steps']} steps.", "",
              "| run | GPUs | s/step | losses bitwise | peak resident per GPU (GiB) | device used peak per GPU (GiB) | collectives paged per GPU |",
              "| --- | --- | --- | --- | --- | --- | --- |"]
     for key, label, gpus in (("ddp_plain", "DDP, no vramcache", res["gpus"]), ("ddp_vramcache", "DDP under vramcache", res["gpus"]),
@@ -143,7 +144,7 @@ def main():
     ap.add_argument("--steps", type=int, default=20)
     ap.add_argument("--backend", default="explicit")
     ap.add_argument("--policy", default="predictive")
-    ap.add_argument("--frame-size", default="32M")
+    ap.add_argument("--frame-size", default="0", help="VRAMCACHE_FRAME_SIZE (0: from the budget)")
     ap.add_argument("--fast", action="store_true", help="without --deterministic (speed only; losses not compared)")
     ap.add_argument("--timeout", type=int, default=240, help="seconds per run")
     ap.add_argument("--report", metavar="RESULTS", help="only write the markdown of an earlier results-*.json beside it")
