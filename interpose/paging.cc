@@ -6,6 +6,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdio>
 #include <ctime>
@@ -142,11 +143,20 @@ void status_thread(Runtime *rt, CUcontext ctx) {
   const PagerStats &s = rt->pager()->stats();
   Counters &c = rt->counters();
   const int per_line = int(rt->options().num[kStatusInterval] * 10);
+  const uint64_t allocated_at_start = rt->outside_allocated();
+  uint64_t unseen_before = 0;
   for (int tick = 1; !stopping(); ++tick) {
     usleep(100 * 1000);
     if (stopping()) break;
     uint64_t u = used(), above = u > baseline ? u - baseline : 0;
     if (above > c.device_used_peak) c.device_used_peak = above;
+    if (g_explicit) {  // Note [Memory outside the pager]: what no allocation explains
+      uint64_t allocated = rt->outside_allocated(), chunks = g_explicit->mover->stats().device_bytes;
+      uint64_t explained = chunks + (allocated > allocated_at_start ? allocated - allocated_at_start : 0);
+      uint64_t unseen = above > explained ? above - explained : 0;
+      rt->charge_unseen(std::min(unseen, unseen_before));
+      unseen_before = unseen;
+    }
     if (csv) {
       fprintf(csv, "%.3f,%llu,%llu,%llu,%llu,%llu\n", seconds_since(t0), (unsigned long long)s.resident.load(),
               (unsigned long long)above, (unsigned long long)s.h2d_bytes.load(), (unsigned long long)s.d2h_bytes.load(),

@@ -50,6 +50,14 @@ void Runtime::on_alloc(uint64_t ptr, uint64_t size, AllocKind kind, uint64_t str
   if (paged) pager()->on_alloc(hit->alloc);
 }
 
+void Runtime::charge_unseen(uint64_t bytes) {
+  for (uint64_t seen = unseen_bytes_; bytes > seen;)
+    if (unseen_bytes_.compare_exchange_weak(seen, bytes)) {
+      outside_bytes_ += bytes - seen;
+      break;
+    }
+}
+
 void Runtime::forget(const Allocation &gone) {
   if (gone.kind == AllocKind::kManaged) managed_bytes_ -= gone.size;
   if (recorder_) recorder_->on_free(gone.id);
@@ -292,9 +300,10 @@ std::string Runtime::paging_status() const {
   const Pager *pg = pager();
   if (!pg) return "paging: not started";
   const PagerStats &s = pg->stats();
-  char outside[96] = "";  // Note [Memory outside the pager]: shown once there is any
+  char outside[128] = "";  // Note [Memory outside the pager]: shown once there is any
   if (s.outside_peak)
-    snprintf(outside, sizeof outside, "; outside the pager %.2f GB (peak %.2f)", outside_bytes_ / 1e9, s.outside_peak / 1e9);
+    snprintf(outside, sizeof outside, "; outside the pager %.2f GB (peak %.2f; %.2f without an allocation)",
+             outside_bytes_ / 1e9, s.outside_peak / 1e9, unseen_bytes_ / 1e9);
   char buf[640];
   snprintf(buf, sizeof buf,
            "paging: resident %.2f of %.2f GB (peak %.2f) in %llu allocations of %.2f GB; moved in %.2f GB, "
@@ -465,6 +474,7 @@ std::string Runtime::summary_json() const {
     add("resident", s.resident);
     add("peak_resident", s.peak_resident);
     add("outside_peak", s.outside_peak);
+    add("outside_unseen", unseen_bytes_);
     add("paging_h2d_bytes", s.h2d_bytes);
     add("paging_d2h_bytes", s.d2h_bytes);
     add("paging_clean_bytes", s.clean_bytes);

@@ -145,6 +145,11 @@ class Runtime {
   // Paging (VRAMCACHE_BUDGET): whether it is asked for, and the pager once the hooks have started
   // it with their Mover (null before, and when paging is off or could not start).
   bool paging_wanted() const { return observing() && options_.num[kBudget] > 0; }
+  // Device memory in use that no allocation call explains (the driver's, the libraries'), as the
+  // backend measured it: charged to the budget from now on, at its most (Note [Memory outside the pager]).
+  void charge_unseen(uint64_t bytes);
+  // Device bytes of live allocations the pager does not page.
+  uint64_t outside_allocated() const { return outside_bytes_ - unseen_bytes_; }
   Pager *pager() { return pager_.load(std::memory_order_acquire); }
   const Pager *pager() const { return pager_.load(std::memory_order_acquire); }
   Pager *start_paging(Mover *mover);
@@ -188,8 +193,10 @@ class Runtime {
   std::atomic<uint64_t> paged_bytes_{0};
   std::atomic<uint64_t> managed_bytes_{0};
   std::atomic<uint64_t> managed_limit_{0};
-  // Device bytes of live allocations the pager does not page (Note [Memory outside the pager]).
+  // Device bytes outside the pager (Note [Memory outside the pager]): live allocations it does not
+  // page, plus unseen_bytes_.
   std::atomic<uint64_t> outside_bytes_{0};
+  std::atomic<uint64_t> unseen_bytes_{0};  // the most device memory seen in use without an allocation
 };
 
 }  // namespace vc

@@ -344,7 +344,20 @@ TEST_CASE("runtime: device memory outside the pager is charged to the budget, an
   rt->on_api(ApiClass::kSet, set);  // freed: no pages, but the pager takes the new figure at its next op
   CHECK(mover.outside == (12u << 20));
   CHECK(json_values(*rt)["outside_peak"] == (28u << 20));
-  CHECK(rt->paging_status().find("outside the pager 0.01 GB (peak 0.03)") != std::string::npos);
+  CHECK(rt->paging_status().find("outside the pager 0.01 GB (peak 0.03; 0.00 without an allocation)") != std::string::npos);
+
+  // Memory no allocation explains, as the backend measured it: charged at its most, never less.
+  rt->charge_unseen(4 << 20);
+  rt->on_api(ApiClass::kSet, set);
+  CHECK(mover.outside == (16u << 20));
+  rt->charge_unseen(2 << 20);  // less than before: still 4 MiB charged
+  rt->on_api(ApiClass::kSet, set);
+  CHECK(mover.outside == (16u << 20));
+  rt->charge_unseen(6 << 20);
+  rt->on_api(ApiClass::kSet, set);
+  CHECK(mover.outside == (18u << 20));
+  CHECK(rt->outside_allocated() == (12u << 20));
+  CHECK(json_values(*rt)["outside_unseen"] == (6u << 20));
 }
 
 // Note [Prefetch window]: 1/16 of the planned budget with managed pages, 1/64 with frames.
