@@ -24,11 +24,11 @@
 #   done (461 s, BENCH_CALL_S=590) the same with --sizes 2.7b --budgets 16,24
 #   With the frame size from the budget (64M here): done --sizes 1.3b --budgets 12 and --sizes 2.7b --budgets 24,
 #   --modes in_vram,vramcache_explicit_predictive (about 60 and 75 s).
-#   Next (library changes not yet run on the GPU: memory outside the pager, the link figures, the exit
-#   handler, VRAMCACHE_PREFETCH_AHEAD): first `bash scripts/paging_smoke.sh results/paging-smoke-s9`, then
-#   `--sizes 1.3b --budgets 12 --modes in_vram,vramcache_explicit_predictive` for the link column, and
-#   `python3 scripts/paging.py --out results/prefetch-window --jobs 1.3b-12-fast --steps 12 --policies
-#   explicit-predictive,explicit-predictive::192M,explicit-predictive::384M` (~150 s).
+#   done (session 7) the same two with the budget/64 window: 0.7513 and 1.485 s/step, link column filled.
+#   Next (86c1048, not yet run on the GPU: memory no allocation explains charged to the budget):
+#   `bash scripts/paging_smoke.sh results/paging-smoke-next`, then `--sizes 1.3b --budgets 12 --modes
+#   in_vram,vramcache_explicit_predictive`: its device used peak should now stay under the budget
+#   (it was 12.19 GiB at 12 GiB), and the summary's outside_unseen says how much was charged.
 # Runs not started for lack of time are reported as skipped (and keep an earlier call's result).
 # Usage: bash scripts/bench.sh [--out DIR] [scripts/bench.py options]   (BENCH_CALL_S: seconds for the
 # whole call, 540 by default; the report and packing get the last 40)

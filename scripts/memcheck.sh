@@ -30,9 +30,11 @@ rc=$?
 # for the check to mean anything. The only errors allowed are the ends of vramcache's parameter-
 # layout probes: the driver gives no parameter count, so the probe of each new kernel ends where
 # cuFuncGetParamInfo answers INVALID_VALUE (Note [CUfunction or CUkernel]), an API error to memcheck.
-python3 - "$out/memcheck.log" "$out/memcheck.json" "$rc" "$((SECONDS - t0))" <<'PY' | tee -a "$out/result.txt"
+python3 - "$out/memcheck.log" "$out/memcheck.json" "$rc" "$((SECONDS - t0))" "$out/memcheck-plain.log" <<'PY' | tee -a "$out/result.txt"
 import json, re, sys
 log, summary, rc, secs = open(sys.argv[1], errors="replace").read(), sys.argv[2], int(sys.argv[3]), sys.argv[4]
+losses = lambda text: re.findall(r"^step \d+ loss (\S+)", text, re.M)  # noqa: E731
+same = losses(log) == losses(open(sys.argv[5], errors="replace").read()) and len(losses(log)) > 0
 blocks = re.split(r"^========= (?=\S)", log, flags=re.M)
 errors = [b for b in blocks if b.startswith(("Program hit", "Invalid", "Out-of-range", "Misaligned", "Address", "Malloc",
                                              "Cuda", "CUDA", "Leaked", "Unspecified", "Hardware", "Barrier", "Race"))]
@@ -45,11 +47,12 @@ try:
 except (OSError, ValueError) as e:
     s = {}
 paged = s.get("paging_h2d_bytes", 0)
-ok = rc in (0, 9) and total == len(errors) and len(errors) == len(probes) and paged > 0
+ok = rc in (0, 9) and total == len(errors) and len(errors) == len(probes) and paged > 0 and same
 print(f"memcheck of mlp under the explicit backend: exit {rc} in {secs} s; {total} errors reported, "
       f"{len(probes)} of them the ends of vramcache's parameter-layout probes, {len(errors) - len(probes)} other; "
       f"launches seen {s.get('launches')}, observer {'on' if s.get('launch_observer_on') else 'OFF'}; "
-      f"paged in {paged / 1e6:.1f} MB, out {s.get('paging_d2h_bytes', 0) / 1e6:.1f} MB: {'PASS' if ok else 'FAIL'}")
+      f"paged in {paged / 1e6:.1f} MB, out {s.get('paging_d2h_bytes', 0) / 1e6:.1f} MB; losses "
+      f"{'bitwise identical to' if same else 'DIFFERENT from'} the run without vramcache: {'PASS' if ok else 'FAIL'}")
 sys.exit(0 if ok else 1)
 PY
 exit "${PIPESTATUS[0]}"
