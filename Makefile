@@ -84,6 +84,7 @@ layering: $(CLI)
 	  if [ -n "$$bad" ]; then echo "layering: CUDA/CUPTI/dlfcn header in the runtime core: $$bad"; exit 1; fi
 	@echo "layering: runtime core includes no CUDA, CUPTI or dlfcn header"
 	@bash scripts/readme_options.sh --check $(CLI)
+	@python3 scripts/gen_observed.py --check $(CUDA)
 
 asan-test:
 	$(MAKE) BUILD=$(BUILD)/asan LDSAN="-fsanitize=address,undefined" \

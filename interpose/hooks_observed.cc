@@ -41,13 +41,13 @@ extern "C" {
 namespace vc::interpose {
 namespace {
 
-struct Row {
-  ObservedFunction function;
-  void *wrapper;
+const ObservedFunction kFunctions[kObservedCount] = {
+#define VC_OBSERVED(symbol, params, decl, args) {#symbol, CUPTI_DRIVER_TRACE_CBID_##symbol},
+#include "interpose/observed.def"
+#undef VC_OBSERVED
 };
-const Row kRows[kObservedCount] = {
-#define VC_OBSERVED(symbol, params, decl, args) \
-  {{#symbol, CUPTI_DRIVER_TRACE_CBID_##symbol}, reinterpret_cast<void *>(&::symbol)},
+void *const kWrappers[kObservedCount] = {
+#define VC_OBSERVED(symbol, params, decl, args) reinterpret_cast<void *>(&::symbol),
 #include "interpose/observed.def"
 #undef VC_OBSERVED
 };
@@ -56,8 +56,8 @@ std::atomic<void *> g_real[kObservedCount];
 std::once_flag g_resolved;
 
 void *resolve(int id) {
-  void *p = real_symbol(Lib::kCuda, kRows[id].function.symbol);
-  return p == kRows[id].wrapper ? nullptr : p;  // never our own export
+  void *p = real_symbol(Lib::kCuda, kFunctions[id].symbol);
+  return p == kWrappers[id] ? nullptr : p;  // never our own export
 }
 
 // Every row's real function, once libcuda is loaded (called when a lookup found something in it).
@@ -83,23 +83,18 @@ void *observed_real(int id) {
 }
 
 const ObservedFunction *observed_functions(size_t *count) {
-  static ObservedFunction functions[kObservedCount];
-  static std::once_flag once;
-  std::call_once(once, [] {
-    for (int i = 0; i < kObservedCount; ++i) functions[i] = kRows[i].function;
-  });
   *count = kObservedCount;
-  return functions;
+  return kFunctions;
 }
 
 void *observed_wrapper(void *real) {
   if (!real) return nullptr;
-  for (const Row &row : kRows)
-    if (real == row.wrapper) return real;
+  for (void *wrapper : kWrappers)
+    if (real == wrapper) return real;
   // `real` came from a lookup of a driver name that is not ours: libcuda is loaded.
   resolve_all();
   for (int i = 0; i < kObservedCount; ++i)
-    if (real == g_real[i].load(std::memory_order_acquire)) return kRows[i].wrapper;
+    if (real == g_real[i].load(std::memory_order_acquire)) return kWrappers[i];
   return nullptr;
 }
 
@@ -113,10 +108,10 @@ bool observed_family(const char *name) {
 class ObservedCall {
  public:
   ObservedCall(int id, const void *params) : id_(id), params_(params), on_(!OwnCalls::active()) {
-    if (on_) observe_call(kRows[id].function.cbid, kRows[id].function.symbol, params, nullptr);
+    if (on_) observe_call(kFunctions[id].cbid, kFunctions[id].symbol, params, nullptr);
   }
   CUresult done(CUresult r) {
-    if (on_) observe_call(kRows[id_].function.cbid, kRows[id_].function.symbol, params_, &r);
+    if (on_) observe_call(kFunctions[id_].cbid, kFunctions[id_].symbol, params_, &r);
     return r;
   }
 

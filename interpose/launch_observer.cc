@@ -597,10 +597,10 @@ void observed_lookup_missed(const char *name) {
   // Kept (the first one) for an observer that starts later; the names asked for are the caller's
   // strings, so a copy of a bounded length is kept.
   static char first[64];
-  const char *none = nullptr;
-  if (g_missed.load() == nullptr) {
+  static std::atomic<bool> taken{false};
+  if (!taken.exchange(true)) {
     snprintf(first, sizeof first, "%s", name);
-    g_missed.compare_exchange_strong(none, first);
+    g_missed.store(first);
   }
   if (!observing_calls() || !g_state) return;
   if (Pager *pager = g_state->rt->pager()) {
@@ -628,8 +628,8 @@ void start_launch_observer(Runtime *rt) {
   if (r != CUPTI_SUCCESS && r != CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED)
     r = cupti->cuptiSubscribe(&state->subscriber, on_callback, nullptr);  // a CUPTI that refuses the parameters
   if (r != CUPTI_SUCCESS) {
-    // Another tool (Nsight, compute-sanitizer, a profiler started first) holds CUPTI: keep running
-    // without launches (and so without paging).
+    // Another tool (Nsight, compute-sanitizer, a profiler started first) holds CUPTI: our wrappers
+    // report the calls instead (Note [Observing without CUPTI]).
     holder[sizeof holder - 1] = '\0';
     VC_WARN("cannot subscribe to CUPTI (%s%s%s): launches are observed through vramcache's wrappers of the "
             "driver's functions instead (no device times)", result_string(r), *holder ? ", held by " : "", holder);

@@ -128,8 +128,9 @@ class Pager {
   const PagerStats &stats() const { return stats_; }
   bool tracking() const;  // replaying the plan now
 
-  // Most bytes fetched ahead for ops still to come (default: budget / 16; Note [Prefetch window]). More hides more of the
-  // link behind compute but evicts more that is needed again (Note [Paging policies]).
+  // Most bytes fetched ahead for ops still to come (default: budget / 16; the runtime's default
+  // depends on the backend, Note [Prefetch window]). More hides more of the link behind compute but
+  // evicts more that is needed again (Note [Paging policies]).
   void set_prefetch_limit(uint64_t bytes) { prefetch_limit_ = bytes; }
   uint64_t prefetch_limit() const { return prefetch_limit_; }
 

@@ -3,10 +3,11 @@
 # and checks that the CUDA toolkit is where the Makefile looks for it. Safe to run again.
 #   g++, make        the build
 #   doctest-dev      unit tests (header-only)
+#   python3          checks that interpose/observed.def matches the CUDA headers (scripts/gen_observed.py)
 # The CUDA toolkit (13.x, with CUPTI headers) is not a Debian package here: it must be installed
 # at $CUDA (default /usr/local/cuda). The library needs no GPU to build or to run its tests.
 set -euo pipefail
-packages=(g++ make doctest-dev)
+packages=(g++ make doctest-dev python3)
 missing=()
 for p in "${packages[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
 if [ ${#missing[@]} -gt 0 ]; then
