@@ -20,7 +20,8 @@ RUNTIME_OBJ   := $(RUNTIME_SRC:%.cc=$(BUILD)/obj/%.o)
 INTERPOSE_OBJ := $(INTERPOSE_SRC:%.cc=$(BUILD)/obj/%.o)
 PROFILER_OBJ  := $(PROFILER_SRC:%.cc=$(BUILD)/obj/%.o)
 UNIT_OBJ      := $(UNIT_SRC:%.cc=$(BUILD)/obj/%.o)
-FAKE_LIBS     := $(addprefix $(BUILD)/fake/,libcuda.so.1 libcudart.so.13 libcublas.so.13 libcublasLt.so.13 libcupti.so.13 libnccl.so.2 libfaketool.so)
+FAKE_LIBS     := $(addprefix $(BUILD)/fake/,libcuda.so.1 libcudart.so.13 libcublas.so.13 libcublasLt.so.13 libcupti.so.13 libnccl.so.2 libfaketool.so) \
+                 $(BUILD)/fake-nocupti/libcupti.so.13
 
 LIB := $(BUILD)/libvramcache.so
 CLI := $(BUILD)/vramcache
@@ -65,6 +66,7 @@ $(BUILD)/fake/libcublasLt.so.13: tests/fake/fake_cublasLt.cc
 $(BUILD)/fake/libcupti.so.13: tests/fake/fake_cupti.cc
 $(BUILD)/fake/libnccl.so.2: tests/fake/fake_nccl.cc
 $(BUILD)/fake/libfaketool.so: tests/fake/fake_tool.cc
+$(BUILD)/fake-nocupti/libcupti.so.13: tests/fake/fake_nocupti.cc
 $(FAKE_LIBS): tests/fake/fake.h
 	@mkdir -p $(@D)
 	$(CXX) -std=c++17 $(WARN) -fPIC -fvisibility=hidden -shared -I. $(CUDA_INC) -Wl,-Bsymbolic -Wl,-soname,$(@F) -o $@ $(filter %.cc,$^) -ldl

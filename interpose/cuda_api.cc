@@ -45,13 +45,14 @@ const CuptiApi *cupti_api() {
     // The soname first: if the program (PyTorch's Kineto) already loaded its CUPTI, share it.
     void *h = dlopen("libcupti.so.13", RTLD_LAZY | RTLD_GLOBAL);
     if (!h) {
-      VC_WARN("cannot open libcupti.so.13 (%s): launches will not be observed", dlerror());
+      VC_WARN("cannot open libcupti.so.13 (%s): launches are observed through vramcache's wrappers of the "
+              "driver's functions instead (no device times)", dlerror());
       return false;
     }
 #define VC_CUPTI_RESOLVE(name)                                                \
   api.name = reinterpret_cast<decltype(&::name)>(real_dlsym(h, #name));       \
   if (!api.name) {                                                            \
-    VC_WARN("libcupti.so.13 has no %s: launches will not be observed", #name); \
+    VC_WARN("libcupti.so.13 has no %s: launches are observed through vramcache's wrappers instead", #name); \
     return false;                                                             \
   }
     VC_CUPTI_API(VC_CUPTI_RESOLVE)

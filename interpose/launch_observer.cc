@@ -12,14 +12,15 @@
 //
 // Note [Observing without CUPTI]
 // compute-sanitizer and the Nsight tools hold CUPTI's one subscription (CUPTI 13.0 refuses a
-// second: MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED), and without launches nothing may be paged. So every
+// second: MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED), a pip-installed PyTorch keeps its CUPTI off the
+// loader's path, and without launches nothing may be paged. So every
 // driver function the observer subscribes to, and those that stand for its resource callbacks
 // (graph instantiation and destruction, module and library unloads), has a wrapper of ours
 // (interpose/observed.def, generated from CUPTI's own parameter structs by
 // scripts/gen_observed.py). The wrappers are exported under the functions' names and handed out
 // by dlsym and cuGetProcAddress by identity, like every hook; while CUPTI delivers the calls they
-// only forward. When CUPTI refuses us they build the parameter block CUPTI would have passed and
-// report it to the same callback code, at entry and at exit.
+// only forward. When CUPTI refuses us, or cannot be opened, they build the parameter block CUPTI
+// would have passed and report it to the same callback code, at entry and at exit.
 // The wrappers cover only what reaches them: a lookup of a function of an observed family that
 // returns one without a wrapper (a driver newer than the table) is a way past them. Before paging
 // starts, such a miss keeps it from starting; after, it stops paging (logged). Moves already
@@ -216,7 +217,7 @@ GraphKernel decode_node(CUgraphNode node, const CUDA_KERNEL_NODE_PARAMS_v2 &p) {
   k.decoded = k.info->decodable && assemble(*k.info, p.kernelParams, p.extra, &k.params);
   k.grid[0] = p.gridDimX, k.grid[1] = p.gridDimY, k.grid[2] = p.gridDimZ;
   k.block[0] = p.blockDimX, k.block[1] = p.blockDimY, k.block[2] = p.blockDimZ;
-  if (g_state->cupti->cuptiGetGraphNodeId(node, &k.node_id) != CUPTI_SUCCESS) k.node_id = 0;
+  if (!g_state->cupti || g_state->cupti->cuptiGetGraphNodeId(node, &k.node_id) != CUPTI_SUCCESS) k.node_id = 0;
   return k;
 }
 
@@ -612,11 +613,14 @@ void observed_lookup_missed(const char *name) {
 
 void start_launch_observer(Runtime *rt) {
   const CuptiApi *cupti = cupti_api();
-  if (!cupti) return;  // cupti_api() logged why
   auto *state = new State();
   state->rt = rt;
   state->cupti = cupti;
   g_state = state;
+  if (!cupti) {  // cupti_api() logged why: our wrappers report the calls (Note [Observing without CUPTI])
+    observe_with_wrappers(state);
+    return;
+  }
   // Named, so that CUPTI can name us to a tool that comes later, and name to us one that came first.
   char holder[CUPTI_OLD_SUBSCRIBER_NAME_MIN_LEN] = "";
   CUpti_SubscriberParams params = {};
@@ -767,7 +771,10 @@ CUptiResult client_callback_state(uint32_t *enable, CUpti_CallbackDomain d, CUpt
 }
 
 void count_migrations(Runtime *rt, int device) {
-  if (!g_state) return;
+  if (!g_state || !g_state->cupti) {
+    VC_WARN("cannot count unified-memory migrations without CUPTI: unplanned migrations are not measured");
+    return;
+  }
   const CuptiApi *cupti = g_state->cupti;
   CUpti_ActivityUnifiedMemoryCounterConfig config[3];
   CUpti_ActivityUnifiedMemoryCounterKind kinds[3] = {CUPTI_ACTIVITY_UNIFIED_MEMORY_COUNTER_KIND_BYTES_TRANSFER_HTOD,

@@ -1,7 +1,8 @@
 // The launch observer: CUPTI driver-API callbacks on the launching thread, before the launch is
 // enqueued, wherever it comes from (the app, PyTorch, cuBLAS's static runtime, XLA). It decodes
 // kernel parameters, enumerates the kernel nodes of CUDA graphs, and observes copies, sets,
-// synchronizations and stream capture. Without CUPTI it logs once and vramcache keeps working.
+// synchronizations and stream capture. Without CUPTI (taken by another tool, or not found) it logs
+// once and vramcache's own wrappers of the driver's functions report the same calls.
 #pragma once
 
 #include <cupti.h>

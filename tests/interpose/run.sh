@@ -169,6 +169,20 @@ else
   [ "$(grep -c 'paging stopped: a lookup of cuLaunchKernel returned a driver function vramcache has no wrapper for' \
     "$out/explicit-unseen.log")" = 1 ] || bad "explicit paging, launches unseen: expected one line saying paging stopped"
 fi
+# CUPTI not found (an empty libcupti.so.13 first on the path): the wrappers observe the launches,
+# and paging moves the same bytes.
+timeout -k 5 20 env LD_PRELOAD="$lib" LD_LIBRARY_PATH="$PWD/$build/fake-nocupti:$PWD/$build/fake" \
+  VRAMCACHE_SUMMARY_FILE="$out/explicit-nocupti.json" VRAMCACHE_BUDGET=64M VRAMCACHE_BACKEND=explicit \
+  VRAMCACHE_FRAME_SIZE=16M VRAMCACHE_HOST_LIMIT=256M "$build/interpose_test" --minimal -tc='explicit paging*' \
+  >"$out/explicit-nocupti.log" 2>&1; rc=$?
+if [ $rc != 0 ]; then
+  bad "explicit paging, CUPTI not found: test program failed (rc $rc)"; tail -20 "$out/explicit-nocupti.log"
+else
+  expect_json "$out/explicit-nocupti.json" paging_failed=0 launches=12 launches_decoded=12 launch_observer_on=1 \
+    paging_h2d_bytes="$(json_num "$out/explicit-paging.json" paging_h2d_bytes)"
+  [ "$(grep -c 'cannot open libcupti.so.13\|libcupti.so.13 has no' "$out/explicit-nocupti.log")" = 1 ] ||
+    bad "explicit paging, CUPTI not found: expected one line saying so, got: $(grep -i cupti "$out/explicit-nocupti.log")"
+fi
 # With the Nth remap failing (the Nth cuMemMap off the main thread: the mover's thread remaps in the
 # order of its moves): 1 is the first remap of a frame to the device, 4 the first of one back to the
 # host. Paging stops with one line naming the call that failed, nothing more moves, and every byte is
@@ -237,5 +251,5 @@ for mode in off count; do
   [ $rc = 0 ] || bad "a tool interposing dlopen, mode $mode: rc=$rc: $msg"
 done
 
-[ $fail = 0 ] && note "all checks passed (count, CUPTI taken, off, profile, paging, paging fallback, paging failure, explicit paging, explicit paging with CUPTI taken, launches unseen, explicit paging failures, nccl, configuration errors, no CUDA, the exit flush, a forked child, a tool interposing dlopen)"
+[ $fail = 0 ] && note "all checks passed (count, CUPTI taken, off, profile, paging, paging fallback, paging failure, explicit paging, explicit paging with CUPTI taken, launches unseen, CUPTI not found, explicit paging failures, nccl, configuration errors, no CUDA, the exit flush, a forked child, a tool interposing dlopen)"
 exit $fail
