@@ -28,7 +28,9 @@
 #   Next (86c1048, not yet run on the GPU: memory no allocation explains charged to the budget):
 #   `bash scripts/paging_smoke.sh results/paging-smoke-next`, then `--sizes 1.3b --budgets 12 --modes
 #   in_vram,vramcache_explicit_predictive`: its device used peak should now stay under the budget
-#   (it was 12.19 GiB at 12 GiB), and the summary's outside_unseen says how much was charged.
+#   (it was 12.19 GiB at 12 GiB), and the summary's outside_unseen says how much was charged. Then
+#   `bash scripts/gpu_suite.sh --quick`: the JAX sample and the CUDA-graph and torch.profiler checks
+#   have not run since the driver wrappers (interpose/observed.def) are handed out to every program.
 # Runs not started for lack of time are reported as skipped (and keep an earlier call's result).
 # Usage: bash scripts/bench.sh [--out DIR] [scripts/bench.py options]   (BENCH_CALL_S: seconds for the
 # whole call, 540 by default; the report and packing get the last 40)
