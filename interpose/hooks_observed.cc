@@ -60,17 +60,6 @@ void *resolve(int id) {
   return p == kWrappers[id] ? nullptr : p;  // never our own export
 }
 
-// Every row's real function, once libcuda is loaded (called when a lookup found something in it).
-// A function this driver lacks stays null.
-void resolve_all() {
-  std::call_once(g_resolved, [] {
-    for (int i = 0; i < kObservedCount; ++i) {
-      void *expected = nullptr;
-      if (void *p = resolve(i)) g_real[i].compare_exchange_strong(expected, p);
-    }
-  });
-}
-
 bool starts(const char *s, const char *prefix) { return strncmp(s, prefix, strlen(prefix)) == 0; }
 
 }  // namespace
@@ -91,8 +80,11 @@ void *observed_wrapper(void *real) {
   if (!real) return nullptr;
   for (void *wrapper : kWrappers)
     if (real == wrapper) return real;
-  // `real` came from a lookup of a driver name that is not ours: libcuda is loaded.
-  resolve_all();
+  // `real` came from a lookup of a driver name that is not ours: libcuda is loaded, so every row's
+  // real function is resolved now, once (a function this driver lacks stays null).
+  std::call_once(g_resolved, [] {
+    for (int i = 0; i < kObservedCount; ++i) observed_real(i);
+  });
   for (int i = 0; i < kObservedCount; ++i)
     if (real == g_real[i].load(std::memory_order_acquire)) return kWrappers[i];
   return nullptr;

@@ -204,6 +204,13 @@ struct State {
   std::atomic<bool> client_on{false};
   std::shared_mutex client_mu;
   Client client;
+
+  // Driver call `cbid` (named `name`, of class `cls`) is observed from now on.
+  void observe(CUpti_CallbackId cbid, const char *name, ApiClass cls) {
+    classes[cbid] = cls;
+    linear_copy[cbid] = is_linear_copy(name);
+    memset_bytes[cbid] = uint8_t(memset_element_bytes(name));
+  }
 };
 State *g_state = nullptr;
 std::atomic<bool> g_observing_calls{false};  // Note [Observing without CUPTI]
@@ -551,9 +558,7 @@ void observe_with_wrappers(State *state) {
   for (size_t i = 0; i < n; ++i) {
     const ObservedFunction &f = functions[i];
     if (f.cbid >= CUPTI_DRIVER_TRACE_CBID_SIZE) continue;
-    state->classes[f.cbid] = classify_driver_api(f.symbol);
-    state->linear_copy[f.cbid] = is_linear_copy(f.symbol);
-    state->memset_bytes[f.cbid] = uint8_t(memset_element_bytes(f.symbol));
+    state->observe(f.cbid, f.symbol, classify_driver_api(f.symbol));
   }
   g_observing_calls.store(true, std::memory_order_release);
   if (const char *missed = g_missed.load()) {
@@ -651,9 +656,7 @@ void start_launch_observer(Runtime *rt) {
       VC_WARN("cannot enable the CUPTI callback for %s: those calls are not observed", name);
       continue;
     }
-    state->classes[cbid] = cls;
-    state->linear_copy[cbid] = is_linear_copy(name);
-    state->memset_bytes[cbid] = uint8_t(memset_element_bytes(name));
+    state->observe(cbid, name, cls);
     ++enabled;
   }
   for (CUpti_CallbackId cbid : kResourceEvents)

@@ -134,14 +134,12 @@ void *real_function(HookId id) {
 
 namespace {
 
-// A driver function the launch observer needs, looked up by `name`: its wrapper, or `found` (a
-// miss, reported: Note [Observing without CUPTI]).
+// A driver function the launch observer needs (observed_family(name)), looked up by `name`: its
+// wrapper, or `found` (a miss, reported: Note [Observing without CUPTI]).
 void *wrap_observed(const char *name, void *found) {
   if (void *w = observed_wrapper(found)) return w;
-  if (observed_family(name)) {
-    note_unmatched_lookup(name);
-    observed_lookup_missed(name);
-  }
+  note_unmatched_lookup(name);
+  observed_lookup_missed(name);
   return found;
 }
 
