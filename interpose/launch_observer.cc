@@ -524,6 +524,7 @@ void CUPTIAPI activity_buffer_completed(CUcontext ctx, uint32_t stream, uint8_t 
       if (h2d || u->counterKind == CUPTI_ACTIVITY_UNIFIED_MEMORY_COUNTER_KIND_BYTES_TRANSFER_DTOH) {
         if (h2d) (planned ? c.um_prefetch_h2d : c.um_other_h2d) += u->value;
         else (planned ? c.um_prefetch_d2h : c.um_other_d2h) += u->value;
+        c.um_ledger.add(u->start, u->end, u->value, h2d);
       } else if (u->counterKind == CUPTI_ACTIVITY_UNIFIED_MEMORY_COUNTER_KIND_GPU_PAGE_FAULT)
         c.um_gpu_faults += u->value;
     } else if (record->kind == CUPTI_ACTIVITY_KIND_MEMCPY) {

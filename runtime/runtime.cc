@@ -50,6 +50,48 @@ void Runtime::on_alloc(uint64_t ptr, uint64_t size, AllocKind kind, uint64_t str
   if (paged) pager()->on_alloc(hit->alloc);
 }
 
+void MigrationLedger::add(uint64_t start_ns, uint64_t end_ns, uint64_t bytes, bool to_device) {
+  std::lock_guard lock(mu_);
+  Move m{to_device ? start_ns : end_ns, to_device ? int64_t(bytes) : -int64_t(bytes)};
+  if (m.at < folded_to_) {  // later than kSettle: counted where the sum is now
+    late_ = true;
+    level_ += m.bytes;
+    peak_ = std::max(peak_, level_);
+    return;
+  }
+  pending_.push_back(m);
+  newest_ = std::max(newest_, m.at);
+  if (pending_.size() >= 4096 && newest_ > kSettle + folded_to_) {
+    fold(newest_ - kSettle, &pending_, &level_, &peak_);
+    folded_to_ = newest_ - kSettle;
+  }
+}
+
+// Applies the pending moves before `until` in time order (at a tie, moves in first: the figure errs high).
+void MigrationLedger::fold(uint64_t until, std::vector<Move> *pending, int64_t *level, int64_t *peak) const {
+  std::sort(pending->begin(), pending->end(),
+            [](const Move &a, const Move &b) { return a.at != b.at ? a.at < b.at : a.bytes > b.bytes; });
+  size_t i = 0;
+  for (; i < pending->size() && (*pending)[i].at < until; ++i) {
+    *level += (*pending)[i].bytes;
+    *peak = std::max(*peak, *level);
+  }
+  pending->erase(pending->begin(), pending->begin() + i);
+}
+
+uint64_t MigrationLedger::peak() const {
+  std::lock_guard lock(mu_);
+  std::vector<Move> pending = pending_;
+  int64_t level = level_, peak = peak_;
+  fold(UINT64_MAX, &pending, &level, &peak);
+  return uint64_t(std::max<int64_t>(peak, 0));
+}
+
+bool MigrationLedger::late() const {
+  std::lock_guard lock(mu_);
+  return late_;
+}
+
 void Runtime::charge_unseen(uint64_t bytes) {
   for (uint64_t seen = unseen_bytes_; bytes > seen;)
     if (unseen_bytes_.compare_exchange_weak(seen, bytes)) {
@@ -401,9 +443,10 @@ std::string Runtime::summary_text() const {
     if (c.um_counted) {
       snprintf(buf, sizeof buf,
                "; CUPTI migrations asked for by the pager in %.2f GB, out %.2f GB; any other (unplanned) in %.2f GB, "
-               "out %.2f GB; GPU page faults %llu",
+               "out %.2f GB; GPU page faults %llu; resident by those records: peak %.2f GB%s",
                c.um_prefetch_h2d / 1e9, c.um_prefetch_d2h / 1e9, c.um_other_h2d / 1e9, c.um_other_d2h / 1e9,
-               (unsigned long long)c.um_gpu_faults.load());
+               (unsigned long long)c.um_gpu_faults.load(), c.um_ledger.peak() / 1e9,
+               c.um_ledger.late() ? " (some records came late: approximate)" : "");
       out += buf;
     }
     out += "\n";
@@ -499,6 +542,8 @@ std::string Runtime::summary_json() const {
       add("um_unplanned_h2d", c.um_other_h2d);
       add("um_unplanned_d2h", c.um_other_d2h);
       add("um_gpu_faults", c.um_gpu_faults);
+      add("um_resident_peak", c.um_ledger.peak());
+      add("um_resident_late", c.um_ledger.late());
     }
   }
   return j + "}";

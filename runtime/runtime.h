@@ -55,6 +55,36 @@ struct ApiCall {
 // Which BLAS entry point reported a GEMM (the summary counts them apart).
 enum class GemmApi : uint8_t { kCublas, kCublasBatchedPointers, kCublasLt, kCount };
 
+// Note [Residency from migrations]: the managed backend's device residency as the driver's own
+// migration records tell it (CUPTI unified-memory counters), independent of the pager's count. The
+// device's used-memory figure cannot say it: the driver keeps the memory of pages moved back out.
+// Every paged allocation is populated on the host when it is made (Note [Managed placement] in
+// interpose/paging.cc), so a page reaches the device only by a migration the driver records, and
+// leaves it only by one: resident = bytes in - bytes out, a move in counted from its start and a
+// move out until its end (so the figure errs high, never low). Not counted: a freed allocation's
+// pages (they still count; the figure errs high again). Records come in buffers a few seconds late
+// and slightly out of order: those older than kSettle behind the newest are folded into the sum.
+class MigrationLedger {
+ public:
+  void add(uint64_t start_ns, uint64_t end_ns, uint64_t bytes, bool to_device);
+  uint64_t peak() const;  // the most bytes resident at once, all records so far
+  // Whether a record came older than what was already folded (then the peak is approximate).
+  bool late() const;
+  static constexpr uint64_t kSettle = 30'000'000'000;  // ns
+
+ private:
+  struct Move {
+    uint64_t at;
+    int64_t bytes;  // + in, - out
+  };
+  void fold(uint64_t until, std::vector<Move> *pending, int64_t *level, int64_t *peak) const;
+  mutable std::mutex mu_;
+  std::vector<Move> pending_;
+  uint64_t newest_ = 0, folded_to_ = 0;
+  int64_t level_ = 0, peak_ = 0;
+  bool late_ = false;
+};
+
 struct Counters {
   std::atomic<uint64_t> allocs[4] = {};  // by AllocKind
   std::atomic<uint64_t> alloc_bytes{0};
@@ -98,6 +128,7 @@ struct Counters {
   std::atomic<uint64_t> um_gpu_faults{0};
   std::atomic<bool> um_counted{false};  // the counters above are on (the managed backend only)
   std::atomic<bool> launch_observer_on{false};  // CUPTI callbacks subscribed
+  MigrationLedger um_ledger;  // residency from the same records (Note [Residency from migrations])
 };
 
 class Runtime {

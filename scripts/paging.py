@@ -130,11 +130,13 @@ def job(name, args, out_dir, results):
         m["peak_within_budget"] = bool(s) and s.get("peak_resident", 1 << 62) <= budget  # the pager's own count
         if backend == "explicit":  # device chunks are device memory: the device's figure measures them
             m["device_peak_within_budget"] = bool(s) and s.get("device_used_peak", 1 << 62) <= budget
+        else:  # the driver's migration records (Note [Residency from migrations])
+            m["um_peak_within_budget"] = bool(s) and s.get("um_resident_peak", 1 << 62) <= budget
         r[mode] = m
         print(f"{name}: {mode} rc={m['rc']} bitwise={m['bitwise']} {m['median_step_s']} s/step "
               f"in {s.get('paging_h2d_bytes', 0) / 1e9:.2f} GB out {s.get('paging_d2h_bytes', 0) / 1e9:.2f} GB "
               f"misses {s.get('paging_misses')} waits {s.get('paging_waits')} peak resident "
-              f"{s.get('peak_resident', 0) / GIB:.2f} GiB device used peak {s.get('device_used_peak', 0) / GIB:.2f} GiB GPU faults {s.get('um_gpu_faults')} "
+              f"{s.get('peak_resident', 0) / GIB:.2f} GiB device used peak {s.get('device_used_peak', 0) / GIB:.2f} GiB by migrations {s.get('um_resident_peak', 0) / GIB:.2f} GiB GPU faults {s.get('um_gpu_faults')} "
               f"unplanned {s.get('um_unplanned_h2d', 0) / 1e9:.2f}/{s.get('um_unplanned_d2h', 0) / 1e9:.2f} GB "
               f"remaps {s.get('frames_remaps')} ({s.get('frames_remap_ns', 0) / 1e9:.2f} s) host waits "
               f"{s.get('frames_host_waits')} ({s.get('frames_wait_ns', 0) / 1e9:.2f} s) "

@@ -39,10 +39,14 @@ def gb(b):
     return f"{b / 1e9:.0f}" if b is not None else "-"
 
 
+def gib_or_dash(v):
+    return f"{v / GIB:.3g} GiB" if v is not None else "-"
+
+
 def table(jobs):
     lines = ["| job | budget | in VRAM s/step | reactive s/step | predictive s/step | predictive vs reactive "
              "| bitwise (reactive / predictive, steps) | moved in / out per step, GB (r / p) | misses r / p "
-             "| waits p | peak resident (pager) | unplanned migrations | GPU page faults p |",
+             "| waits p | peak resident: pager / driver's migrations (r; p) | unplanned migrations | GPU page faults p |",
              "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     for j in jobs:
         pl, re_, pr = j.get("plain", {}), j.get("reactive", {}), j.get("predictive", {})
@@ -61,7 +65,8 @@ def table(jobs):
             f"| {gb(per_step(re_, rs, 'paging_h2d_bytes'))} / {gb(per_step(re_, rs, 'paging_d2h_bytes'))} ; "
             f"{gb(per_step(pr, ps, 'paging_h2d_bytes'))} / {gb(per_step(pr, ps, 'paging_d2h_bytes'))} "
             f"| {rs.get('paging_misses', '-')} / {ps.get('paging_misses', '-')} | {ps.get('paging_waits', '-')} "
-            f"| {max(rs.get('peak_resident', 0), ps.get('peak_resident', 0)) / GIB:.3g} GiB "
+            f"| {max(rs.get('peak_resident', 0), ps.get('peak_resident', 0)) / GIB:.3g} GiB / "
+            f"{'; '.join(gib_or_dash(s.get('um_resident_peak')) for s in (rs, ps))} "
             f"| {sum(unplanned) / 1e9:.2f} GB | {ps.get('um_gpu_faults', '-')} |")
     return lines
 
