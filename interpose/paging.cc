@@ -151,6 +151,7 @@ void status_thread(Runtime *rt, CUcontext ctx) {
   const int per_line = int(rt->options().num[kStatusInterval] * 10);
   const uint64_t allocated_at_start = rt->outside_allocated();
   uint64_t unseen_before = 0;
+  const uint64_t headroom = uint64_t(rt->options().num[kBudget]) / 256;  // Note [Memory outside the pager]
   for (int tick = 1; !stopping(); ++tick) {
     usleep(100 * 1000);
     if (stopping()) break;
@@ -160,7 +161,7 @@ void status_thread(Runtime *rt, CUcontext ctx) {
       uint64_t allocated = rt->outside_allocated(), chunks = g_explicit->mover->stats().device_bytes;
       uint64_t explained = chunks + (allocated > allocated_at_start ? allocated - allocated_at_start : 0);
       uint64_t unseen = above > explained ? above - explained : 0;
-      rt->charge_unseen(std::min(unseen, unseen_before));
+      rt->charge_unseen(std::min(unseen, unseen_before) + headroom);
       unseen_before = unseen;
     }
     if (csv) {

@@ -9,6 +9,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -99,6 +100,43 @@ static void remap_parts(Set *s, bool to_device, bool access_once) {
   printf("remap parts to %s, access %s: unmap %.0f us, map %.0f us, set access %.0f us per frame\n",
          to_device ? "device" : "home", access_once ? "set once for 64 frames" : "set per frame",
          (t1 - t0) / kFrames * 1e6, (t2 - t1) / kFrames * 1e6, (t3 - t2) / kFrames * 1e6);
+}
+
+// What making host memory reachable by the device costs (cuMemSetAccess), per MiB, by where the
+// memory is made (a host NUMA node, or CU_MEM_LOCATION_TYPE_HOST) and by allocation size: the
+// home remap's largest part. Each: 4 allocations mapped, access set, unmapped, three times.
+static void access_cost(CUmemLocationType type, int id, size_t bytes, const char *what) {
+  CUmemAllocationProp p = {};
+  p.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+  p.location = {type, id};
+  size_t g_min = 0, g_rec = 0;
+  const int n = 4;
+  CUmemGenericAllocationHandle h[n];
+  if (cuMemGetAllocationGranularity(&g_min, &p, CU_MEM_ALLOC_GRANULARITY_MINIMUM) != CUDA_SUCCESS ||
+      cuMemGetAllocationGranularity(&g_rec, &p, CU_MEM_ALLOC_GRANULARITY_RECOMMENDED) != CUDA_SUCCESS ||
+      cuMemCreate(&h[0], bytes, &p, 0) != CUDA_SUCCESS) {
+    printf("access to %s, allocations of %zu MiB: refused by the driver\n", what, bytes >> 20);
+    return;
+  }
+  CUdeviceptr va;
+  CK(cuMemAddressReserve(&va, bytes * n, bytes, 0, 0));
+  for (int i = 1; i < n; ++i) CK(cuMemCreate(&h[i], bytes, &p, 0));
+  CUmemAccessDesc a = {{CU_MEM_LOCATION_TYPE_DEVICE, dev}, CU_MEM_ACCESS_FLAGS_PROT_READWRITE};
+  double best = 1e9, unmap_best = 1e9;
+  for (int rep = 0; rep < 3; ++rep) {
+    for (int i = 0; i < n; ++i) CK(cuMemMap(va + i * bytes, bytes, 0, h[i], 0));
+    double t0 = now();
+    for (int i = 0; i < n; ++i) CK(cuMemSetAccess(va + i * bytes, bytes, &a, 1));
+    double t1 = now();
+    for (int i = 0; i < n; ++i) CK(cuMemUnmap(va + i * bytes, bytes));
+    double t2 = now();
+    best = std::min(best, (t1 - t0) / (n * (bytes >> 20)) * 1e6);
+    unmap_best = std::min(unmap_best, (t2 - t1) / (n * (bytes >> 20)) * 1e6);
+  }
+  for (int i = 0; i < n; ++i) CK(cuMemRelease(h[i]));
+  CK(cuMemAddressFree(va, bytes * n));
+  printf("access to %s, allocations of %zu MiB (granularity %zu KiB, recommended %zu KiB): set access %.2f us per MiB, "
+         "unmap %.2f us per MiB\n", what, bytes >> 20, g_min >> 10, g_rec >> 10, best, unmap_best);
 }
 
 static void copy_all(Set *s, bool in, CUstream st) {
@@ -221,6 +259,17 @@ int main() {
     t1.join(), t2.join();
     printf("remap to %s by two threads at once: %.0f us per frame\n", to_device ? "device" : "home",
            (now() - t) / kFrames * 1e6);
+  }
+  for (size_t mib : {16, 64}) {
+    access_cost(CU_MEM_LOCATION_TYPE_HOST_NUMA, numa, mib << 20, "host memory (NUMA node)");
+    access_cost(CU_MEM_LOCATION_TYPE_HOST, 0, mib << 20, "host memory (no node)");
+    access_cost(CU_MEM_LOCATION_TYPE_DEVICE, dev, mib << 20, "device memory");
+  }
+  {
+    FILE *f = fopen("/sys/kernel/mm/transparent_hugepage/enabled", "r");
+    char line[128] = "?";
+    if (f && fgets(line, sizeof line, f)) printf("transparent huge pages: %s", line);
+    if (f) fclose(f);
   }
   printf("frames of %zu MiB, %d per set\n", kFrame >> 20, kFrames);
   printf("copy home -> device: %.1f GB/s (again %.1f GB/s); device -> home: %.1f GB/s; both at once: %.1f GB/s total\n",
