@@ -61,9 +61,13 @@ void MigrationLedger::add(uint64_t start_ns, uint64_t end_ns, uint64_t bytes, bo
   }
   pending_.push_back(m);
   newest_ = std::max(newest_, m.at);
-  if (pending_.size() >= 4096 && newest_ > kSettle + folded_to_) {
+  // Folded when twice what the last fold left (and 4096) are pending: each record is sorted a few
+  // times at most, whatever the rate (folding at every record once the window filled made CUPTI's
+  // buffer thread fall minutes behind: results/ledger-1.3b).
+  if (pending_.size() >= fold_at_ && newest_ > kSettle) {
     fold(newest_ - kSettle, &pending_, &level_, &peak_);
-    folded_to_ = newest_ - kSettle;
+    folded_to_ = std::max(folded_to_, newest_ - kSettle);
+    fold_at_ = std::max<size_t>(4096, 2 * pending_.size());
   }
 }
 

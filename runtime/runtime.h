@@ -81,6 +81,7 @@ class MigrationLedger {
   mutable std::mutex mu_;
   std::vector<Move> pending_;
   uint64_t newest_ = 0, folded_to_ = 0;
+  size_t fold_at_ = 4096;
   int64_t level_ = 0, peak_ = 0;
   bool late_ = false;
 };
