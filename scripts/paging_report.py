@@ -29,7 +29,7 @@ def merge(paths):
                 order.append(j["job"])
             merged = jobs[j["job"]]
             for p in POLICIES:
-                run = j.get(p)
+                run = j.get(p) or j.get("managed-" + p)  # scripts/paging.py names modes either way
                 if run and run.get("rc") == 0 and run.get("median_step_s") and (p not in merged or merged[p]["rc"] != 0):
                     merged[p] = dict(run, source=os.path.relpath(path))
     return [jobs[n] for n in order]
@@ -39,8 +39,10 @@ def gb(b):
     return f"{b / 1e9:.0f}" if b is not None else "-"
 
 
-def gib_or_dash(v):
-    return f"{v / GIB:.3g} GiB" if v is not None else "-"
+def um_peak(s):
+    """Peak residency by the driver's migration records (Note [Residency from migrations]); runs before
+    it (no um_resident_late) carried a figure of the same name that pages populated on the device escaped."""
+    return f"{s['um_resident_peak'] / GIB:.3g} GiB" if "um_resident_late" in s else "-"
 
 
 def table(jobs):
@@ -66,7 +68,7 @@ def table(jobs):
             f"{gb(per_step(pr, ps, 'paging_h2d_bytes'))} / {gb(per_step(pr, ps, 'paging_d2h_bytes'))} "
             f"| {rs.get('paging_misses', '-')} / {ps.get('paging_misses', '-')} | {ps.get('paging_waits', '-')} "
             f"| {max(rs.get('peak_resident', 0), ps.get('peak_resident', 0)) / GIB:.3g} GiB / "
-            f"{'; '.join(gib_or_dash(s.get('um_resident_peak')) for s in (rs, ps))} "
+            f"{'; '.join(um_peak(s) for s in (rs, ps))} "
             f"| {sum(unplanned) / 1e9:.2f} GB | {ps.get('um_gpu_faults', '-')} |")
     return lines
 
