@@ -55,21 +55,11 @@ void *const kWrappers[kObservedCount] = {
 std::atomic<void *> g_real[kObservedCount];
 std::once_flag g_resolved;
 
-void *resolve(int id) {
-  void *p = real_symbol(Lib::kCuda, kFunctions[id].symbol);
-  return p == kWrappers[id] ? nullptr : p;  // never our own export
-}
-
 bool starts(const char *s, const char *prefix) { return strncmp(s, prefix, strlen(prefix)) == 0; }
 
 }  // namespace
 
-void *observed_real(int id) {
-  void *p = g_real[id].load(std::memory_order_acquire);
-  if (p) return p;
-  if ((p = resolve(id))) g_real[id].store(p, std::memory_order_release);
-  return p;
-}
+void *observed_real(int id) { return resolve_real(g_real[id], Lib::kCuda, kFunctions[id].symbol, kWrappers[id]); }
 
 const ObservedFunction *observed_functions(size_t *count) {
   *count = kObservedCount;

@@ -122,15 +122,16 @@ void *real_symbol(Lib lib, const char *name) {
   return nullptr;
 }
 
-void *real_function(HookId id) {
-  void *p = g_real[id].load(std::memory_order_acquire);
+void *resolve_real(std::atomic<void *> &slot, Lib lib, const char *symbol, const void *own) {
+  void *p = slot.load(std::memory_order_acquire);
   if (p) return p;
-  const HookRow &row = kHooks[id];
-  p = real_symbol(row.lib, row.symbol);
-  if (p == row.wrapper) p = nullptr;  // never our own export
-  if (p) g_real[id].store(p, std::memory_order_release);
+  p = real_symbol(lib, symbol);
+  if (p == own) p = nullptr;  // never our own export
+  if (p) slot.store(p, std::memory_order_release);
   return p;
 }
+
+void *real_function(HookId id) { return resolve_real(g_real[id], kHooks[id].lib, kHooks[id].symbol, kHooks[id].wrapper); }
 
 namespace {
 

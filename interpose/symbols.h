@@ -93,6 +93,9 @@ extern const HookRow kHooks[kHookCount];
 // if it is already loaded (libraries opened RTLD_LOCAL are invisible to RTLD_NEXT). Null if the
 // library is not loaded. Lock-free after the first call.
 void *real_function(HookId id);
+// The same for any symbol: the real definition of `symbol` in `lib`, cached in `slot`; never `own`
+// (our export of that name). Shared by the hooks and the observer's wrappers (observed.h).
+void *resolve_real(std::atomic<void *> &slot, Lib lib, const char *symbol, const void *own);
 
 // If `found` (what a dlsym of `name` returned) is the real function of a row, returns the row's
 // wrapper; otherwise `found` unchanged.
