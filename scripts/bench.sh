@@ -25,12 +25,11 @@
 #   With the frame size from the budget (64M here): done --sizes 1.3b --budgets 12 and --sizes 2.7b --budgets 24,
 #   --modes in_vram,vramcache_explicit_predictive (about 60 and 75 s).
 #   done (session 7) the same two with the budget/64 window: 0.7513 and 1.485 s/step, link column filled.
-#   Next (86c1048, not yet run on the GPU: memory no allocation explains charged to the budget):
-#   `bash scripts/paging_smoke.sh results/paging-smoke-next`, then `--sizes 1.3b --budgets 12 --modes
-#   in_vram,vramcache_explicit_predictive`: its device used peak should now stay under the budget
-#   (it was 12.19 GiB at 12 GiB), and the summary's outside_unseen says how much was charged. Then
-#   `bash scripts/gpu_suite.sh --quick`: the JAX sample and the CUDA-graph and torch.profiler checks
-#   have not run since the driver wrappers (interpose/observed.def) are handed out to every program.
+#   done (session 8) paging smoke, then the same two again: device used peak 12.004 GiB at 12 GiB with the
+#   charge alone (6ff6b38), 11.955 and 23.908 GiB with the headroom (fb185c7, ebaaa16); quick GPU suite 23 of 24.
+#   Next: `bash scripts/paging_smoke.sh results/paging-smoke-next` (6a6231c and later have not run on the
+#   GPU: a refactor of symbol resolution only), then the deterministic calls above again for the explicit
+#   backend's device used peak at 16 GiB and for DDP (`scripts/ddp.sh`), which have not run with the headroom.
 # Runs not started for lack of time are reported as skipped (and keep an earlier call's result).
 # Usage: bash scripts/bench.sh [--out DIR] [scripts/bench.py options]   (BENCH_CALL_S: seconds for the
 # whole call, 540 by default; the report and packing get the last 40)
