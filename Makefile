@@ -50,14 +50,31 @@ $(BUILD)/obj/tests/%.o: tests/%.cc
 $(LIB): $(RUNTIME_OBJ) $(INTERPOSE_OBJ) interpose/libvramcache.map
 	$(CXX) -shared -o $@ $(RUNTIME_OBJ) $(INTERPOSE_OBJ) -static-libstdc++ -static-libgcc \
 	  -Wl,--version-script=interpose/libvramcache.map -Wl,-z,defs \
-	  -Wl,-rpath,'$$ORIGIN:$(CUDA)/lib64:$(CUDA)/extras/CUPTI/lib64' -ldl -lpthread
+	  -Wl,-rpath,'$$ORIGIN:$(CUDA)/lib64:$(CUDA)/extras/CUPTI/lib64' -l:libzstd.a -ldl -lpthread
 
 $(CLI): $(BUILD)/obj/profiler/main.o $(PROFILER_OBJ) $(RUNTIME_OBJ)
-	$(CXX) -o $@ $^ -lpthread
+	$(CXX) -o $@ $^ -l:libzstd.a -lpthread
 
 # ---- Tests without a GPU ----
-$(BUILD)/unit_tests: $(UNIT_OBJ) $(PROFILER_OBJ) $(RUNTIME_OBJ)
-	$(CXX) $(LDSAN) -o $@ $^ -lpthread
+# Fat binaries nvcc makes of tests/unit/kernels.cu, plain and compressed, for the cubin reader's
+# tests (found next to the test program).
+TESTDATA := $(BUILD)/testdata/kernels.fatbin $(BUILD)/testdata/kernels-compressed.fatbin
+$(BUILD)/testdata/kernels.fatbin: tests/unit/kernels.cu
+	@mkdir -p $(@D)
+	$(NVCC) -fatbin -arch=sm_90 --compress-mode=none $< -o $@
+$(BUILD)/testdata/kernels-compressed.fatbin: tests/unit/kernels.cu
+	@mkdir -p $(@D)
+	$(NVCC) -fatbin -arch=sm_90 --compress-mode=size $< -o $@
+
+$(BUILD)/testdata/fake_kernels.fatbin: tests/fake/fake_kernels.cu
+	@mkdir -p $(@D)
+	$(NVCC) -fatbin -arch=sm_90 $< -o $@
+$(BUILD)/testdata/fake_kernels_wrong.fatbin: tests/fake/fake_kernels.cu
+	@mkdir -p $(@D)
+	$(NVCC) -fatbin -arch=sm_90 -DWRONG_LAYOUT $< -o $@
+
+$(BUILD)/unit_tests: $(UNIT_OBJ) $(PROFILER_OBJ) $(RUNTIME_OBJ) | $(TESTDATA)
+	$(CXX) $(LDSAN) -o $@ $^ -l:libzstd.a -lpthread
 
 $(BUILD)/fake/libcuda.so.1: tests/fake/fake_cuda.cc
 $(BUILD)/fake/libcudart.so.13: tests/fake/fake_cudart.cc
@@ -75,7 +92,8 @@ $(FAKE_LIBS): tests/fake/fake.h
 $(BUILD)/interpose_test: $(BUILD)/obj/tests/interpose/interpose_test.o $(FAKE_LIBS)
 	$(CXX) -o $@ $< -L$(BUILD)/fake -l:libcudart.so.13 -l:libcublas.so.13 -l:libcublasLt.so.13 -l:libnccl.so.2 -ldl
 
-test: $(LIB) $(CLI) $(BUILD)/unit_tests $(FAKE_LIBS) $(BUILD)/interpose_test
+test: $(LIB) $(CLI) $(BUILD)/unit_tests $(FAKE_LIBS) $(BUILD)/interpose_test $(BUILD)/testdata/fake_kernels.fatbin \
+      $(BUILD)/testdata/fake_kernels_wrong.fatbin
 	$(BUILD)/unit_tests
 	bash tests/interpose/run.sh $(BUILD)
 	bash tests/cli/run.sh $(BUILD)

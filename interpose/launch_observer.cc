@@ -33,7 +33,10 @@
 // compute-sanitizer the MLP's handles, cuBLAS's included, are functions: tried as kernels first,
 // each failed once more, results/paging-smoke-s11.) The driver gives no parameter count: the list
 // ends where cuFuncGetParamInfo answers INVALID_VALUE, so each new kernel makes one failed call,
-// which compute-sanitizer reports as an API error (scripts/memcheck.sh tells them apart).
+// which compute-sanitizer reports as an API error (scripts/memcheck.sh tells them apart). A kernel
+// whose layout was read from the image it was loaded from (Note [Layouts from the cubin] in
+// runtime/cubin.h) is asked for exactly its parameters, and the layout is used if the driver agrees
+// on each: the image gives the count, the driver stays the authority.
 #include "interpose/launch_observer.h"
 
 #include <cupti.h>
@@ -53,10 +56,13 @@
 #include "interpose/library.h"
 #include "interpose/observed.h"
 #include "runtime/api_class.h"
+#include "runtime/cubin.h"
 #include "runtime/log.h"
 
 namespace vc::interpose {
 namespace {
+
+LayoutIndex g_layouts;  // of the images the program loaded
 
 struct KernelInfo {
   bool decodable = false;
@@ -113,7 +119,25 @@ class KernelCache {
                           KernelInfo *info) {
     const char *name = nullptr;
     if (!get_name || !get_param || get_name(&name, h) != CUDA_SUCCESS) return false;
+    info->name = name ? name : "";
     info->slots.clear();
+    if (g_layouts.find(info->name, &info->slots) && !info->slots.empty()) {
+      bool agrees = true;  // every parameter as the driver tells it: the image only gives the count
+      for (size_t i = 0; agrees && i < info->slots.size(); ++i) {
+        size_t offset = 0, size = 0;
+        agrees = get_param(h, i, &offset, &size) == CUDA_SUCCESS && offset == info->slots[i].offset &&
+                 size == info->slots[i].size;
+      }
+      if (agrees) {
+        if (Runtime *rt = runtime()) rt->counters().layouts_used++;
+        info->buffer_size = param_buffer_size(info->slots);
+        info->decodable = true;
+        return true;
+      }
+      VC_DEBUG("kernel %s: the driver disagrees with the layout read from its image; asked parameter by parameter",
+               info->name.c_str());
+      info->slots.clear();
+    }
     for (size_t i = 0;; ++i) {
       size_t offset = 0, size = 0;
       CUresult r = get_param(h, i, &offset, &size);
@@ -121,7 +145,6 @@ class KernelCache {
       if (r != CUDA_SUCCESS) return false;
       info->slots.push_back(ParamSlot{uint32_t(offset), uint32_t(size)});
     }
-    info->name = name ? name : "";
     info->buffer_size = param_buffer_size(info->slots);
     info->decodable = true;
     return true;
@@ -772,6 +795,13 @@ CUptiResult client_callback_state(uint32_t *enable, CUpti_CallbackDomain d, CUpt
   if (!enable) return CUPTI_ERROR_INVALID_PARAMETER;
   *enable = g_state->client.wants(d, id);
   return CUPTI_SUCCESS;
+}
+
+void read_layouts(Runtime *rt, const void *image) {
+  std::vector<KernelLayout> layouts = read_image_layouts(image);
+  rt->counters().layouts_read += layouts.size();
+  g_layouts.add(layouts);
+  VC_DEBUG("read %zu kernel layouts from a loaded image", layouts.size());
 }
 
 void count_migrations(Runtime *rt, int device) {

@@ -35,6 +35,10 @@ void observe_call(uint32_t cbid, const char *name, const void *params, const CUr
 // A lookup of a function the observer needs handed out one that has no wrapper (`name` as asked).
 void observed_lookup_missed(const char *name);
 
+// A module or library the driver loaded from `image`: its kernels' parameter layouts are kept
+// for the launches to come (Note [Layouts from the cubin] in runtime/cubin.h).
+void read_layouts(Runtime *rt, const void *image);
+
 // Delivers every pending CUPTI activity record (device times, coverage counts) now.
 void flush_activity(Runtime *rt);
 // Profile mode, once the trace is written: device times are no longer needed, and collecting

@@ -37,7 +37,7 @@ GemmInProgress &gemm_in_progress();
 // reported the call, so only the outermost hook of a group on a thread acts. Groups are separate
 // because an allocation made inside a GEMM call (a workspace) is still an allocation. kNccl: an
 // allocation made inside an NCCL call is NCCL's own (shared with peers, registered): never paged.
-enum class HookGroup : int { kAlloc, kBlas, kNccl, kCount };
+enum class HookGroup : int { kAlloc, kBlas, kNccl, kModule, kCount };
 
 class HookScope {
  public:

@@ -505,6 +505,8 @@ std::string Runtime::summary_json() const {
   add("captures_begun", c.captures_begun);
   add("captures_ended", c.captures_ended);
   add("unmatched_lookups", c.unmatched_lookups);
+  add("layouts_read", c.layouts_read);
+  add("layouts_used", c.layouts_used);
   add("launch_observer_on", c.launch_observer_on);
   add("activity_on", c.activity_on);
   add("activity_kernels", c.activity_kernels);

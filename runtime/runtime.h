@@ -114,6 +114,8 @@ struct Counters {
   std::atomic<uint64_t> captures_begun{0};
   std::atomic<uint64_t> captures_ended{0};
   std::atomic<uint64_t> unmatched_lookups{0};  // a lookup returned a function we did not know
+  // Note [Layouts from the cubin]: kernel layouts read from loaded images, and kernels decoded by one.
+  std::atomic<uint64_t> layouts_read{0}, layouts_used{0};
   // From CUPTI activity records (VRAMCACHE_ACTIVITY=1), independent of the hooks above.
   std::atomic<uint64_t> activity_kernels{0};
   std::atomic<uint64_t> activity_allocs{0};  // allocation records of device and managed memory (VMM maps included)

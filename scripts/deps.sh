@@ -4,10 +4,12 @@
 #   g++, make        the build
 #   doctest-dev      unit tests (header-only)
 #   python3          checks that interpose/observed.def matches the CUDA headers (scripts/gen_observed.py)
+#   libzstd-dev      reading the kernels' parameter layouts from compressed cubins (runtime/cubin.cc;
+#                    linked statically, so the library needs nothing more where it runs)
 # The CUDA toolkit (13.x, with CUPTI headers) is not a Debian package here: it must be installed
 # at $CUDA (default /usr/local/cuda). The library needs no GPU to build or to run its tests.
 set -euo pipefail
-packages=(g++ make doctest-dev python3)
+packages=(g++ make doctest-dev python3 libzstd-dev)
 missing=()
 for p in "${packages[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
 if [ ${#missing[@]} -gt 0 ]; then

@@ -51,6 +51,7 @@ ok = rc in (0, 9) and total == len(errors) and len(errors) == len(probes) and pa
 print(f"memcheck of mlp under the explicit backend: exit {rc} in {secs} s; {total} errors reported, "
       f"{len(probes)} of them the ends of vramcache's parameter-layout probes, {len(errors) - len(probes)} other; "
       f"launches seen {s.get('launches')}, observer {'on' if s.get('launch_observer_on') else 'OFF'}; "
+      f"kernel layouts read from loaded images {s.get('layouts_read')}, kernels decoded by them {s.get('layouts_used')}; "
       f"paged in {paged / 1e6:.1f} MB, out {s.get('paging_d2h_bytes', 0) / 1e6:.1f} MB; losses "
       f"{'bitwise identical to' if same else 'DIFFERENT from'} the run without vramcache: {'PASS' if ok else 'FAIL'}")
 sys.exit(0 if ok else 1)

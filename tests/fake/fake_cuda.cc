@@ -368,6 +368,19 @@ DEF(CUresult, cuMemPrefetchAsync_v2, CUdeviceptr, size_t n, CUmemLocation to, un
   return CUDA_SUCCESS;
 }
 
+// ---- modules: loads succeed; vramcache reads the images (tests/fake/fake_kernels.cu) ----
+DEF(CUresult, cuModuleLoadData, CUmodule *m, const void *) { *m = reinterpret_cast<CUmodule>(handle()); return counted("cuModuleLoadData"); }
+DEF(CUresult, cuModuleLoadDataEx, CUmodule *m, const void *, unsigned, CUjit_option *, void **) {
+  *m = reinterpret_cast<CUmodule>(handle());
+  return counted("cuModuleLoadDataEx");
+}
+DEF(CUresult, cuModuleLoadFatBinary, CUmodule *m, const void *) { *m = reinterpret_cast<CUmodule>(handle()); return counted("cuModuleLoadFatBinary"); }
+DEF(CUresult, cuLibraryLoadData, CUlibrary *l, const void *, CUjit_option *, void **, unsigned, CUlibraryOption *, void **,
+    unsigned) {
+  *l = reinterpret_cast<CUlibrary>(handle());
+  return counted("cuLibraryLoadData");
+}
+
 // ---- kernels: names and parameter layouts ----
 DEF(CUresult, cuFuncGetName, const char **name, CUfunction f) {
   if (uint64_t(f) != kFakeFunction && uint64_t(f) != kFakeAdd) return CUDA_ERROR_INVALID_HANDLE;
@@ -377,7 +390,7 @@ DEF(CUresult, cuFuncGetName, const char **name, CUfunction f) {
 DEF(CUresult, cuFuncGetParamInfo, CUfunction f, size_t i, size_t *offset, size_t *size) {
   if (uint64_t(f) != kFakeFunction && uint64_t(f) != kFakeAdd) return CUDA_ERROR_INVALID_HANDLE;
   static const size_t layout[][2] = {{0, 8}, {8, 8}, {16, 4}};
-  if (i >= 3) return CUDA_ERROR_INVALID_VALUE;
+  if (i >= 3) return counted("param info past the end"), CUDA_ERROR_INVALID_VALUE;
   *offset = layout[i][0], *size = layout[i][1];
   return CUDA_SUCCESS;
 }
@@ -389,7 +402,7 @@ DEF(CUresult, cuKernelGetName, const char **name, CUkernel k) {
 DEF(CUresult, cuKernelGetParamInfo, CUkernel k, size_t i, size_t *offset, size_t *size) {
   if (uint64_t(k) != kFakeKernel) return CUDA_ERROR_INVALID_HANDLE;
   static const size_t layout[][2] = {{0, 4}, {8, 8}};
-  if (i >= 2) return CUDA_ERROR_INVALID_VALUE;
+  if (i >= 2) return counted("param info past the end"), CUDA_ERROR_INVALID_VALUE;
   *offset = layout[i][0], *size = layout[i][1];
   return CUDA_SUCCESS;
 }
@@ -576,6 +589,10 @@ const Entry kEntries[] = {
     E("cuMemGetAllocationGranularity", 10020, false, cuMemGetAllocationGranularity),
     E("cuFuncGetName", 12030, false, cuFuncGetName),
     E("cuFuncGetParamInfo", 12040, false, cuFuncGetParamInfo),
+    E("cuModuleLoadData", 2000, false, cuModuleLoadData),
+    E("cuModuleLoadDataEx", 2010, false, cuModuleLoadDataEx),
+    E("cuModuleLoadFatBinary", 2000, false, cuModuleLoadFatBinary),
+    E("cuLibraryLoadData", 12000, false, cuLibraryLoadData),
     E("cuKernelGetName", 12030, false, cuKernelGetName),
     E("cuKernelGetParamInfo", 12040, false, cuKernelGetParamInfo),
     E("cuLaunchKernel", 4000, false, cuLaunchKernel),

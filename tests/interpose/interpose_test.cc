@@ -18,6 +18,8 @@
 
 #include <algorithm>
 #include <cstring>
+#include <fstream>
+#include <iterator>
 #include <string>
 #include <vector>
 
@@ -224,6 +226,19 @@ TEST_CASE("scenario: allocations, GEMMs, launches, graphs, copies, frees") {
   auto mem_map = driver<PFN_cuMemMap_v10020>("cuMemMap");
   auto mem_unmap = driver<PFN_cuMemUnmap_v10020>("cuMemUnmap");
   REQUIRE((mem_alloc && mem_free && alloc_pitch && alloc_async_ptsz && mem_create && mem_map && mem_unmap));
+  // Note [Layouts from the cubin]: with the fake kernels' image loaded first (FAKE_KERNELS_IMAGE,
+  // made by nvcc from tests/fake/fake_kernels.cu), no kernel's parameters are asked past the end.
+  const char *image_path = getenv("FAKE_KERNELS_IMAGE");
+  static std::vector<char> image;
+  if (image_path) {
+    std::ifstream f(image_path, std::ios::binary);
+    image.assign(std::istreambuf_iterator<char>(f), {});
+    REQUIRE(image.size() > 16);
+    auto load = driver<PFN_cuModuleLoadData_v2000>("cuModuleLoadData");
+    REQUIRE((load != nullptr));
+    CUmodule module = nullptr;
+    REQUIRE(load(&module, image.data()) == CUDA_SUCCESS);
+  }
 
   void *a1 = nullptr, *a2 = nullptr, *as1 = nullptr, *m1 = nullptr, *m2 = nullptr;
   CUdeviceptr d1 = 0, p1 = 0, as2 = 0;
@@ -320,6 +335,8 @@ TEST_CASE("scenario: allocations, GEMMs, launches, graphs, copies, frees") {
   REQUIRE(cudaFreeAsync(as1, nullptr) == cudaSuccess);                   // free 3
   REQUIRE(cudaFree(reinterpret_cast<void *>(0xdead0000)) == cudaSuccess);  // free 4, untracked
   REQUIRE(mem_unmap(mapped, 8 << 20) == CUDA_SUCCESS);                   // free 5
+  // With the image's fake_function disagreeing with the driver (FAKE_KERNELS_WRONG), it is probed.
+  if (image_path) CHECK(calls("libcuda.so.1", "cuda", "param info past the end") == (getenv("FAKE_KERNELS_WRONG") ? 1 : 0));
 }
 
 namespace {

@@ -32,7 +32,7 @@ json_num() {  # json_num FILE key: the key's number, or -1 if it is missing
 }
 
 # 1. count mode: every figure of the scenario in interpose_test.cc.
-if run count VRAMCACHE_MODE=count; then
+if run count VRAMCACHE_MODE=count FAKE_KERNELS_IMAGE="$PWD/$build/testdata/fake_kernels.fatbin"; then
   expect_json "$out/count.json" allocs=8 allocs_device=4 allocs_async=2 allocs_managed=1 allocs_vmm_map=1 \
     alloc_failures=2 managed_refused=1 frees=6 frees_untracked=2 vmm_creates=1 \
     launches=6 launches_decoded=5 launches_captured=1 graph_launches=2 graph_kernels=6 graph_kernels_decoded=6 \
@@ -40,8 +40,18 @@ if run count VRAMCACHE_MODE=count; then
     gemm_operands_exact=10 gemm_operands_tracked=10 copies=1 copy_bytes=4096 sets=1 syncs=1 \
     captures_begun=1 captures_ended=1 unmatched_lookups=3 launch_observer_on=1 copy_h2d_bytes=4096 copy_d2h_bytes=0
   grep -q "vramcache summary (mode count)" "$out/count.log" || bad "count mode printed no summary"
+  # Note [Layouts from the cubin]: the loaded image gave 3 layouts, and the 2 kernels launched were
+  # decoded by theirs (the test program checks that no parameter was asked past the end).
+  expect_json "$out/count.json" layouts_read=3 layouts_used=2
 else
   bad "count mode: test program failed"; cat "$out/count.log"
+fi
+# 1b. The same with an image whose fake_function disagrees with the driver: that kernel is probed
+#     parameter by parameter, and every figure is the same.
+if run count-wrong VRAMCACHE_MODE=count FAKE_KERNELS_IMAGE="$PWD/$build/testdata/fake_kernels_wrong.fatbin" FAKE_KERNELS_WRONG=1; then
+  expect_json "$out/count-wrong.json" launches_decoded=5 graph_kernels_decoded=6 refs=15 layouts_read=3 layouts_used=1
+else
+  bad "count mode with a disagreeing image: test program failed"; cat "$out/count-wrong.log"
 fi
 
 # 2. CUPTI taken by another tool: one warning; vramcache's wrappers of the driver's functions see
@@ -251,5 +261,5 @@ for mode in off count; do
   [ $rc = 0 ] || bad "a tool interposing dlopen, mode $mode: rc=$rc: $msg"
 done
 
-[ $fail = 0 ] && note "all checks passed (count, CUPTI taken, off, profile, paging, paging fallback, paging failure, explicit paging, explicit paging with CUPTI taken, launches unseen, CUPTI not found, explicit paging failures, nccl, configuration errors, no CUDA, the exit flush, a forked child, a tool interposing dlopen)"
+[ $fail = 0 ] && note "all checks passed (count, count with a disagreeing image, CUPTI taken, off, profile, paging, paging fallback, paging failure, explicit paging, explicit paging with CUPTI taken, launches unseen, CUPTI not found, explicit paging failures, nccl, configuration errors, no CUDA, the exit flush, a forked child, a tool interposing dlopen)"
 exit $fail
