@@ -62,7 +62,11 @@
 namespace vc::interpose {
 namespace {
 
-LayoutIndex g_layouts;  // of the images the program loaded
+// The layouts of the images the program loaded; never destroyed (a module may load during exit).
+LayoutIndex &loaded_layouts() {
+  static LayoutIndex *index = new LayoutIndex;
+  return *index;
+}
 
 struct KernelInfo {
   bool decodable = false;
@@ -121,7 +125,7 @@ class KernelCache {
     if (!get_name || !get_param || get_name(&name, h) != CUDA_SUCCESS) return false;
     info->name = name ? name : "";
     info->slots.clear();
-    if (g_layouts.find(info->name, &info->slots) && !info->slots.empty()) {
+    if (loaded_layouts().find(info->name, &info->slots) && !info->slots.empty()) {
       bool agrees = true;  // every parameter as the driver tells it: the image only gives the count
       for (size_t i = 0; agrees && i < info->slots.size(); ++i) {
         size_t offset = 0, size = 0;
@@ -800,7 +804,7 @@ CUptiResult client_callback_state(uint32_t *enable, CUpti_CallbackDomain d, CUpt
 void read_layouts(Runtime *rt, const void *image) {
   std::vector<KernelLayout> layouts = read_image_layouts(image);
   rt->counters().layouts_read += layouts.size();
-  g_layouts.add(layouts);
+  loaded_layouts().add(layouts);
   VC_DEBUG("read %zu kernel layouts from a loaded image", layouts.size());
 }
 
