@@ -14,6 +14,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <iterator>
+#include <set>
 #include <vector>
 
 #include "tests/fake/fake.h"
@@ -336,6 +337,7 @@ DEF(CUresult, cuMemSetAccess, CUdeviceptr p, size_t size, const CUmemAccessDesc 
 // FAKE_CUDA_FAIL_PREFETCH=1 makes every prefetch fail. Streams and events are plain numbers. ----
 namespace {
 uint64_t g_prefetched[2] = {0, 0};  // [to the host, to the device]
+std::set<uint64_t> g_on_device;  // 64 KiB granules prefetched to the device
 uint64_t g_next_handle = 0x9000;
 uint64_t handle() {
   std::lock_guard<std::mutex> lock(g_fake_mu);
@@ -360,11 +362,23 @@ DEF(CUresult, cuEventSynchronize, CUevent) { return counted("cuEventSynchronize"
 DEF(CUresult, cuEventElapsedTime_v2, float *ms, CUevent, CUevent) { *ms = 1.0f; return counted("cuEventElapsedTime"); }
 DEF(CUresult, cuStreamWaitEvent, CUstream, CUevent, unsigned) { return counted("cuStreamWaitEvent"); }
 DEF(CUresult, cuMemAdvise_v2, CUdeviceptr, size_t, CUmem_advise, CUmemLocation) { return counted("cuMemAdvise"); }
-DEF(CUresult, cuMemPrefetchAsync_v2, CUdeviceptr, size_t n, CUmemLocation to, unsigned, CUstream) {
+// Prefetches move nothing; what would migrate (64 KiB granules not yet where they are sent) is
+// reported to the fake CUPTI as a migration record.
+DEF(CUresult, cuMemPrefetchAsync_v2, CUdeviceptr p, size_t n, CUmemLocation to, unsigned, CUstream) {
   if (CUresult r = counted("cuMemPrefetchAsync")) return r;
   if (getenv("FAKE_CUDA_FAIL_PREFETCH")) return CUDA_ERROR_INVALID_VALUE;
-  std::lock_guard<std::mutex> lock(g_fake_mu);
-  g_prefetched[to.type == CU_MEM_LOCATION_TYPE_DEVICE] += n;
+  const bool to_device = to.type == CU_MEM_LOCATION_TYPE_DEVICE;
+  uint64_t moved = 0;
+  {
+    std::lock_guard<std::mutex> lock(g_fake_mu);
+    g_prefetched[to_device] += n;
+    for (uint64_t g = p >> 16; g < (p + n + 0xffff) >> 16; ++g)
+      if (to_device ? g_on_device.insert(g).second : g_on_device.erase(g) > 0) moved += 1 << 16;
+  }
+  using Migration = void (*)(int, uint64_t);
+  void *cupti = dlopen("libcupti.so.13", RTLD_NOW | RTLD_NOLOAD);
+  if (moved && cupti)
+    if (auto fn = reinterpret_cast<Migration>(dlsym(cupti, "fake_cupti_migration"))) fn(to_device, moved);
   return CUDA_SUCCESS;
 }
 

@@ -6,11 +6,13 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <set>
 #include <utility>
+#include <vector>
 
 #include "tests/fake/fake.h"
 
@@ -97,12 +99,21 @@ FAKE_EXPORT CUptiResult cuptiGetResultString(CUptiResult r, const char **s) {
 }
 // With FAKE_CUPTI_ACTIVITY=1, activity calls succeed and a flush completes one empty buffer. A
 // flush after this library's static objects were destroyed at exit (as the real CUPTI's are) says
-// so and exits 6: the caller reached a torn-down library.
+// so and exits 6: the caller reached a torn-down library. With FAKE_CUPTI_UM=1 besides, the
+// unified-memory counters can be configured, and the migrations the fake driver reports
+// (fake_cupti_migration) come back as records of the cause USER at the next flush.
 namespace {
 bool activity() {
   const char *on = getenv("FAKE_CUPTI_ACTIVITY");
   return on && *on == '1';
 }
+bool um() {
+  const char *on = getenv("FAKE_CUPTI_UM");
+  return on && *on == '1';
+}
+bool g_um_on = false;
+std::vector<CUpti_ActivityUnifiedMemoryCounter3> g_um_records;  // under g_fake_mu
+uint64_t g_um_clock = 0;
 CUpti_BuffersCallbackRequestFunc g_request = nullptr;
 CUpti_BuffersCallbackCompleteFunc g_complete = nullptr;
 bool g_torn_down = false;
@@ -118,7 +129,27 @@ FAKE_EXPORT CUptiResult cuptiActivityRegisterCallbacks(CUpti_BuffersCallbackRequ
 }
 FAKE_EXPORT CUptiResult cuptiActivityEnable(CUpti_ActivityKind) { return activity() ? CUPTI_SUCCESS : CUPTI_ERROR_NOT_SUPPORTED; }
 FAKE_EXPORT CUptiResult cuptiActivityDisable(CUpti_ActivityKind) { return activity() ? CUPTI_SUCCESS : CUPTI_ERROR_NOT_SUPPORTED; }
-FAKE_EXPORT CUptiResult cuptiActivityGetNextRecord(uint8_t *, size_t, CUpti_Activity **) { return CUPTI_ERROR_MAX_LIMIT_REACHED; }
+// Buffers hold unified-memory records only, back to back.
+FAKE_EXPORT CUptiResult cuptiActivityGetNextRecord(uint8_t *buffer, size_t valid, CUpti_Activity **record) {
+  uint8_t *next = *record ? reinterpret_cast<uint8_t *>(*record) + sizeof(CUpti_ActivityUnifiedMemoryCounter3) : buffer;
+  if (next + sizeof(CUpti_ActivityUnifiedMemoryCounter3) > buffer + valid) return CUPTI_ERROR_MAX_LIMIT_REACHED;
+  *record = reinterpret_cast<CUpti_Activity *>(next);
+  return CUPTI_SUCCESS;
+}
+// From the fake driver: a prefetch moved `bytes` to the device or back.
+FAKE_EXPORT void fake_cupti_migration(int to_device, uint64_t bytes) {
+  std::lock_guard<std::mutex> lock(g_fake_mu);
+  if (!g_um_on) return;
+  CUpti_ActivityUnifiedMemoryCounter3 r = {};
+  r.kind = CUPTI_ACTIVITY_KIND_UNIFIED_MEMORY_COUNTER;
+  r.counterKind = to_device ? CUPTI_ACTIVITY_UNIFIED_MEMORY_COUNTER_KIND_BYTES_TRANSFER_HTOD
+                            : CUPTI_ACTIVITY_UNIFIED_MEMORY_COUNTER_KIND_BYTES_TRANSFER_DTOH;
+  r.value = bytes;
+  r.start = g_um_clock += 1000;
+  r.end = r.start + 500;
+  r.flags = CUPTI_ACTIVITY_UNIFIED_MEMORY_MIGRATION_CAUSE_USER;
+  g_um_records.push_back(r);
+}
 FAKE_EXPORT CUptiResult cuptiActivityFlushAll(uint32_t) {
   if (g_torn_down) {
     const char msg[] = "fake cupti: cuptiActivityFlushAll called after CUPTI was torn down at exit\n";
@@ -127,14 +158,29 @@ FAKE_EXPORT CUptiResult cuptiActivityFlushAll(uint32_t) {
     _exit(6);
   }
   if (g_request && g_complete) {
-    uint8_t *buffer = nullptr;
-    size_t size = 0, max_records = 0;
-    g_request(&buffer, &size, &max_records);
-    if (buffer) g_complete(nullptr, 0, buffer, size, 0);
+    do {
+      uint8_t *buffer = nullptr;
+      size_t size = 0, max_records = 0, valid = 0;
+      g_request(&buffer, &size, &max_records);
+      if (!buffer) break;
+      {
+        std::lock_guard<std::mutex> lock(g_fake_mu);
+        size_t n = std::min(g_um_records.size(), size / sizeof(CUpti_ActivityUnifiedMemoryCounter3));
+        memcpy(buffer, g_um_records.data(), n * sizeof(CUpti_ActivityUnifiedMemoryCounter3));
+        g_um_records.erase(g_um_records.begin(), g_um_records.begin() + n);
+        valid = n * sizeof(CUpti_ActivityUnifiedMemoryCounter3);
+      }
+      g_complete(nullptr, 0, buffer, size, valid);
+    } while (!g_um_records.empty());
   }
   return CUPTI_SUCCESS;
 }
-FAKE_EXPORT CUptiResult cuptiActivityConfigureUnifiedMemoryCounter(CUpti_ActivityUnifiedMemoryCounterConfig *, uint32_t) { return CUPTI_ERROR_NOT_SUPPORTED; }
+FAKE_EXPORT CUptiResult cuptiActivityConfigureUnifiedMemoryCounter(CUpti_ActivityUnifiedMemoryCounterConfig *, uint32_t) {
+  if (!activity() || !um()) return CUPTI_ERROR_NOT_SUPPORTED;
+  std::lock_guard<std::mutex> lock(g_fake_mu);
+  g_um_on = true;
+  return CUPTI_SUCCESS;
+}
 FAKE_EXPORT CUptiResult cuptiActivityGetNumDroppedRecords(CUcontext, uint32_t, size_t *n) {
   *n = 0;
   return CUPTI_SUCCESS;
