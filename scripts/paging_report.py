@@ -187,8 +187,9 @@ def main():
                   "whole run. Device used peak: the driver's used memory above its level when paging started (device "
                   "chunks are device memory, so this measures residency independently of the pager; it also holds the "
                   "memory the program and libraries allocate outside the budget)."]
-    lines += ["", "Seconds per step: median after the warm-up steps; predictive: median of the last half of its steps (it "
-              "learns during the first ones). Moved per step: the pager's bytes for the whole run divided by its steps "
+    lines += ["", "Seconds per step: median after the warm-up steps (GPT: 5), or after half the steps if fewer; predictive: "
+              "after the warm-up and at least half its steps (it learns during the first ones). Peak resident by the "
+              "driver's migrations: Note [Residency from migrations]. Moved per step: the pager's bytes for the whole run divided by its steps "
               "(the learning steps included). Unplanned migrations: CUPTI unified-memory migrations whose cause is not an "
               "explicit prefetch of the pager. Waits: ops whose stream waited for a prefetch still in flight.", "",
               "Sources: " + ", ".join(f"`{s}`" for s in sources), ""]
