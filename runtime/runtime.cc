@@ -72,7 +72,7 @@ void MigrationLedger::add(uint64_t start_ns, uint64_t end_ns, uint64_t bytes, bo
 }
 
 // Applies the pending moves before `until` in time order (at a tie, moves in first: the figure errs high).
-void MigrationLedger::fold(uint64_t until, std::vector<Move> *pending, int64_t *level, int64_t *peak) const {
+void MigrationLedger::fold(uint64_t until, std::vector<Move> *pending, int64_t *level, int64_t *peak) {
   std::sort(pending->begin(), pending->end(),
             [](const Move &a, const Move &b) { return a.at != b.at ? a.at < b.at : a.bytes > b.bytes; });
   size_t i = 0;

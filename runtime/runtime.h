@@ -77,7 +77,7 @@ class MigrationLedger {
     uint64_t at;
     int64_t bytes;  // + in, - out
   };
-  void fold(uint64_t until, std::vector<Move> *pending, int64_t *level, int64_t *peak) const;
+  static void fold(uint64_t until, std::vector<Move> *pending, int64_t *level, int64_t *peak);
   mutable std::mutex mu_;
   std::vector<Move> pending_;
   uint64_t newest_ = 0, folded_to_ = 0;

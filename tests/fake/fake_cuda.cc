@@ -33,14 +33,19 @@ CUdeviceptr take(size_t size) {
   return p;
 }
 
+// Calls the fake CUPTI's function `symbol` (of parameters exactly `Args`), if the fake is loaded.
+template <class... Args>
+void call_cupti(const char *symbol, Args... args) {
+  void *cupti = dlopen("libcupti.so.13", RTLD_LAZY | RTLD_NOLOAD);
+  if (!cupti) return;
+  if (auto fn = reinterpret_cast<void (*)(Args...)>(dlsym(cupti, symbol))) fn(args...);
+  dlclose(cupti);
+}
+
 // Calls the fake CUPTI's subscriber, if one is loaded and subscribed.
 void emit(CUpti_CallbackDomain domain, CUpti_CallbackId cbid, const char *name, const void *params,
           int site, const CUresult *ret) {
-  using Emit = void (*)(CUpti_CallbackDomain, CUpti_CallbackId, const char *, const void *, int, const void *);
-  void *cupti = dlopen("libcupti.so.13", RTLD_LAZY | RTLD_NOLOAD);
-  if (!cupti) return;
-  if (auto fn = reinterpret_cast<Emit>(dlsym(cupti, "fake_cupti_emit"))) fn(domain, cbid, name, params, site, ret);
-  dlclose(cupti);
+  call_cupti("fake_cupti_emit", domain, cbid, name, params, site, static_cast<const void *>(ret));
 }
 
 // Runs `body` between the API-enter and API-exit driver callbacks, like the real driver.
@@ -375,10 +380,7 @@ DEF(CUresult, cuMemPrefetchAsync_v2, CUdeviceptr p, size_t n, CUmemLocation to, 
     for (uint64_t g = p >> 16; g < (p + n + 0xffff) >> 16; ++g)
       if (to_device ? g_on_device.insert(g).second : g_on_device.erase(g) > 0) moved += 1 << 16;
   }
-  using Migration = void (*)(int, uint64_t);
-  void *cupti = dlopen("libcupti.so.13", RTLD_NOW | RTLD_NOLOAD);
-  if (moved && cupti)
-    if (auto fn = reinterpret_cast<Migration>(dlsym(cupti, "fake_cupti_migration"))) fn(to_device, moved);
+  if (moved) call_cupti("fake_cupti_migration", int(to_device), moved);
   return CUDA_SUCCESS;
 }
 
