@@ -33,6 +33,7 @@ namespace vc::interpose {
   X(cuEventRecord, 2000)              \
   X(cuEventQuery, 2000)               \
   X(cuEventSynchronize, 2000)         \
+  X(cuStreamSynchronize, 2000)        \
   X(cuEventElapsedTime, 12080)        \
   X(cuStreamWaitEvent, 3020)          \
   X(cuCtxSynchronize, 2000)           \

@@ -71,6 +71,18 @@ void cudart_init() {
 constexpr vc::interpose::AllocApi kCudartAlloc = {cudart_managed, cudart_free, cudart_init};
 constexpr vc::interpose::AllocApi kDriverAlloc = {driver_managed, driver_free, nullptr};
 
+// Under a budget: the allocation made paged and reported (kDone, *ptr set), or refused (reported);
+// kPassThrough: the caller makes the real allocation. `stream`: a stream-ordered allocation's.
+PagedAlloc allocate_paged(Runtime *rt, uint64_t size, uint64_t *ptr, const vc::interpose::AllocApi &api, AllocKind kind,
+                          CUstream stream = nullptr) {
+  if (!rt) return PagedAlloc::kPassThrough;
+  PagedAlloc how = kind == AllocKind::kAsync ? vc::interpose::paged_alloc_async(rt, size, ptr, stream, api)
+                                             : vc::interpose::paged_alloc(rt, size, ptr, api);
+  if (how == PagedAlloc::kDone) report_alloc(rt, true, *ptr, size, kind, addr(stream), true);
+  if (how == PagedAlloc::kRefused) rt->on_alloc_failed();
+  return how;
+}
+
 }  // namespace
 
 // ---- Runtime API ----
@@ -80,12 +92,9 @@ VC_EXPORT cudaError_t cudaMalloc(void **ptr, size_t size) {
   VC_REAL_OR_FAIL(cudaMalloc, cudaErrorInitializationError);
   Runtime *rt = enter(scope);
   uint64_t paged = 0;
-  switch (rt ? vc::interpose::paged_alloc(rt, size, &paged, kCudartAlloc) : PagedAlloc::kPassThrough) {
-    case PagedAlloc::kDone:
-      *ptr = reinterpret_cast<void *>(paged);
-      report_alloc(rt, true, paged, size, AllocKind::kDevice, 0, true);
-      return cudaSuccess;
-    case PagedAlloc::kRefused: rt->on_alloc_failed(); return cudaErrorMemoryAllocation;
+  switch (allocate_paged(rt, size, &paged, kCudartAlloc, AllocKind::kDevice)) {
+    case PagedAlloc::kDone: *ptr = reinterpret_cast<void *>(paged); return cudaSuccess;
+    case PagedAlloc::kRefused: return cudaErrorMemoryAllocation;
     case PagedAlloc::kPassThrough: break;
   }
   cudaError_t r = real(ptr, size);
@@ -110,6 +119,12 @@ VC_EXPORT cudaError_t cudaFree(void *ptr) {
     HookScope scope(HookGroup::kAlloc);                                                          \
     VC_REAL_OR_FAIL(symbol, cudaErrorInitializationError);                                       \
     Runtime *rt = enter(scope);                                                                  \
+    uint64_t paged = 0;                                                                          \
+    switch (allocate_paged(rt, size, &paged, kCudartAlloc, AllocKind::kAsync, stream)) {         \
+      case PagedAlloc::kDone: *ptr = reinterpret_cast<void *>(paged); return cudaSuccess;        \
+      case PagedAlloc::kRefused: return cudaErrorMemoryAllocation;                               \
+      case PagedAlloc::kPassThrough: break;                                                      \
+    }                                                                                            \
     cudaError_t r = real(ptr, size, stream);                                                     \
     report_alloc(rt, r == cudaSuccess, r == cudaSuccess ? addr(*ptr) : 0, size, AllocKind::kAsync, addr(stream)); \
     return r;                                                                                    \
@@ -122,6 +137,12 @@ VC_CUDA_MALLOC_ASYNC(cudaMallocAsync_ptsz)
     HookScope scope(HookGroup::kAlloc);                                                          \
     VC_REAL_OR_FAIL(symbol, cudaErrorInitializationError);                                       \
     Runtime *rt = enter(scope);                                                                  \
+    uint64_t paged = 0;                                                                          \
+    switch (allocate_paged(rt, size, &paged, kCudartAlloc, AllocKind::kAsync, stream)) {         \
+      case PagedAlloc::kDone: *ptr = reinterpret_cast<void *>(paged); return cudaSuccess;        \
+      case PagedAlloc::kRefused: return cudaErrorMemoryAllocation;                               \
+      case PagedAlloc::kPassThrough: break;                                                      \
+    }                                                                                            \
     cudaError_t r = real(ptr, size, pool, stream);                                               \
     report_alloc(rt, r == cudaSuccess, r == cudaSuccess ? addr(*ptr) : 0, size, AllocKind::kAsync, addr(stream)); \
     return r;                                                                                    \
@@ -134,6 +155,7 @@ VC_CUDA_MALLOC_FROM_POOL(cudaMallocFromPoolAsync_ptsz)
     HookScope scope(HookGroup::kAlloc);                                   \
     VC_REAL_OR_FAIL(symbol, cudaErrorInitializationError);                \
     Runtime *rt = enter(scope);                                           \
+    if (rt && vc::interpose::paged_free_async(rt, addr(ptr), stream, kCudartAlloc)) return cudaSuccess; \
     if (rt) rt->on_free(addr(ptr)); /* Note [Free before the real free] */ \
     return real(ptr, stream);                                             \
   }
@@ -197,12 +219,9 @@ VC_EXPORT CUresult cuMemAlloc_v2(CUdeviceptr *ptr, size_t size) {
   VC_REAL_OR_FAIL(cuMemAlloc_v2, CUDA_ERROR_NOT_INITIALIZED);
   Runtime *rt = enter(scope);
   uint64_t paged = 0;
-  switch (rt ? vc::interpose::paged_alloc(rt, size, &paged, kDriverAlloc) : PagedAlloc::kPassThrough) {
-    case PagedAlloc::kDone:
-      *ptr = paged;
-      report_alloc(rt, true, paged, size, AllocKind::kDevice, 0, true);
-      return CUDA_SUCCESS;
-    case PagedAlloc::kRefused: rt->on_alloc_failed(); return CUDA_ERROR_OUT_OF_MEMORY;
+  switch (allocate_paged(rt, size, &paged, kDriverAlloc, AllocKind::kDevice)) {
+    case PagedAlloc::kDone: *ptr = paged; return CUDA_SUCCESS;
+    case PagedAlloc::kRefused: return CUDA_ERROR_OUT_OF_MEMORY;
     case PagedAlloc::kPassThrough: break;
   }
   CUresult r = real(ptr, size);
@@ -248,6 +267,12 @@ VC_EXPORT CUresult cuMemFree_v2(CUdeviceptr ptr) {
     HookScope scope(HookGroup::kAlloc);                                                         \
     VC_REAL_OR_FAIL(symbol, CUDA_ERROR_NOT_INITIALIZED);                                        \
     Runtime *rt = enter(scope);                                                                 \
+    uint64_t paged = 0;                                                                         \
+    switch (allocate_paged(rt, size, &paged, kDriverAlloc, AllocKind::kAsync, stream)) {        \
+      case PagedAlloc::kDone: *ptr = paged; return CUDA_SUCCESS;                                \
+      case PagedAlloc::kRefused: return CUDA_ERROR_OUT_OF_MEMORY;                               \
+      case PagedAlloc::kPassThrough: break;                                                     \
+    }                                                                                           \
     CUresult r = real(ptr, size, stream);                                                       \
     report_alloc(rt, r == CUDA_SUCCESS, r == CUDA_SUCCESS ? *ptr : 0, size, AllocKind::kAsync, addr(stream)); \
     return r;                                                                                   \
@@ -260,6 +285,12 @@ VC_CU_MEM_ALLOC_ASYNC(cuMemAllocAsync_ptsz)
     HookScope scope(HookGroup::kAlloc);                                                         \
     VC_REAL_OR_FAIL(symbol, CUDA_ERROR_NOT_INITIALIZED);                                        \
     Runtime *rt = enter(scope);                                                                 \
+    uint64_t paged = 0;                                                                         \
+    switch (allocate_paged(rt, size, &paged, kDriverAlloc, AllocKind::kAsync, stream)) {        \
+      case PagedAlloc::kDone: *ptr = paged; return CUDA_SUCCESS;                                \
+      case PagedAlloc::kRefused: return CUDA_ERROR_OUT_OF_MEMORY;                               \
+      case PagedAlloc::kPassThrough: break;                                                     \
+    }                                                                                           \
     CUresult r = real(ptr, size, pool, stream);                                                 \
     report_alloc(rt, r == CUDA_SUCCESS, r == CUDA_SUCCESS ? *ptr : 0, size, AllocKind::kAsync, addr(stream)); \
     return r;                                                                                   \
@@ -272,6 +303,7 @@ VC_CU_MEM_ALLOC_FROM_POOL(cuMemAllocFromPoolAsync_ptsz)
     HookScope scope(HookGroup::kAlloc);                             \
     VC_REAL_OR_FAIL(symbol, CUDA_ERROR_NOT_INITIALIZED);            \
     Runtime *rt = enter(scope);                                     \
+    if (rt && vc::interpose::paged_free_async(rt, ptr, stream, kDriverAlloc)) return CUDA_SUCCESS; \
     if (rt) rt->on_free(ptr); /* Note [Free before the real free] */ \
     return real(ptr, stream);                                       \
   }

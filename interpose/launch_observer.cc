@@ -42,6 +42,7 @@
 #include <cupti.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
@@ -802,9 +803,12 @@ CUptiResult client_callback_state(uint32_t *enable, CUpti_CallbackDomain d, CUpt
 }
 
 void read_layouts(Runtime *rt, const void *image) {
+  const auto start = std::chrono::steady_clock::now();
   std::vector<KernelLayout> layouts = read_image_layouts(image);
   rt->counters().layouts_read += layouts.size();
   loaded_layouts().add(layouts);
+  rt->counters().layouts_read_us +=
+      std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - start).count();
   VC_DEBUG("read %zu kernel layouts from a loaded image", layouts.size());
 }
 

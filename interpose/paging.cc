@@ -118,6 +118,16 @@ ManagedMover *g_mover = nullptr;        // the managed backend's
 ExplicitBackend *g_explicit = nullptr;  // the explicit backend's
 int g_device = -1;                      // the device paged
 
+// Note [Stream-ordered allocations]: frees waiting for their stream.
+struct DeferredFree {
+  uint64_t event = 0;  // token in g_free_events
+  uint64_t ptr = 0, held = 0;
+  const AllocApi *api = nullptr;
+};
+std::mutex g_deferred_mu;
+std::vector<DeferredFree> g_deferred;
+EventPool g_free_events;
+
 std::atomic<bool> g_explicit_unavailable{false};  // it could not start here: the managed backend instead
 
 bool explicit_backend(Runtime *rt) {
@@ -209,6 +219,7 @@ bool ensure_paging(Runtime *rt) {
   rt->start_paging(mover);
   if (!g_explicit) count_migrations(rt, g_device);  // the explicit backend makes no managed memory
   std::thread(status_thread, rt, ctx).detach();
+  g_free_events.start(api);
   g_state = 1;
   return true;
 }
@@ -226,9 +237,96 @@ uint64_t physical_memory() {
   return pages > 0 && page > 0 ? uint64_t(pages) * uint64_t(page) : 0;
 }
 
+// Note [Stream-ordered allocations]
+// Under a budget the stream-ordered allocator's allocations (cudaMallocAsync, cuMemAllocFromPoolAsync
+// and the like: PyTorch's cudaMallocAsync backend, JAX with XLA_PYTHON_CLIENT_ALLOCATOR=cuda_async) are
+// paged as any other device allocation: made at once, so valid on every stream from the call on,
+// which is more than stream order promises. Their free is stream ordered: the memory must stay until
+// the work enqueued on that stream before the free is done. So the runtime forgets the allocation at
+// once (the pager moves none of it any more), its bytes stay counted against the host and managed
+// limits, and the real free waits for an event recorded on that stream. It is made once the event has
+// passed, at a later paged allocation or stream-ordered free; at an allocation the limits would
+// refuse, after waiting for the events. While a stream captures, its allocations are left to the driver
+// (they become graph nodes); a paged allocation freed inside a capture is kept until exit (logged
+// once): no event in a capture marks when the work before it is done.
+
+// The real free of a paged allocation whose program work is done.
+void free_paged_now(uint64_t ptr, const AllocApi &api) {
+  OwnCalls own;
+  if (g_explicit && g_explicit->mover->free(ptr, false)) return;
+  api.free_managed(ptr);
+}
+
+// Frees the deferred allocations whose event has passed (`wait`: waits for every one). True if any was freed.
+bool reap_frees(Runtime *rt, bool wait) {
+  std::vector<DeferredFree> done;
+  {
+    std::lock_guard lock(g_deferred_mu);
+    const DriverApi *api = driver_api();
+    auto ready = [&](const DeferredFree &d) {
+      CUevent e = g_free_events.event(d.event);
+      // An error (the stream's work failed) is not ours to keep the memory for: it goes too.
+      return (wait ? api->cuEventSynchronize(e) : api->cuEventQuery(e)) != CUDA_ERROR_NOT_READY;
+    };
+    auto mid = std::stable_partition(g_deferred.begin(), g_deferred.end(), [&](const DeferredFree &d) { return !ready(d); });
+    done.assign(mid, g_deferred.end());
+    g_deferred.erase(mid, g_deferred.end());
+  }
+  for (const DeferredFree &d : done) {
+    g_free_events.drop(d.event);
+    free_paged_now(d.ptr, *d.api);
+    rt->release_held(d.held);
+  }
+  return !done.empty();
+}
+
+bool capturing(CUstream stream) {
+  const DriverApi *api = driver_api();
+  CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
+  // Unknown counts as capturing: the driver then handles the call as the program made it.
+  return !api->cuStreamIsCapturing || api->cuStreamIsCapturing(stream, &status) != CUDA_SUCCESS ||
+         status != CU_STREAM_CAPTURE_STATUS_NONE;
+}
+
 }  // namespace
 
+PagedAlloc paged_alloc_async(Runtime *rt, uint64_t size, uint64_t *ptr, CUstream stream, const AllocApi &api) {
+  if (!rt->paging_wanted() || g_state.load() == 2) return PagedAlloc::kPassThrough;
+  {
+    OwnCalls own;
+    if (capturing(stream)) return PagedAlloc::kPassThrough;
+  }
+  return paged_alloc(rt, size, ptr, api);
+}
+
+bool paged_free_async(Runtime *rt, uint64_t ptr, CUstream stream, const AllocApi &api) {
+  if (g_state.load() != 1) return false;
+  reap_frees(rt, false);
+  const uint64_t held = rt->on_free_held(ptr);
+  if (!held) return false;
+  OwnCalls own;
+  if (capturing(stream)) {
+    VC_WARN_CAPPED("a paged allocation was freed inside a stream capture: its memory is kept until exit");
+    return true;
+  }
+  if (uint64_t event = g_free_events.record(stream)) {
+    std::lock_guard lock(g_deferred_mu);
+    g_deferred.push_back({event, ptr, held, &api});
+    return true;
+  }
+  // No event: the work before the free is waited for here.
+  const DriverApi *d = driver_api();
+  if (d->cuStreamSynchronize(stream) != CUDA_SUCCESS) {
+    VC_WARN_CAPPED("waiting for a stream before freeing paged memory failed: its memory is kept until exit");
+    return true;
+  }
+  free_paged_now(ptr, api);
+  rt->release_held(held);
+  return true;
+}
+
 bool managed_admitted(Runtime *rt, uint64_t size) {
+  if (!rt->managed_room(size)) reap_frees(rt, true);  // Note [Stream-ordered allocations]
   uint64_t free_bytes = 0;
   const DriverApi *api = driver_api();
   size_t f = 0, t = 0;
@@ -251,6 +349,7 @@ PagedAlloc paged_alloc(Runtime *rt, uint64_t size, uint64_t *ptr, const AllocApi
     if (!said.exchange(true)) VC_WARN("launches are not observed: allocations are not paged, and the budget is not kept");
     return PagedAlloc::kPassThrough;
   }
+  reap_frees(rt, !rt->paged_room(size, physical_memory()));  // Note [Stream-ordered allocations]
   if (!rt->admit_paged(size, physical_memory())) {
     VC_WARN_CAPPED("allocation of %llu bytes refused: paged allocations would exceed the host limit "
                    "(VRAMCACHE_HOST_LIMIT, default 85%% of physical memory)", (unsigned long long)size);

@@ -5,6 +5,8 @@
 // measures the device's own figure of used memory, independent of the pager's count.
 #pragma once
 
+#include <cuda.h>
+
 #include <cstdint>
 
 #include "runtime/runtime.h"
@@ -31,6 +33,13 @@ PagedAlloc paged_alloc(Runtime *rt, uint64_t size, uint64_t *ptr, const AllocApi
 // The explicit backend's free of a paged allocation (after the runtime's on_free): true if `ptr`
 // was one and is freed; false: the caller frees it for real.
 bool paged_free(uint64_t ptr);
+
+// Stream-ordered allocation and free (Note [Stream-ordered allocations] in paging.cc). The
+// allocation: as paged_alloc, but left to the driver while `stream` captures. The free, instead of
+// the runtime's on_free: true if `ptr` is paged (its free is then the runtime's and ours, the real
+// one deferred); false: the caller records it (on_free) and frees it for real.
+PagedAlloc paged_alloc_async(Runtime *rt, uint64_t size, uint64_t *ptr, CUstream stream, const AllocApi &api);
+bool paged_free_async(Runtime *rt, uint64_t ptr, CUstream stream, const AllocApi &api);
 
 // Managed guard (DESIGN.md, "Safety"), for a managed allocation of `size` bytes already made: false
 // (and one log line) when the total would exceed the device's free memory at the first one.

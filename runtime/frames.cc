@@ -187,12 +187,12 @@ bool FrameMover::owns(uint64_t va) const {
   return allocs_.count(va) > 0;
 }
 
-bool FrameMover::free(uint64_t va) {
+bool FrameMover::free(uint64_t va, bool synchronize) {
   Lock lock(mu_);
   auto it = allocs_.find(va);
   if (it == allocs_.end()) return false;
   // The program's work on it is done before it goes (cudaFree synchronizes too), then every move.
-  if (!dev_->synchronize()) VC_WARN_CAPPED("synchronizing the device before a paged free failed");
+  if (synchronize && !dev_->synchronize()) VC_WARN_CAPPED("synchronizing the device before a paged free failed");
   finish(lock, true, issued_);
   Alloc *a = it->second.get();
   release(a);

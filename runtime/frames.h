@@ -84,8 +84,9 @@ class FrameMover final : public Mover {
 
   // A new allocation of `size` bytes, every frame mapped to its home. False: nothing is left allocated.
   bool allocate(uint64_t size, uint64_t *va);
-  // Frees an allocation made here, once the device is idle. False: `va` is not one (the caller frees it).
-  bool free(uint64_t va);
+  // Frees an allocation made here, once the device is idle (`synchronize`; else the caller knows the
+  // program's work on it is done) and its moves are complete. False: `va` is not one (the caller frees it).
+  bool free(uint64_t va, bool synchronize = true);
   bool owns(uint64_t va) const;
 
   // Mover (Note [Frames]).

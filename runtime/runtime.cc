@@ -109,7 +109,7 @@ void Runtime::forget(const Allocation &gone) {
   if (recorder_) recorder_->on_free(gone.id);
   if (Pager *pg = pager(); pg && pg->on_free(gone.id)) {
     paged_bytes_ -= gone.size;
-    managed_bytes_ -= gone.size;
+    if (pages_managed()) managed_bytes_ -= gone.size;  // frames are not managed memory
   } else if (on_device(gone.kind)) {
     outside_bytes_ -= gone.size;
   }
@@ -332,12 +332,43 @@ bool reserve(std::atomic<uint64_t> &total, uint64_t size, uint64_t limit) {
 
 }  // namespace
 
-bool Runtime::admit_paged(uint64_t size, uint64_t physical) {
+uint64_t Runtime::host_limit(uint64_t physical) const {
   // Physical memory unknown and no limit given: no cap (refusing every allocation would be worse).
-  uint64_t limit = options_.num[kHostLimit] ? uint64_t(options_.num[kHostLimit])
-                   : physical                ? physical / 100 * 85
-                                             : ~uint64_t(0);
-  if (reserve(paged_bytes_, size, limit)) return true;
+  return options_.num[kHostLimit] ? uint64_t(options_.num[kHostLimit]) : physical ? physical / 100 * 85 : ~uint64_t(0);
+}
+
+bool Runtime::pages_managed() const {
+  const Pager *pg = pager();
+  return pg && !pg->mover()->unit();
+}
+
+bool Runtime::paged_room(uint64_t size, uint64_t physical) const {
+  return paged_bytes_.load() + size <= host_limit(physical);
+}
+
+bool Runtime::managed_room(uint64_t size) const {
+  const uint64_t limit = managed_limit_.load();
+  return options_.flag(kAllowOversubscribe) || !limit || managed_bytes_.load() + size <= limit;
+}
+
+uint64_t Runtime::on_free_held(uint64_t ptr) {
+  auto hit = allocs_.find(ptr);
+  Pager *pg = pager();
+  if (!hit || hit->offset != 0 || !pg || !pg->is_paged(hit->alloc.id)) return 0;
+  // Counted again before on_free takes them off: no other thread is admitted in between.
+  paged_bytes_ += hit->alloc.size;
+  if (pages_managed()) managed_bytes_ += hit->alloc.size;
+  on_free(ptr);
+  return hit->alloc.size;
+}
+
+void Runtime::release_held(uint64_t bytes) {
+  paged_bytes_ -= bytes;
+  if (pages_managed()) managed_bytes_ -= bytes;
+}
+
+bool Runtime::admit_paged(uint64_t size, uint64_t physical) {
+  if (reserve(paged_bytes_, size, host_limit(physical))) return true;
   counters_.managed_refused++;
   return false;
 }
@@ -507,6 +538,7 @@ std::string Runtime::summary_json() const {
   add("unmatched_lookups", c.unmatched_lookups);
   add("layouts_read", c.layouts_read);
   add("layouts_used", c.layouts_used);
+  add("layouts_read_us", c.layouts_read_us);
   add("launch_observer_on", c.launch_observer_on);
   add("activity_on", c.activity_on);
   add("activity_kernels", c.activity_kernels);

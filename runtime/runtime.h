@@ -114,8 +114,9 @@ struct Counters {
   std::atomic<uint64_t> captures_begun{0};
   std::atomic<uint64_t> captures_ended{0};
   std::atomic<uint64_t> unmatched_lookups{0};  // a lookup returned a function we did not know
-  // Note [Layouts from the cubin]: kernel layouts read from loaded images, and kernels decoded by one.
-  std::atomic<uint64_t> layouts_read{0}, layouts_used{0};
+  // Note [Layouts from the cubin]: kernel layouts read from loaded images, kernels decoded by one,
+  // and the time spent reading (on the application's thread that loaded the image).
+  std::atomic<uint64_t> layouts_read{0}, layouts_used{0}, layouts_read_us{0};
   // From CUPTI activity records (VRAMCACHE_ACTIVITY=1), independent of the hooks above.
   std::atomic<uint64_t> activity_kernels{0};
   std::atomic<uint64_t> activity_allocs{0};  // allocation records of device and managed memory (VMM maps included)
@@ -203,6 +204,16 @@ class Runtime {
   // Managed-memory guard (DESIGN.md, "Safety"): returns false when `size` more managed bytes
   // would exceed `device_free_at_start` (the free memory read at the first managed allocation).
   bool admit_managed(uint64_t size, uint64_t device_free_at_start);
+  // Whether admit_paged / admit_managed would admit `size` now (nothing reserved, nothing counted).
+  bool paged_room(uint64_t size, uint64_t physical) const;
+  bool managed_room(uint64_t size) const;
+
+  // A stream-ordered free (Note [Stream-ordered allocations] in interpose/paging.cc): on_free, but
+  // a paged allocation's bytes stay counted against the host and managed limits until
+  // release_held, as its memory stays until the work enqueued before the free is done. Returns
+  // those bytes (0: `ptr` is not the start of a paged allocation; then it is not freed here).
+  uint64_t on_free_held(uint64_t ptr);
+  void release_held(uint64_t bytes);
 
   // One line: resident bytes against the budget, bytes moved each way, misses, plan state.
   std::string paging_status() const;
@@ -215,6 +226,8 @@ class Runtime {
   // The id of the paged allocation holding `ptr`, if paging is on and `ptr` is in one.
   std::optional<uint64_t> paged_id(uint64_t ptr);
   void forget(const Allocation &gone);  // bookkeeping of a freed allocation
+  uint64_t host_limit(uint64_t physical) const;  // of paged bytes (VRAMCACHE_HOST_LIMIT)
+  bool pages_managed() const;  // paging on, with managed memory (the managed backend)
   void page_op(const RecordedOp &op, bool captured);  // refs of an op to the pager and the recorder
 
   Options options_;

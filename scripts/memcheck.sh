@@ -21,7 +21,7 @@ t0=$SECONDS
 # (results/memcheck-bisect-3). CUPTI is not available under the sanitizer: vramcache observes the
 # launches through its own wrappers of the driver's functions (Note [Observing without CUPTI]);
 # the line gives what was paged, from the summary, so a run that paged nothing cannot pass unseen.
-VRAMCACHE_BUDGET=44M VRAMCACHE_BACKEND=explicit VRAMCACHE_LOG_LEVEL=info VRAMCACHE_SUMMARY_FILE="$PWD/$out/memcheck.json" \
+VRAMCACHE_BUDGET=44M VRAMCACHE_BACKEND=explicit VRAMCACHE_LOG_LEVEL=info VRAMCACHE_SUMMARY_FILE="$(cd "$out" && pwd)/memcheck.json" \
   timeout "$limit" "$sanitizer" --tool memcheck --error-exitcode 9 \
   sh -c 'LD_PRELOAD="${LD_PRELOAD:+$LD_PRELOAD:}$0" exec "$@"' "$PWD/build/libvramcache.so" \
   build/samples/mlp --steps 4 > "$out/memcheck.log" 2>&1
@@ -51,7 +51,7 @@ ok = rc in (0, 9) and total == len(errors) and len(errors) == len(probes) and pa
 print(f"memcheck of mlp under the explicit backend: exit {rc} in {secs} s; {total} errors reported, "
       f"{len(probes)} of them the ends of vramcache's parameter-layout probes, {len(errors) - len(probes)} other; "
       f"launches seen {s.get('launches')}, observer {'on' if s.get('launch_observer_on') else 'OFF'}; "
-      f"kernel layouts read from loaded images {s.get('layouts_read')}, kernels decoded by them {s.get('layouts_used')}; "
+      f"kernel layouts read from loaded images {s.get('layouts_read')}, kernels decoded by them {s.get('layouts_used')} (read in {s.get('layouts_read_us')} us); "
       f"paged in {paged / 1e6:.1f} MB, out {s.get('paging_d2h_bytes', 0) / 1e6:.1f} MB; losses "
       f"{'bitwise identical to' if same else 'DIFFERENT from'} the run without vramcache: {'PASS' if ok else 'FAIL'}")
 sys.exit(0 if ok else 1)

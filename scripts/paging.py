@@ -32,11 +32,16 @@ GPT = [sys.executable, "samples/gpt/train_gpt.py", "--deterministic"]
 JOBS = {
     "mlp": (["build/samples/mlp", "--steps", "{steps}"], "half", 300, 5),
     "tiny": (GPT + ["--size", "tiny", "--steps", "{steps}"], "half", 20, 5),
+    # XLA's default allocator reserves with the VMM API, which vramcache leaves alone (memory that must
+    # not move); its "platform" allocator maps with the VMM API too (results/paging-jax-platform: 612
+    # VMM maps, 7 plain allocations in 20 steps). Its "cuda_async" one allocates from the stream-ordered
+    # allocator, which vramcache pages (Note [Stream-ordered allocations]): the jax job uses that, in
+    # the run without vramcache too.
     "jax": ([sys.executable, "samples/jax/train_jax.py", "--deterministic", "--steps", "{steps}"], "half", 20, 5),
-    # XLA's own allocator reserves with the VMM API, which vramcache leaves alone; its "platform"
-    # allocator was tried in case it allocated otherwise: it maps with the VMM API too
-    # (results/paging-jax-platform: 612 VMM maps, 7 plain allocations in 20 steps).
     "jax-platform": ([sys.executable, "samples/jax/train_jax.py", "--deterministic", "--steps", "{steps}"], "half", 20, 5),
+    # PyTorch on the stream-ordered allocator (PYTORCH_CUDA_ALLOC_CONF=backend:cudaMallocAsync): every
+    # tensor is an allocation and a stream-ordered free.
+    "tiny-async": (GPT + ["--size", "tiny", "--steps", "{steps}"], "half", 20, 5),
     "1.3b-12-fast": (GPT[:-1] + ["--size", "1.3b", "--steps", "{steps}"], 12 * GIB, 20, 5),  # fast mode: speed only
     "2.7b-24-fast": (GPT[:-1] + ["--size", "2.7b", "--steps", "{steps}"], 24 * GIB, 20, 5),  # fast mode: speed only
     "1.3b-12": (GPT + ["--size", "1.3b", "--steps", "{steps}"], 12 * GIB, 20, 5),
@@ -75,11 +80,17 @@ def job(name, args, out_dir, results):
     cmd = [c.replace("{steps}", str(steps)) for c in cmd_t]
     env = clean_env()
     if name.startswith("jax"):
-        env.update(JAX_ENV, **({"XLA_PYTHON_CLIENT_ALLOCATOR": "platform"} if name == "jax-platform" else {}))
+        env.update(JAX_ENV, XLA_PYTHON_CLIENT_ALLOCATOR="platform" if name == "jax-platform" else "cuda_async")
+    if name == "tiny-async":
+        env["PYTORCH_CUDA_ALLOC_CONF"] = "backend:cudaMallocAsync"
     # The run without vramcache (or an earlier one of the same command, in this call or in
     # --plain-from: the GPT jobs of one size differ only in the budget), then count mode for the
     # footprint (peak bytes of live allocations). Files from before "cmd" was kept match by size and mode.
+    alloc_env = {k: env[k] for k in ("XLA_PYTHON_CLIENT_ALLOCATOR", "PYTORCH_CUDA_ALLOC_CONF") if k in env}
+
     def same_command(j):
+        if j.get("alloc_env", {}) != alloc_env:
+            return False
         if "cmd" in j:
             return j["cmd"] == cmd
         return j.get("job", "").split("-")[0] == name.split("-")[0] and ("fast" in j.get("job", "")) == ("fast" in name) \
@@ -89,7 +100,7 @@ def job(name, args, out_dir, results):
         plain = dict(earlier[0]["plain"], reused_from=earlier[0]["job"])
     else:
         plain = run(cmd, env, os.path.join(out_dir, f"{name}-plain.log"), args.timeout)
-    r = {"job": name, "cmd": cmd, "steps": steps, "warmup": warmup, "plain": plain}
+    r = {"job": name, "cmd": cmd, "alloc_env": alloc_env, "steps": steps, "warmup": warmup, "plain": plain}
     plain["median_step_s"] = median_after(plain["times"], warmup)
     if budget == "half":
         summary = os.path.join(out_dir, f"{name}-count.json")

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdlib>
 #include <cstring>
 #include <iterator>
@@ -362,8 +363,15 @@ DEF(CUresult, cuDeviceGetAttribute, int *v, CUdevice_attribute a, CUdevice) {
 DEF(CUresult, cuStreamCreate, CUstream *s, unsigned) { *s = reinterpret_cast<CUstream>(handle()); return counted("cuStreamCreate"); }
 DEF(CUresult, cuEventCreate, CUevent *e, unsigned) { *e = reinterpret_cast<CUevent>(handle()); return counted("cuEventCreate"); }
 DEF(CUresult, cuEventRecord, CUevent, CUstream) { return counted("cuEventRecord"); }
-DEF(CUresult, cuEventQuery, CUevent) { return counted("cuEventQuery"); }
+// fake_events_pending(1): every event reads as not yet passed (a wait for one still ends).
+std::atomic<bool> g_events_pending{false};
+FAKE_EXPORT void fake_events_pending(int pending) { g_events_pending = pending != 0; }
+DEF(CUresult, cuEventQuery, CUevent) {
+  if (CUresult r = counted("cuEventQuery")) return r;
+  return g_events_pending ? CUDA_ERROR_NOT_READY : CUDA_SUCCESS;
+}
 DEF(CUresult, cuEventSynchronize, CUevent) { return counted("cuEventSynchronize"); }
+DEF(CUresult, cuStreamSynchronize, CUstream) { return counted("cuStreamSynchronize"); }
 DEF(CUresult, cuEventElapsedTime_v2, float *ms, CUevent, CUevent) { *ms = 1.0f; return counted("cuEventElapsedTime"); }
 DEF(CUresult, cuStreamWaitEvent, CUstream, CUevent, unsigned) { return counted("cuStreamWaitEvent"); }
 DEF(CUresult, cuMemAdvise_v2, CUdeviceptr, size_t, CUmem_advise, CUmemLocation) { return counted("cuMemAdvise"); }
@@ -576,6 +584,7 @@ const Entry kEntries[] = {
     E("cuEventRecord", 2000, false, cuEventRecord),
     E("cuEventQuery", 2000, false, cuEventQuery),
     E("cuEventSynchronize", 2000, false, cuEventSynchronize),
+    E("cuStreamSynchronize", 2000, false, cuStreamSynchronize),
     E("cuEventElapsedTime", 12080, false, cuEventElapsedTime_v2),
     E("cuStreamWaitEvent", 3020, false, cuStreamWaitEvent),
     E("cuMemAdvise", 12020, false, cuMemAdvise_v2),

@@ -469,6 +469,31 @@ TEST_CASE("paging: managed allocations, budget, memory figures, host limit, fail
     REQUIRE(mem_alloc(&e, 16 * mib) == CUDA_SUCCESS);  // the driver path pages too
     CHECK(calls("libcuda.so.1", "cuda", "cuMemAllocManaged") >= 4);
     CHECK(driver<PFN_cuMemFree_v3020>("cuMemFree")(e) == CUDA_SUCCESS);
+
+    // Note [Stream-ordered allocations]: the stream-ordered allocator's allocations are paged too.
+    // Their free waits for an event on the stream (held as not passed here), then frees for real;
+    // at an allocation past the host limit it waits for the event instead of refusing.
+    auto alloc_async = driver<PFN_cuMemAllocAsync_v11020>("cuMemAllocAsync");
+    auto free_async = driver<PFN_cuMemFreeAsync_v11020>("cuMemFreeAsync");
+    auto pending = control<void (*)(int)>("libcuda.so.1", "fake_events_pending");
+    REQUIRE((alloc_async && free_async && pending));
+    const int frees = calls("libcuda.so.1", "cuda", "cuMemFree_v2"), waits = calls("libcuda.so.1", "cuda", "cuEventSynchronize");
+    CUdeviceptr f = 0;
+    REQUIRE(alloc_async(&f, 32 * mib, s) == CUDA_SUCCESS);  // 128 MiB paged: the host limit
+    CHECK(calls("libcuda.so.1", "cuda", "cuMemAllocAsync") == 0);
+    pending(1);
+    REQUIRE(free_async(f, s) == CUDA_SUCCESS);
+    CHECK(calls("libcuda.so.1", "cuda", "cuMemFree_v2") == frees);  // the work before it may still run
+    REQUIRE(alloc_async(&f, 8 * mib, s) == CUDA_SUCCESS);  // past the limit until the first free is made
+    CHECK(calls("libcuda.so.1", "cuda", "cuEventSynchronize") > waits);
+    CHECK(calls("libcuda.so.1", "cuda", "cuMemFree_v2") == frees + 1);
+    REQUIRE(free_async(f, s) == CUDA_SUCCESS);
+    CHECK(calls("libcuda.so.1", "cuda", "cuMemFree_v2") == frees + 1);
+    pending(0);
+    REQUIRE(mem_alloc(&e, 8 * mib) == CUDA_SUCCESS);  // its event has passed: freed first, without waiting
+    CHECK(calls("libcuda.so.1", "cuda", "cuMemFree_v2") == frees + 2);
+    CHECK(driver<PFN_cuMemFree_v3020>("cuMemFree")(e) == CUDA_SUCCESS);
+    CHECK(calls("libcuda.so.1", "cuda", "cuMemFreeAsync") == 0);  // never the real one on paged memory
   }
   CHECK(cudaFree(a) == cudaSuccess);
   CHECK(cudaFree(b) == cudaSuccess);
@@ -562,6 +587,27 @@ TEST_CASE("explicit paging: frames under a budget keep every byte") {
   if (!failing) {
     CHECK(vmm("device_peak") > 0);
     CHECK(calls("libcuda.so.1", "cuda", "cuMemcpyAsync") > 0);
+  }
+  if (!failing && !getenv("FAKE_CUDA_UNWRAPPED_LAUNCH")) {  // paging on
+    // Note [Stream-ordered allocations]: a stream-ordered allocation becomes frames too, and keeps
+    // its bytes; its free is made once its stream's event has passed (the fake's always have), at
+    // the next paged allocation.
+    CUdeviceptr f = 0;
+    REQUIRE(driver<PFN_cuMemAllocAsync_v11020>("cuMemAllocAsync")(&f, 16 * mib, nullptr) == CUDA_SUCCESS);
+    CHECK(calls("libcuda.so.1", "cuda", "cuMemAllocAsync") == 0);
+    CHECK(vmm("host_bytes") == 3 * size + 16 * mib);
+    std::vector<uint8_t> in(16 * mib), out(16 * mib);
+    for (size_t i = 0; i < in.size(); ++i) in[i] = pattern(3, i);
+    REQUIRE(cudaMemcpy(reinterpret_cast<void *>(f), in.data(), in.size(), cudaMemcpyHostToDevice) == cudaSuccess);
+    REQUIRE(cudaMemcpy(out.data(), reinterpret_cast<void *>(f), out.size(), cudaMemcpyDeviceToHost) == cudaSuccess);
+    CHECK(in == out);
+    REQUIRE(driver<PFN_cuMemFreeAsync_v11020>("cuMemFreeAsync")(f, nullptr) == CUDA_SUCCESS);
+    CHECK(calls("libcuda.so.1", "cuda", "cuMemFreeAsync") == 0);
+    CHECK(vmm("host_bytes") == 3 * size + 16 * mib);  // not yet: the work before the free may still run
+    void *g = nullptr;
+    REQUIRE(cudaMalloc(&g, 16 * mib) == cudaSuccess);
+    CHECK(vmm("host_bytes") == 3 * size + 16 * mib);  // f's frames given back, g's made
+    CHECK(cudaFree(g) == cudaSuccess);
   }
   const int real_frees = calls("libcudart.so.13", "cudart", "cudaFree");
   for (void *b : buf) CHECK(cudaFree(b) == cudaSuccess);

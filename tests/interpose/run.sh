@@ -148,9 +148,9 @@ if [ $rc = 124 ] || [ $rc = 137 ]; then
 elif [ $rc != 0 ]; then
   bad "explicit paging: test program failed (rc $rc)"; cat "$out/explicit-paging.log"
 else
-  expect_json "$out/explicit-paging.json" budget=67108864 allocs_device=3 alloc_bytes=150994944 frees=3 \
+  expect_json "$out/explicit-paging.json" budget=67108864 allocs_device=4 allocs_async=1 alloc_bytes=184549376 frees=5 \
     paged_allocs=0 paged_bytes=0 resident=0 paging_failed=0 launches=12 launches_decoded=12 \
-    copies=9 copy_h2d_bytes=150994944 copy_d2h_bytes=301989888 vmm_creates=0 allocs_vmm_map=0 launch_observer_on=1
+    copies=11 copy_h2d_bytes=167772160 copy_d2h_bytes=318767104 vmm_creates=0 allocs_vmm_map=0 launch_observer_on=1
   # Every copy timed (the fake's events say 1 ms each), and the link probe made at the start.
   for key in paging_h2d_bytes paging_d2h_bytes paging_evictions paging_remote link_in_ns link_out_ns link_probe_in_bps link_probe_out_bps; do
     [ "$(json_num "$out/explicit-paging.json" $key)" -gt 0 ] || bad "explicit paging: $key is not above 0"
@@ -172,7 +172,7 @@ if [ $rc != 0 ]; then
   bad "explicit paging, CUPTI taken: test program failed (rc $rc)"; tail -20 "$out/explicit-busy.log"
 else
   expect_json "$out/explicit-busy.json" paged_allocs=0 resident=0 paging_failed=0 launches=12 launches_decoded=12 \
-    copies=9 launch_observer_on=1 \
+    copies=11 launch_observer_on=1 \
     paging_h2d_bytes="$(json_num "$out/explicit-paging.json" paging_h2d_bytes)" \
     paging_d2h_bytes="$(json_num "$out/explicit-paging.json" paging_d2h_bytes)"
 fi

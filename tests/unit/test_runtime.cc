@@ -564,6 +564,45 @@ TEST_CASE("runtime: a zero-byte managed allocation freed leaves the managed tota
   CHECK(rt->counters().managed_refused == 1);
 }
 
+// Paged memory counts against the managed guard only with the managed backend: frames are not
+// managed memory, and freeing them gives back no managed room (it used to wrap the total around,
+// refusing every managed allocation after the first paged free).
+TEST_CASE("runtime: the managed total by backend, and frees held for their stream") {
+  struct Frames : CountingMover {
+    uint64_t unit() const override { return 2 << 20; }
+  } frames;
+  auto framed = make_runtime({{"VRAMCACHE_BUDGET", "64M"}, {"VRAMCACHE_HOST_LIMIT", "96M"}});
+  REQUIRE(framed->start_paging(&frames));
+  REQUIRE(framed->admit_paged(32 << 20, 0));
+  framed->on_alloc(0x10000000, 32 << 20, AllocKind::kDevice, 0, nullptr, 0, true);
+  framed->on_free(0x10000000);
+  CHECK(framed->admit_managed(1000, 1000));
+  CHECK_FALSE(framed->managed_room(1));
+
+  // Note [Stream-ordered allocations]: a stream-ordered free keeps the bytes counted until released.
+  CountingMover managed;
+  auto rt = make_runtime({{"VRAMCACHE_BUDGET", "64M"}, {"VRAMCACHE_HOST_LIMIT", "96M"}});
+  REQUIRE(rt->start_paging(&managed));
+  const uint64_t mib = 1 << 20;
+  REQUIRE(rt->admit_paged(64 * mib, 0));
+  REQUIRE(rt->admit_managed(64 * mib, 100 * mib));
+  rt->on_alloc(0x10000000, 64 * mib, AllocKind::kAsync, 0, nullptr, 0, true);
+  CHECK(rt->on_free_held(0x10000000 + mib) == 0);  // not an allocation's start: nothing freed
+  CHECK(rt->allocs().count() == 1);
+  CHECK(rt->on_free_held(0x10000000) == 64 * mib);
+  CHECK(rt->allocs().count() == 0);
+  CHECK(rt->pager()->stats().paged_allocs == 0);
+  CHECK_FALSE(rt->paged_room(64 * mib, 0));
+  CHECK_FALSE(rt->managed_room(64 * mib));
+  CHECK(rt->paged_room(32 * mib, 0));
+  rt->release_held(64 * mib);
+  CHECK(rt->paged_room(96 * mib, 0));
+  CHECK(rt->managed_room(100 * mib));
+  CHECK_FALSE(rt->managed_room(100 * mib + 1));
+  CHECK(rt->on_free_held(0x20000000) == 0);  // unknown
+  CHECK(rt->counters().managed_refused == 0);
+}
+
 TEST_CASE("runtime: summary_text") {
   auto rt = make_runtime();
   rt->on_alloc(0x1000, 0x100, AllocKind::kDevice);
