@@ -51,6 +51,11 @@ namespace vc {
     "with the predictive policy: most bytes fetched ahead for kernels still to come; more hides "   \
     "more of the link behind compute but evicts more that is needed again; 0: 1/64 of the budget "  \
     "with the explicit backend, 1/16 with the managed one")                                         \
+  X(kPrefetchLead, "VRAMCACHE_PREFETCH_LEAD", kCount, "2000", "500",                                 \
+    "with the predictive policy: a page is fetched when the kernel time until its use, as measured " \
+    "while learning, is within the link's time for what is queued ahead of it plus this many "       \
+    "microseconds, and not before (within the window; a very large value: as far as the window "    \
+    "allows)")                                                                                     \
   X(kBackend, "VRAMCACHE_BACKEND", kChoice, "explicit", "managed|explicit",                          \
     "with a budget: how data moves. `explicit`: address space in frames of device or pinned host "   \
     "memory, moved by copies at the link's rate and remapped (an evicted frame stays reachable at "  \

@@ -39,6 +39,19 @@ namespace vc {
 // position the program has diverged: the pager falls back to reactive and looks, at every op, for
 // a position whose recent history matches the last ops seen, then resumes there.
 //
+// Note [Timed prefetch]
+// The walk ahead (Note [Paging policies]) stops at the window (prefetch_limit), and, once the plan
+// knows how long its positions run and the runtime knows the link's rate, at the first position
+// that is not due yet: one whose kernel time from the op being enqueued (the sum of the measured
+// durations of the positions between, from the trace it learned from) is more than the link's time
+// for the bytes already fetched ahead plus its own, plus a lead (VRAMCACHE_PREFETCH_LEAD). Its
+// pages would still arrive in time if fetched at a later op, and meanwhile hold no room that a
+// nearer use needs. Errs early: the host enqueues ahead of the device, bytes fetched ahead count
+// until their op is enqueued though they may have arrived, and gaps between kernels are not
+// counted. The rate (Runtime::link_rate): the explicit backend's pinned copies at its start (each
+// direction has its own engine), half the rate of the managed backend's migrations so far (its
+// evictions share the one stream). A plan learned without kernel times (no CUPTI) is not timed.
+//
 // Note [Ordering moves after the program]
 // The explicit backend remaps a frame, and no launch may use a frame during its remap, nor its copy
 // run before the ops that wrote it are done (the managed backend's driver keeps any access
@@ -114,6 +127,7 @@ struct Pager::Plan {
   std::unordered_map<uint64_t, std::vector<uint32_t>> positions_of;
   std::vector<uint32_t> first;  // pages of position k: acc[first[k], first[k + 1])
   std::vector<PageKey> acc;
+  std::vector<uint64_t> busy_ns;  // device time of the positions before k, measured in the trace (period + 1)
   // Per allocation: (page, position) of every access, positions ascending; what a Page's `uses`
   // are filled from when the plan is installed. Allocations made later are not in the plan (their
   // ids are new): their pages are paged on demand.
@@ -463,6 +477,10 @@ void Pager::prefetch_ahead(const std::vector<PageKey> &keep) {
       reached |= std::binary_search(keep.begin(), keep.end(), plan.acc[a]);
     }
     if (reached) break;
+    // Note [Timed prefetch]: not due yet.
+    if (!missing.empty() && link_rate_ > 0 && plan.busy_ns[plan.period] > 0 &&
+        double(busy_between(pos_, cursor_)) > double(ahead_bytes_ + bytes) / link_rate_ * 1e9 + double(lead_ns_))
+      break;
     if (!missing.empty() && bytes <= capacity()) {
       std::vector<PageKey> protect = keep;
       protect.insert(protect.end(), missing.begin(), missing.end());
@@ -475,6 +493,24 @@ void Pager::prefetch_ahead(const std::vector<PageKey> &keep) {
     }
     ++cursor_;
   }
+}
+
+void Pager::set_link_rate(double bytes_per_s, uint64_t lead_ns) {
+  std::lock_guard lock(mu_);
+  link_rate_ = bytes_per_s, lead_ns_ = lead_ns;
+}
+
+double Pager::link_rate() const {
+  std::lock_guard lock(mu_);
+  return link_rate_;
+}
+
+uint64_t Pager::busy_between(uint64_t from, uint64_t to) const {
+  const Plan &plan = *plan_;
+  const uint64_t period = plan.period, full = (to - from) / period, a = from % period, b = a + (to - from) % period;
+  const uint64_t part = b <= period ? plan.busy_ns[b] - plan.busy_ns[a]
+                                    : plan.busy_ns[period] - plan.busy_ns[a] + plan.busy_ns[b - period];
+  return full * plan.busy_ns[period] + part;
 }
 
 void Pager::on_op(const OpKey &key, uint64_t stream, const std::vector<Touch> &touches) {
@@ -615,8 +651,10 @@ bool Pager::learn(const Trace &trace, std::string *why) {
   auto plan = std::make_unique<Plan>();
   plan->period = s1 - s0;
   plan->first.push_back(0);
+  plan->busy_ns.push_back(0);
   for (uint64_t s = s0; s < s1; ++s) {
     const Op &op = trace.ops[index[s]];
+    plan->busy_ns.push_back(plan->busy_ns.back() + (op.end_ns > op.start_ns ? op.end_ns - op.start_ns : 0));
     OpKey key{op.kind, trace.names[op.name].c_str()};
     uint64_t h = op_hash(key);
     plan->positions_of[h].push_back(uint32_t(s - s0));
@@ -635,8 +673,13 @@ bool Pager::learn(const Trace &trace, std::string *why) {
   std::lock_guard lock(mu_);
   uint64_t known = 0;
   for (uint32_t a = 0; a < plan->acc.size(); ++a) known += allocs_.count(plan->acc[a].first);
-  VC_INFO("plan learned: period %llu ops, %llu page accesses (%llu on live paged allocations)",
-          (unsigned long long)plan->period, (unsigned long long)plan->acc.size(), (unsigned long long)known);
+  VC_INFO("plan learned: period %llu ops, %llu page accesses (%llu on live paged allocations); kernel time %.1f ms "
+          "per period, prefetch %s",
+          (unsigned long long)plan->period, (unsigned long long)plan->acc.size(), (unsigned long long)known,
+          plan->busy_ns[plan->period] / 1e6,
+          !plan->busy_ns[plan->period] ? "not timed (no kernel times)"
+          : link_rate_ > 0            ? "timed (Note [Timed prefetch])"
+                                      : "not timed (link rate unknown)");
   plan_ = std::move(plan);
   for (auto &[id, a] : allocs_) attach_uses(id, &a);
   tracking_ = false;

@@ -133,6 +133,10 @@ class Pager {
   // evicts more that is needed again (Note [Paging policies]).
   void set_prefetch_limit(uint64_t bytes) { prefetch_limit_ = bytes; }
   uint64_t prefetch_limit() const { return prefetch_limit_; }
+  // Note [Timed prefetch]: the rate at which the mover brings data in while it evicts as much
+  // (bytes per second; 0, the default: unknown, the window alone bounds the walk), and the lead.
+  void set_link_rate(double bytes_per_s, uint64_t lead_ns);
+  double link_rate() const;
 
  private:
   struct Page {
@@ -189,6 +193,7 @@ class Pager {
   void fail(const char *what);
   void track(const OpKey &key, uint64_t hash);  // hash: op_hash(key)
   void prefetch_ahead(const std::vector<PageKey> &keep);
+  uint64_t busy_between(uint64_t from, uint64_t to) const;  // kernel time of plan positions [from, to)
 
   Mover *mover_;
   const uint64_t budget_, page_size_;
@@ -196,6 +201,8 @@ class Pager {
   const std::atomic<uint64_t> *outside_;
   uint64_t outside_seen_ = 0;
   uint64_t prefetch_limit_;
+  double link_rate_ = 0;
+  uint64_t lead_ns_ = 0;
   PagerStats stats_;
 
   mutable std::mutex mu_;

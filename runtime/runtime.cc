@@ -52,6 +52,8 @@ void Runtime::on_alloc(uint64_t ptr, uint64_t size, AllocKind kind, uint64_t str
 
 void MigrationLedger::add(uint64_t start_ns, uint64_t end_ns, uint64_t bytes, bool to_device) {
   std::lock_guard lock(mu_);
+  moved_bytes_ += bytes;
+  moving_ns_ += end_ns > start_ns ? end_ns - start_ns : 0;
   Move m{to_device ? start_ns : end_ns, to_device ? int64_t(bytes) : -int64_t(bytes)};
   if (m.at < folded_to_) {  // later than kSettle: counted where the sum is now
     late_ = true;
@@ -89,6 +91,11 @@ uint64_t MigrationLedger::peak() const {
   int64_t level = level_, peak = peak_;
   fold(UINT64_MAX, &pending, &level, &peak);
   return uint64_t(std::max<int64_t>(peak, 0));
+}
+
+double MigrationLedger::rate() const {
+  std::lock_guard lock(mu_);
+  return moving_ns_ ? double(moved_bytes_) / double(moving_ns_) * 1e9 : 0;
 }
 
 bool MigrationLedger::late() const {
@@ -255,6 +262,7 @@ bool Runtime::finish_recording(const std::function<std::string(uint64_t)> &symbo
   Trace trace = recorder_->finish(symbolize);
   std::string error;
   if (Pager *pg = pager(); pg && !at_exit && PagingPolicy(options_.num[kPolicy]) == PagingPolicy::kPredictive) {
+    pg->set_link_rate(link_rate(), uint64_t(options_.num[kPrefetchLead]) * 1000);
     std::string why;
     if (!pg->learn(trace, &why)) VC_WARN("predictive paging: %s; paging stays reactive", why.c_str());
   }
@@ -318,6 +326,14 @@ Pager *Runtime::start_paging(Mover *mover) {
   VC_INFO("paging on: budget %.2f GB, backend %s, policy %s, pages of %llu KB", double(options_.num[kBudget]) / 1e9,
           mover->unit() ? "explicit" : "managed", options_.str[kPolicy].c_str(), (unsigned long long)(page >> 10));
   return pg;
+}
+
+double Runtime::link_rate() const {
+  const Pager *pg = pager();
+  if (!pg) return 0;
+  for (const auto &[name, value] : pg->mover()->figures())
+    if (name == "link_probe_in_bps" && value) return double(value);
+  return counters_.um_ledger.rate() / 2;
 }
 
 namespace {
@@ -549,6 +565,7 @@ std::string Runtime::summary_json() const {
     add("budget", uint64_t(options_.num[kBudget]));
     add("planned_budget", pg->budget());
     add("prefetch_ahead", pg->prefetch_limit());
+    add("prefetch_link_bps", uint64_t(pg->link_rate()));
     for (const auto &[name, v] : pg->mover()->figures()) add(name.c_str(), v);
     add("paged_allocs", s.paged_allocs);
     add("paged_bytes", s.paged_bytes);

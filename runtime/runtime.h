@@ -70,6 +70,8 @@ class MigrationLedger {
   uint64_t peak() const;  // the most bytes resident at once, all records so far
   // Whether a record came older than what was already folded (then the peak is approximate).
   bool late() const;
+  // Bytes per second of the moves so far, over their summed durations (Note [Timed prefetch]); 0: none.
+  double rate() const;
   static constexpr uint64_t kSettle = 30'000'000'000;  // ns
 
  private:
@@ -84,6 +86,7 @@ class MigrationLedger {
   size_t fold_at_ = 4096;
   int64_t level_ = 0, peak_ = 0;
   bool late_ = false;
+  uint64_t moved_bytes_ = 0, moving_ns_ = 0;
 };
 
 struct Counters {
@@ -188,6 +191,8 @@ class Runtime {
   Pager *pager() { return pager_.load(std::memory_order_acquire); }
   const Pager *pager() const { return pager_.load(std::memory_order_acquire); }
   Pager *start_paging(Mover *mover);
+  // The mover's rate of bringing data in while it evicts as much (Note [Timed prefetch]); 0: unknown.
+  double link_rate() const;
   // Keeps the paged allocation holding `ptr` resident for good (Pager::pin). True if it is (or
   // `ptr` is not paged: nothing to keep).
   bool pin(uint64_t ptr, uint64_t stream);

@@ -113,9 +113,11 @@ def job(name, args, out_dir, results):
     for mode in args.policies.split(","):
         # A mode is a policy, or BACKEND-POLICY (explicit-predictive), the backend managed by default;
         # explicit-predictive:32M sets the frame size, explicit-predictive:64M:192M also the prefetch
-        # window (VRAMCACHE_PREFETCH_AHEAD; explicit-predictive::192M only that).
+        # window (VRAMCACHE_PREFETCH_AHEAD; explicit-predictive::192M only that), and a fourth field
+        # the prefetch lead in microseconds (VRAMCACHE_PREFETCH_LEAD; managed-predictive:::1000000000
+        # walks as far as the window allows, untimed).
         base, _, rest = mode.partition(":")
-        frame, _, ahead = rest.partition(":")
+        frame, ahead, lead = (rest.split(":") + ["", "", ""])[:3]
         backend, policy = base.split("-", 1) if "-" in base else ("managed", base)
         slow = policy == "reactive" and args.reactive_steps and name[0].isdigit()  # the GPT jobs
         n_steps = min(steps, args.reactive_steps) if slow else steps
@@ -129,6 +131,8 @@ def job(name, args, out_dir, results):
             vc += ["--frame-size", frame]
         if ahead:
             vc += ["--prefetch-ahead", ahead]
+        if lead:
+            vc += ["--prefetch-lead", lead]
         if args.report and policy == "predictive":
             vc += ["--report", report]
         m = run(vc + ["--"] + cmd, env, os.path.join(out_dir, f"{name}-{tag}.log"), args.timeout)

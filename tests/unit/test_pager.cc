@@ -192,8 +192,9 @@ struct Harness {
     for (int i = 0; i < times; ++i)
       for (const Step &s : iter) run(s);
   }
-  // Learns the plan from a trace of six iterations of `iter` over the allocations made so far.
-  void learn(const std::vector<Step> &iter) {
+  // Learns the plan from a trace of six iterations of `iter` over the allocations made so far, each
+  // op running `op_ns` on the device (0: not measured).
+  void learn(const std::vector<Step> &iter, uint64_t op_ns = 0) {
     vc::Trace t;
     t.page_size = kPage;
     for (const auto &[id, a] : allocs) {
@@ -207,6 +208,7 @@ struct Harness {
         op.name = t.intern(s.name);
         op.first_ref = uint32_t(t.refs.size());
         op.ref_count = uint32_t(s.touches.size());
+        if (op_ns) op.start_ns = 1 + t.ops.size() * op_ns, op.end_ns = op.start_ns + op_ns;
         t.refs.insert(t.refs.end(), s.touches.begin(), s.touches.end());
         t.ops.push_back(op);
       }
@@ -566,6 +568,49 @@ TEST_CASE("pager: the plan's prefetches remove the misses of a cyclic sweep") {
   h.run(iter, 4);
   CHECK(h.stats().prefetched > 0);
   CHECK(h.stats().waits > 0);
+}
+
+// Note [Timed prefetch]: with kernel times and a link rate, a page is fetched when the kernel time
+// until its use is within the link's time for what is queued ahead plus the lead, not as far ahead
+// as the window and the room allow.
+TEST_CASE("pager: timed prefetch fetches a page when it is due") {
+  // 16 ops of 1 ms, op i using page i; room for 12 pages and a window as wide.
+  std::vector<Step> iter;
+  for (int i = 0; i < 16; ++i) iter.push_back({"k" + std::to_string(i), {at(1, i)}});
+  auto farthest = [&](double rate, uint64_t lead_ns, uint64_t op_ns = 1'000'000) {
+    Harness h(12 * kPage, kPredictive);
+    h.pager.set_prefetch_limit(12 * kPage);
+    h.pager.set_link_rate(rate, lead_ns);
+    h.alloc(1, 16 * kPage);
+    h.mover.completed = kAllPassed;
+    h.learn(iter, op_ns);
+    h.run(iter, 2);
+    const uint64_t misses = h.stats().misses;
+    uint64_t far = 0;  // how many ops ahead of the one just enqueued a page was fetched
+    for (int r = 0; r < 2; ++r)
+      for (int j = 0; j < 16; ++j) {
+        size_t before = h.mover.log.size();
+        h.run(iter[j]);
+        for (size_t i = before; i < h.mover.log.size(); ++i) {
+          const Call &c = h.mover.log[i];
+          if (c.kind != Call::kToDevice) continue;
+          for (uint64_t p = c.a; p < c.a + c.b; p += kPage)
+            far = std::max<uint64_t>(far, ((p >> 16) % 16 + 16 - j) % 16);
+        }
+      }
+    CHECK(h.stats().misses == misses);  // every page still comes ahead of its op
+    return far;
+  };
+  const uint64_t untimed = farthest(0, 0);
+  CHECK(untimed >= 8);
+  // A page in 0.1 ms and a lead of 2.5 ms: fetched 2 or 3 ops ahead.
+  const uint64_t fast = farthest(double(kPage) / 1e-4, 2'500'000);
+  CHECK(fast >= 2);
+  CHECK(fast <= 3);
+  // A link slower than the kernels (a page in 5 ms): every page is due, the window bounds the walk.
+  CHECK(farthest(double(kPage) / 5e-3, 2'500'000) == untimed);
+  // No kernel times in the trace: not timed.
+  CHECK(farthest(double(kPage) / 1e-4, 2'500'000, 0) == untimed);
 }
 
 TEST_CASE("pager: a failed device call stops paging for good") {
