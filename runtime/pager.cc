@@ -180,6 +180,7 @@ bool Pager::on_free(uint64_t alloc_id) {
     Page &p = it->second.pages[i];
     if (!p.resident) continue;
     resident_ -= page_bytes({alloc_id, i});
+    stats_.freed_resident += page_bytes({alloc_id, i});
     order_.erase({p.rank, {alloc_id, i}});
   }
   stats_.resident = resident_;

@@ -92,6 +92,7 @@ struct PagerStats {
   std::atomic<uint64_t> wildcards{0};     // ops that may have touched any page (not decoded)
   std::atomic<uint64_t> pinned_bytes{0};  // of allocations kept resident for good (pin)
   std::atomic<uint64_t> outside_peak{0};  // most device bytes seen outside the pager (charged to the budget)
+  std::atomic<uint64_t> freed_resident{0};  // bytes on the device when their allocation was freed (they leave unmoved)
   std::atomic<bool> failed{false};        // a device call failed: paging stopped (Note [Paging failures])
 };
 

@@ -569,6 +569,7 @@ std::string Runtime::summary_json() const {
     for (const auto &[name, v] : pg->mover()->figures()) add(name.c_str(), v);
     add("paged_allocs", s.paged_allocs);
     add("paged_bytes", s.paged_bytes);
+    add("paging_freed_resident", s.freed_resident);
     add("resident", s.resident);
     add("peak_resident", s.peak_resident);
     add("outside_peak", s.outside_peak);

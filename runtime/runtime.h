@@ -62,7 +62,9 @@ enum class GemmApi : uint8_t { kCublas, kCublasBatchedPointers, kCublasLt, kCoun
 // interpose/paging.cc), so a page reaches the device only by a migration the driver records, and
 // leaves it only by one: resident = bytes in - bytes out, a move in counted from its start and a
 // move out until its end (so the figure errs high, never low). Not counted: a freed allocation's
-// pages (they still count; the figure errs high again). Records come in buffers a few seconds late
+// pages (they still count; the figure errs high again, by up to paging_freed_resident, the bytes on
+// the device when their allocation was freed: a job that frees paged memory there, as JAX on the
+// stream-ordered allocator does, gets no independent figure). Records come in buffers a few seconds late
 // and slightly out of order: those older than kSettle behind the newest are folded into the sum.
 class MigrationLedger {
  public:

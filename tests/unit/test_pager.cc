@@ -298,9 +298,11 @@ TEST_CASE("pager: reactive LRU, coalesced moves, ops larger than the budget, fre
   CHECK(h.stats().remote == 1);
   CHECK(h.stats().misses == 3);
   CHECK(h.stats().peak_resident == 2 * kPage);
+  CHECK(h.stats().freed_resident == 0);
   CHECK(h.pager.on_free(1));
   CHECK(!h.pager.on_free(1));
   CHECK(h.stats().resident == 0);
+  CHECK(h.stats().freed_resident == 2 * kPage);  // they leave the device with no move
   CHECK(h.stats().paged_bytes == 0);
 }
 
