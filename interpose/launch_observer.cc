@@ -694,9 +694,11 @@ void start_launch_observer(Runtime *rt) {
   rt->counters().launch_observer_on = true;
   VC_INFO("launch observer on: %d driver callbacks", enabled);
 
-  // Activity records: device times of kernels, copies and sets when profiling; kernel and
-  // allocation records to check our own counts against with VRAMCACHE_ACTIVITY=1.
-  bool profiling = rt->options().mode() == Mode::kProfile;
+  // Activity records: device times of kernels, copies and sets when profiling and while the
+  // predictive pager records what it learns from (Note [Timed prefetch]; stop_device_times ends
+  // them); kernel and allocation records to check our own counts against with VRAMCACHE_ACTIVITY=1.
+  bool profiling = rt->options().mode() == Mode::kProfile ||
+                   (rt->paging_wanted() && PagingPolicy(rt->options().num[kPolicy]) == PagingPolicy::kPredictive);
   if (profiling || rt->options().flag(kActivity)) {
     bool ok = cupti->cuptiActivityRegisterCallbacks(activity_buffer_requested, activity_buffer_completed) == CUPTI_SUCCESS &&
               cupti->cuptiActivityEnable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL) == CUPTI_SUCCESS;

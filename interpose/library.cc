@@ -95,16 +95,17 @@ std::string symbolize(uint64_t pc) {
   return buf;
 }
 
-// Profile mode: a progress line every few seconds (INFO), and the trace written as soon as the
-// wanted iterations are recorded, while the program goes on. The second of waiting lets the GPU
-// finish the recorded kernels, so their device times are in the flushed activity records.
+// Profile mode and the predictive pager: a progress line every few seconds (INFO), and the trace
+// written (or learned from) as soon as the wanted iterations are recorded, while the program goes
+// on. The second of waiting lets the GPU finish the recorded kernels, so their device times are in
+// the flushed activity records.
 void profile_thread(Runtime *rt) {
   Recorder *rec = rt->recorder();
   int ticks = 0;
   while (!g_stopping.load()) {
     usleep(250 * 1000);
     if (rec->enough()) {
-      if (rt->options().mode() == Mode::kProfile) sleep(1);  // device times of the recorded kernels
+      sleep(1);  // device times of the recorded kernels
       if (g_stopping.load()) return;
       flush_activity(rt);
       VC_INFO("%s", rec->progress().c_str());
