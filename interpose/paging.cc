@@ -121,7 +121,8 @@ int g_device = -1;                      // the device paged
 // Note [Stream-ordered allocations]: frees waiting for their stream.
 struct DeferredFree {
   uint64_t event = 0;  // token in g_free_events
-  uint64_t ptr = 0, held = 0;
+  uint64_t ptr = 0;
+  Runtime::Held held;
   const AllocApi *api = nullptr;
 };
 std::mutex g_deferred_mu;
@@ -244,7 +245,8 @@ uint64_t physical_memory() {
 // which is more than stream order promises. Their free is stream ordered: the memory must stay until
 // the work enqueued on that stream before the free is done. So the runtime forgets the allocation at
 // once (the pager moves none of it any more), its bytes stay counted against the host and managed
-// limits, and the real free waits for an event recorded on that stream. It is made once the event has
+// limits and those of its pages on the device against the budget (the pager makes room around
+// them), and the real free waits for an event recorded on that stream. It is made once the event has
 // passed, at a later paged allocation or stream-ordered free; at an allocation the limits would
 // refuse, after waiting for the events. While a stream captures, its allocations are left to the driver
 // (they become graph nodes); a paged allocation freed inside a capture is kept until exit (logged
@@ -302,8 +304,8 @@ PagedAlloc paged_alloc_async(Runtime *rt, uint64_t size, uint64_t *ptr, CUstream
 bool paged_free_async(Runtime *rt, uint64_t ptr, CUstream stream, const AllocApi &api) {
   if (g_state.load() != 1) return false;
   reap_frees(rt, false);
-  const uint64_t held = rt->on_free_held(ptr);
-  if (!held) return false;
+  const Runtime::Held held = rt->on_free_held(ptr);
+  if (!held.size) return false;
   OwnCalls own;
   if (capturing(stream)) {
     VC_WARN_CAPPED("a paged allocation was freed inside a stream capture: its memory is kept until exit");

@@ -172,23 +172,32 @@ void Pager::on_alloc(const Allocation &a) {
   stats_.paged_bytes += a.size;
 }
 
-bool Pager::on_free(uint64_t alloc_id) {
+bool Pager::on_free(uint64_t alloc_id, uint64_t *held) {
   std::lock_guard lock(mu_);
   auto it = allocs_.find(alloc_id);
   if (it == allocs_.end()) return false;
+  uint64_t on_device = 0;
   for (uint32_t i = 0; i < it->second.pages.size(); ++i) {
     Page &p = it->second.pages[i];
     if (!p.resident) continue;
-    resident_ -= page_bytes({alloc_id, i});
-    stats_.freed_resident += page_bytes({alloc_id, i});
+    on_device += page_bytes({alloc_id, i});
     order_.erase({p.rank, {alloc_id, i}});
   }
+  stats_.freed_resident += on_device;
+  if (held) *held = on_device;
+  else resident_ -= on_device;
   stats_.resident = resident_;
   if (it->second.pinned) stats_.pinned_bytes -= it->second.size;
   stats_.paged_allocs--;
   stats_.paged_bytes -= it->second.size;
   allocs_.erase(it);
   return true;
+}
+
+void Pager::release_held(uint64_t bytes) {
+  std::lock_guard lock(mu_);
+  resident_ -= bytes;
+  stats_.resident = resident_;
 }
 
 bool Pager::tracking() const {

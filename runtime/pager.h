@@ -106,8 +106,11 @@ class Pager {
 
   // A paged allocation (already placed on the host by the caller).
   void on_alloc(const Allocation &a);
-  // Its free: its pages stop counting. False if `alloc_id` is not paged.
-  bool on_free(uint64_t alloc_id);
+  // Its free: its pages stop counting. False if `alloc_id` is not paged. With `held`, the bytes of
+  // its pages on the device stay counted as resident until release_held (they stay there until the
+  // real free of a stream-ordered free, Note [Stream-ordered allocations]), and *held says how many.
+  bool on_free(uint64_t alloc_id, uint64_t *held = nullptr);
+  void release_held(uint64_t bytes);
   // An op about to be enqueued on `stream`, touching `touches` (refs into any allocation;
   // unpaged ones are ignored). Ops recorded into a stream capture must not be passed here.
   void on_op(const OpKey &key, uint64_t stream, const std::vector<Touch> &touches);

@@ -111,10 +111,10 @@ void Runtime::charge_unseen(uint64_t bytes) {
     }
 }
 
-void Runtime::forget(const Allocation &gone) {
+void Runtime::forget(const Allocation &gone, uint64_t *held) {
   if (gone.kind == AllocKind::kManaged) managed_bytes_ -= gone.size;
   if (recorder_) recorder_->on_free(gone.id);
-  if (Pager *pg = pager(); pg && pg->on_free(gone.id)) {
+  if (Pager *pg = pager(); pg && pg->on_free(gone.id, held)) {
     paged_bytes_ -= gone.size;
     if (pages_managed()) managed_bytes_ -= gone.size;  // frames are not managed memory
   } else if (on_device(gone.kind)) {
@@ -367,20 +367,23 @@ bool Runtime::managed_room(uint64_t size) const {
   return options_.flag(kAllowOversubscribe) || !limit || managed_bytes_.load() + size <= limit;
 }
 
-uint64_t Runtime::on_free_held(uint64_t ptr) {
+Runtime::Held Runtime::on_free_held(uint64_t ptr) {
   auto hit = allocs_.find(ptr);
   Pager *pg = pager();
-  if (!hit || hit->offset != 0 || !pg || !pg->is_paged(hit->alloc.id)) return 0;
-  // Counted again before on_free takes them off: no other thread is admitted in between.
-  paged_bytes_ += hit->alloc.size;
-  if (pages_managed()) managed_bytes_ += hit->alloc.size;
-  on_free(ptr);
-  return hit->alloc.size;
+  if (!hit || hit->offset != 0 || !pg || !pg->is_paged(hit->alloc.id)) return {};
+  // Counted again before forget takes them off: no other thread is admitted in between.
+  Held held{hit->alloc.size, 0};
+  paged_bytes_ += held.size;
+  if (pages_managed()) managed_bytes_ += held.size;
+  counters_.frees++;
+  if (auto gone = allocs_.erase(ptr)) forget(*gone, &held.resident);
+  return held;
 }
 
-void Runtime::release_held(uint64_t bytes) {
-  paged_bytes_ -= bytes;
-  if (pages_managed()) managed_bytes_ -= bytes;
+void Runtime::release_held(const Held &held) {
+  paged_bytes_ -= held.size;
+  if (pages_managed()) managed_bytes_ -= held.size;
+  if (Pager *pg = pager()) pg->release_held(held.resident);
 }
 
 bool Runtime::admit_paged(uint64_t size, uint64_t physical) {

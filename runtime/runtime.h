@@ -216,11 +216,15 @@ class Runtime {
   bool managed_room(uint64_t size) const;
 
   // A stream-ordered free (Note [Stream-ordered allocations] in interpose/paging.cc): on_free, but
-  // a paged allocation's bytes stay counted against the host and managed limits until
-  // release_held, as its memory stays until the work enqueued before the free is done. Returns
-  // those bytes (0: `ptr` is not the start of a paged allocation; then it is not freed here).
-  uint64_t on_free_held(uint64_t ptr);
-  void release_held(uint64_t bytes);
+  // a paged allocation's bytes stay counted against the host and managed limits, and those of its
+  // pages on the device against the budget, until release_held, as its memory stays until the work
+  // enqueued before the free is done. Returns them (size 0: `ptr` is not the start of a paged
+  // allocation; then it is not freed here).
+  struct Held {
+    uint64_t size = 0, resident = 0;
+  };
+  Held on_free_held(uint64_t ptr);
+  void release_held(const Held &held);
 
   // One line: resident bytes against the budget, bytes moved each way, misses, plan state.
   std::string paging_status() const;
@@ -232,7 +236,8 @@ class Runtime {
  private:
   // The id of the paged allocation holding `ptr`, if paging is on and `ptr` is in one.
   std::optional<uint64_t> paged_id(uint64_t ptr);
-  void forget(const Allocation &gone);  // bookkeeping of a freed allocation
+  // Bookkeeping of a freed allocation; `held`: Pager::on_free's (its pages stay counted).
+  void forget(const Allocation &gone, uint64_t *held = nullptr);
   uint64_t host_limit(uint64_t physical) const;  // of paged bytes (VRAMCACHE_HOST_LIMIT)
   bool pages_managed() const;  // paging on, with managed memory (the managed backend)
   void page_op(const RecordedOp &op, bool captured);  // refs of an op to the pager and the recorder

@@ -27,12 +27,11 @@
 #   done (session 7) the same two with the budget/64 window: 0.7513 and 1.485 s/step, link column filled.
 #   done (session 8) paging smoke, then the same two again: device used peak 12.004 GiB at 12 GiB with the
 #   charge alone (6ff6b38), 11.955 and 23.908 GiB with the headroom (fb185c7, ebaaa16); quick GPU suite 23 of 24.
-#   Next: `bash scripts/paging_smoke.sh results/paging-smoke-next` (6a6231c and later have not run on the
-#   GPU: symbol resolution refactored; kernel layouts read from loaded images, Note [Layouts from the
-#   cubin]). Its memcheck line should now report 0 errors, and gives layouts_read / layouts_used: if
-#   they are 0, cudart or cuBLAS load their images some other way. Then the bench at 1.3B/12 in count
-#   mode's start-up (reading images) and the deterministic calls above for the explicit backend's device
-#   used peak at 16 GiB and for DDP (`scripts/ddp.sh`), which have not run with the headroom.
+#   done (session 9, scripts/calls/s9b.sh and s9c.sh) the paging smoke with memcheck: 0 errors, layouts read
+#   from the images (results/s9-call2); start-up of reading them: 74 ms at 1.3B (results/s9-call3).
+#   Next: the DDP call (`scripts/ddp.sh`, x2 kind) has not run with the headroom; the suite's
+#   explicit runs at 16 GiB ran deterministic in scripts/calls/s9d.sh (paging.py), not through
+#   this script.
 # Runs not started for lack of time are reported as skipped (and keep an earlier call's result).
 # Usage: bash scripts/bench.sh [--out DIR] [scripts/bench.py options]   (BENCH_CALL_S: seconds for the
 # whole call, 540 by default; the report and packing get the last 40)

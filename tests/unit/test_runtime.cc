@@ -587,19 +587,26 @@ TEST_CASE("runtime: the managed total by backend, and frees held for their strea
   REQUIRE(rt->admit_paged(64 * mib, 0));
   REQUIRE(rt->admit_managed(64 * mib, 100 * mib));
   rt->on_alloc(0x10000000, 64 * mib, AllocKind::kAsync, 0, nullptr, 0, true);
-  CHECK(rt->on_free_held(0x10000000 + mib) == 0);  // not an allocation's start: nothing freed
+  const uint64_t id = rt->allocs().find(0x10000000)->alloc.id;
+  rt->pager()->on_op({}, 1, {{id, 0, 8 * mib, vc::Role::kRead}});  // 8 MiB of it on the device
+  CHECK(rt->pager()->stats().resident == 8 * mib);
+  CHECK(rt->on_free_held(0x10000000 + mib).size == 0);  // not an allocation's start: nothing freed
   CHECK(rt->allocs().count() == 1);
-  CHECK(rt->on_free_held(0x10000000) == 64 * mib);
+  const vc::Runtime::Held held = rt->on_free_held(0x10000000);
+  CHECK(held.size == 64 * mib);
+  CHECK(held.resident == 8 * mib);
   CHECK(rt->allocs().count() == 0);
   CHECK(rt->pager()->stats().paged_allocs == 0);
+  CHECK(rt->pager()->stats().resident == 8 * mib);  // still on the device until the real free
   CHECK_FALSE(rt->paged_room(64 * mib, 0));
   CHECK_FALSE(rt->managed_room(64 * mib));
   CHECK(rt->paged_room(32 * mib, 0));
-  rt->release_held(64 * mib);
+  rt->release_held(held);
+  CHECK(rt->pager()->stats().resident == 0);
   CHECK(rt->paged_room(96 * mib, 0));
   CHECK(rt->managed_room(100 * mib));
   CHECK_FALSE(rt->managed_room(100 * mib + 1));
-  CHECK(rt->on_free_held(0x20000000) == 0);  // unknown
+  CHECK(rt->on_free_held(0x20000000).size == 0);  // unknown
   CHECK(rt->counters().managed_refused == 0);
 }
 
