@@ -104,6 +104,7 @@ class FrameMover final : public Mover {
   // Keeps its chunks to the capacity less `bytes`, releasing free ones past it now.
   void set_outside(uint64_t bytes) override;
   uint64_t unit() const override { return frame_size_; }
+  uint64_t footprint(uint64_t bytes) const override { return (bytes + gran_ - 1) / gran_ * gran_; }
   std::vector<std::pair<std::string, uint64_t>> figures() const override;
 
   const FrameStats &stats() const { return stats_; }

@@ -211,10 +211,12 @@ Pager::Page *Pager::page(PageKey k) {
   return &it->second.pages[k.second];
 }
 
+// What the page takes on the device (all the pager counts): an allocation's last page may be
+// smaller than the others, but not smaller than the mover's granule.
 uint64_t Pager::page_bytes(PageKey k) const {
   const Alloc &a = allocs_.at(k.first);
   uint64_t begin = uint64_t(k.second) * page_size_;
-  return std::min(page_size_, a.size - begin);
+  return std::min(page_size_, mover_->footprint(a.size - begin));
 }
 
 void Pager::pages_of(const std::vector<Touch> &touches, std::vector<PageKey> *need, std::vector<PageKey> *reach,

@@ -59,6 +59,8 @@ class Mover {
   virtual void set_outside(uint64_t /*bytes*/) {}
   // The unit it moves, if it has one (a frame): the pager's page; 0: VRAMCACHE_PAGE_SIZE.
   virtual uint64_t unit() const { return 0; }
+  // Device bytes a page of `bytes` takes while resident (a frame's chunk is whole granules).
+  virtual uint64_t footprint(uint64_t bytes) const { return bytes; }
   // Its own figures for the run's summary (name, value).
   virtual std::vector<std::pair<std::string, uint64_t>> figures() const { return {}; }
 };

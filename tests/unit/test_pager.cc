@@ -74,6 +74,8 @@ class FakeMover : public vc::Mover {
   bool passed(uint64_t f) override { return ++calls, f <= completed; }
   uint64_t outside = 0;  // the latest set_outside
   void set_outside(uint64_t bytes) override { outside = bytes; }
+  uint64_t granule = 1;  // footprint: whole granules
+  uint64_t footprint(uint64_t bytes) const override { return (bytes + granule - 1) / granule * granule; }
   // The device finishes up to `n` more of the fences issued.
   void advance(uint64_t n) { completed = std::min(fences, completed + n); }
 
@@ -304,6 +306,23 @@ TEST_CASE("pager: reactive LRU, coalesced moves, ops larger than the budget, fre
   CHECK(h.stats().resident == 0);
   CHECK(h.stats().freed_resident == 2 * kPage);  // they leave the device with no move
   CHECK(h.stats().paged_bytes == 0);
+}
+
+// A page counts what it takes on the device: the explicit backend's chunks are whole granules, so
+// small allocations take more than their bytes (JAX's and PyTorch's stream-ordered allocations,
+// hundreds of small ones, passed the budget before: results/s9-call5).
+TEST_CASE("pager: a page counts its device footprint") {
+  Harness h(4 * kPage, kReactive);
+  h.mover.granule = kPage / 2;
+  for (uint64_t id = 1; id <= 9; ++id) h.alloc(id, 10 << 10);  // 10 KiB each: 32 KiB on the device
+  h.mover.completed = kAllPassed;
+  for (uint64_t id = 1; id <= 8; ++id) h.run({"k", {{id, 0, 10 << 10, vc::Role::kRead}}});
+  CHECK(h.stats().resident == 8 * kPage / 2);
+  CHECK(h.stats().evictions == 0);
+  h.run({"k", {{9, 0, 10 << 10, vc::Role::kRead}}});  // the budget is full
+  CHECK(h.stats().evictions == 1);
+  CHECK(h.stats().resident == 8 * kPage / 2);
+  CHECK(h.stats().h2d_bytes == 9 * kPage / 2);
 }
 
 // An eviction waits for the op that last used its victim, not for everything its stream has
