@@ -39,6 +39,17 @@ namespace vc {
 // position the program has diverged: the pager falls back to reactive and looks, at every op, for
 // a position whose recent history matches the last ops seen, then resumes there.
 //
+// Note [Allocations made anew]
+// A program may free and allocate its buffers again every iteration (JAX on the stream-ordered
+// allocator, PyTorch on cudaMallocAsync): the plan's accesses name the allocations of the
+// iteration it learned from, long freed. So the plan also keeps, per position, the allocations that
+// iteration made just before it (id and size), and while the program follows the plan an allocation
+// of the same size made at that position (or within kBornSlack of it) stands for the plan's from
+// then on, for one period: its pages get the plan's uses, are fetched ahead and ranked by them. The
+// instance it replaces (the previous iteration's, if still live) loses its uses: by the plan it is
+// not needed again. Allocations made before the iteration learned from (weights, optimizer state)
+// keep their ids and need none of this.
+//
 // Note [Timed prefetch]
 // The walk ahead (Note [Paging policies]) stops at the window (prefetch_limit), and, once the plan
 // knows how long its positions run and the runtime knows the link's rate, at the first position
@@ -114,6 +125,7 @@ constexpr uint64_t kNoUse = ~uint64_t(0);
 constexpr size_t kHistory = 16;        // ops compared when looking for the position again
 constexpr uint64_t kFar = uint64_t(1) << 62;  // ranks of pages the plan does not know start here
 constexpr size_t kMarks = 1024;        // kept per stream
+constexpr uint64_t kBornSlack = 2;     // positions by which an allocation may be made early or late
 
 uint64_t op_hash(const OpKey &key) {
   return std::hash<std::string_view>()(key.name) * 31 + uint64_t(key.kind);
@@ -132,6 +144,9 @@ struct Pager::Plan {
   // are filled from when the plan is installed. Allocations made later are not in the plan (their
   // ids are new): their pages are paged on demand.
   std::unordered_map<uint64_t, std::vector<std::pair<uint32_t, uint32_t>>> uses_of;
+  // Note [Allocations made anew]: per position, (id, size) of the allocations the learned iteration
+  // made just before it.
+  std::vector<std::vector<std::pair<uint64_t, uint64_t>>> born;
 };
 
 void Pager::attach_uses(uint64_t alloc_id, Alloc *a) {
@@ -170,6 +185,42 @@ void Pager::on_alloc(const Allocation &a) {
   al.pages.assign((a.size + page_size_ - 1) / page_size_, Page{});
   stats_.paged_allocs++;
   stats_.paged_bytes += a.size;
+  if (tracking_) stand_in(a.id, &al);
+}
+
+// Note [Allocations made anew]: the plan's allocation made at this position that `a` stands for.
+void Pager::stand_in(uint64_t id, Alloc *a) {
+  const Plan &plan = *plan_;
+  for (uint64_t d = 0; d <= 2 * kBornSlack; ++d) {
+    const uint64_t at = pos_ + plan.period + d - kBornSlack;  // nearest first: pos_, then earlier and later
+    for (auto [planned, size] : plan.born[at % plan.period]) {
+      auto it = alias_.find(planned);
+      if (size != a->size || (it != alias_.end() && it->second.second + plan.period / 2 > pos_)) continue;
+      if (it != alias_.end()) {  // the previous instance is not needed again
+        if (Alloc *old = allocs_.count(it->second.first) ? &allocs_[it->second.first] : nullptr) {
+          for (Page &p : old->pages) p.uses.clear();
+          for (uint32_t i = 0; i < old->pages.size(); ++i) rerank({it->second.first, i});
+        }
+      }
+      alias_[planned] = {id, pos_};
+      for (Page &p : a->pages) p.uses.clear();
+      auto uses = plan.uses_of.find(planned);
+      if (uses != plan.uses_of.end())
+        for (auto [page, pos] : uses->second)
+          if (page < a->pages.size() && (a->pages[page].uses.empty() || a->pages[page].uses.back() != pos))
+            a->pages[page].uses.push_back(pos);
+      stats_.stand_ins++;
+      return;
+    }
+  }
+}
+
+Pager::PageKey Pager::live(PageKey k, uint64_t at) const {
+  auto it = alias_.find(k.first);
+  if (it == alias_.end()) return k;
+  // Its instance for the period from its birth; before that, none yet (id 0 names no allocation).
+  const auto [id, birth] = it->second;
+  return at + kBornSlack >= birth && at < birth + plan_->period ? PageKey{id, k.second} : PageKey{0, k.second};
 }
 
 bool Pager::on_free(uint64_t alloc_id, uint64_t *held) {
@@ -483,10 +534,11 @@ void Pager::prefetch_ahead(const std::vector<PageKey> &keep) {
     uint64_t bytes = 0;
     bool reached = false;  // by the op being enqueued: not fetched before it is (next op)
     for (uint32_t a = plan.first[k]; a < plan.first[k + 1]; ++a) {
-      Page *p = page(plan.acc[a]);
+      const PageKey key = live(plan.acc[a], cursor_);
+      Page *p = page(key);
       if (!p || p->resident) continue;
-      missing.push_back(plan.acc[a]), bytes += page_bytes(plan.acc[a]);
-      reached |= std::binary_search(keep.begin(), keep.end(), plan.acc[a]);
+      missing.push_back(key), bytes += page_bytes(key);
+      reached |= std::binary_search(keep.begin(), keep.end(), key);
     }
     if (reached) break;
     // Note [Timed prefetch]: not due yet.
@@ -584,7 +636,7 @@ void Pager::on_op(const OpKey &key, uint64_t stream, const std::vector<Touch> &t
     const Plan &plan = *plan_;
     uint64_t k = pos_ % plan.period;
     ++pos_;
-    for (uint32_t a = plan.first[k]; a < plan.first[k + 1]; ++a) rerank(plan.acc[a]);
+    for (uint32_t a = plan.first[k]; a < plan.first[k + 1]; ++a) rerank(live(plan.acc[a], pos_ - 1));
     for (PageKey key : need) rerank(key);
     if (!key.wildcard) prefetch_ahead(reach);  // a wildcard's come after it (next op)
   } else {
@@ -682,6 +734,12 @@ bool Pager::learn(const Trace &trace, std::string *why) {
   for (uint32_t k = 0; k < plan->period; ++k)
     for (uint32_t a = plan->first[k]; a < plan->first[k + 1]; ++a)
       plan->uses_of[plan->acc[a].first].push_back({plan->acc[a].second, k});
+  plan->born.resize(plan->period);  // Note [Allocations made anew]
+  for (const TraceAlloc &ta : trace.allocs) {
+    if (ta.alloc_seq < op_begin || ta.alloc_seq >= op_end) continue;
+    uint64_t k = uint64_t(std::lower_bound(index.begin() + s0, index.begin() + s1, ta.alloc_seq) - index.begin()) - s0;
+    if (k < plan->period) plan->born[k].push_back({ta.id, ta.size});
+  }
   std::lock_guard lock(mu_);
   uint64_t known = 0;
   for (uint32_t a = 0; a < plan->acc.size(); ++a) known += allocs_.count(plan->acc[a].first);
@@ -693,6 +751,7 @@ bool Pager::learn(const Trace &trace, std::string *why) {
           : link_rate_ > 0            ? "timed (Note [Timed prefetch])"
                                       : "not timed (link rate unknown)");
   plan_ = std::move(plan);
+  alias_.clear();
   for (auto &[id, a] : allocs_) attach_uses(id, &a);
   tracking_ = false;
   rerank_all();

@@ -91,6 +91,7 @@ struct PagerStats {
   std::atomic<uint64_t> divergences{0};   // times the program left the learned pattern
   std::atomic<uint64_t> resyncs{0};       // times it was found again
   std::atomic<uint64_t> plans{0};         // plans installed
+  std::atomic<uint64_t> stand_ins{0};     // allocations standing for the plan's (Note [Allocations made anew])
   std::atomic<uint64_t> wildcards{0};     // ops that may have touched any page (not decoded)
   std::atomic<uint64_t> pinned_bytes{0};  // of allocations kept resident for good (pin)
   std::atomic<uint64_t> outside_peak{0};  // most device bytes seen outside the pager (charged to the budget)
@@ -174,6 +175,8 @@ class Pager {
   void follow_outside(const std::vector<PageKey> &keep);
   Page *page(PageKey k);
   void attach_uses(uint64_t alloc_id, Alloc *a);  // the plan's uses of its pages (at learn)
+  void stand_in(uint64_t id, Alloc *a);  // Note [Allocations made anew]
+  PageKey live(PageKey planned, uint64_t at) const;  // the page standing for a plan's at position `at`
   uint64_t page_bytes(PageKey k) const;
   // The pages an op needs (refs with their extents, Note [Extent of a live parameter pointer]) and
   // those it may reach (a pointer whose extent is inferred may go on to the allocation's end).
@@ -228,6 +231,9 @@ class Pager {
   std::deque<std::pair<uint64_t, uint64_t>> ahead_;  // (position, bytes) fetched ahead for ops still to come
   uint64_t ahead_bytes_ = 0;
   std::optional<uint64_t> wildcard_stream_;  // a wildcard op was enqueued on it since the last op
+  // Note [Allocations made anew]: plan allocation id -> (the live one standing for it, absolute
+  // position at which it was made).
+  std::unordered_map<uint64_t, std::pair<uint64_t, uint64_t>> alias_;
 
   // Marks on each app stream, oldest first (Note [Ordering moves after the program]).
   struct Mark {

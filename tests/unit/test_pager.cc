@@ -152,6 +152,16 @@ struct Harness {
     allocs[id] = a;
     pager.on_alloc(a);
   }
+  // Its pages leave the device with it.
+  void free(uint64_t id) {
+    REQUIRE(pager.on_free(id));
+    dev.replay(mover.log);
+    for (auto it = dev.on.lower_bound(id << 32); it != dev.on.end() && it->first < (id + 1) << 32;) {
+      dev.bytes -= it->second;
+      it = dev.on.erase(it);
+    }
+    allocs.erase(id);
+  }
   std::set<uint64_t> pages(const Step &s) const {
     std::set<uint64_t> out;
     for (const Touch &t : s.touches) {
@@ -632,6 +642,65 @@ TEST_CASE("pager: timed prefetch fetches a page when it is due") {
   CHECK(farthest(double(kPage) / 5e-3, 2'500'000) == untimed);
   // No kernel times in the trace: not timed.
   CHECK(farthest(double(kPage) / 1e-4, 2'500'000, 0) == untimed);
+}
+
+// Note [Allocations made anew]: a buffer allocated and freed again every iteration gets the plan's
+// prefetches through the allocation standing for the learned one.
+TEST_CASE("pager: allocations made anew each iteration stand for the plan's") {
+  // Per iteration: buffer B (4 pages) made, written by `make`, then 8 ops over W (8 pages, kept for
+  // good), then B read by `use` and freed. Six pages of room: B leaves while W is swept.
+  auto step = [](const char *name, uint64_t id, uint64_t page, uint64_t pages) {
+    return Step{name, {{id, page * kPage, pages * kPage, vc::Role::kRead}}};
+  };
+  auto iteration = [&](uint64_t b) {
+    std::vector<Step> ops = {step("make", b, 0, 4)};
+    for (int i = 0; i < 8; ++i) ops.push_back(step(("w" + std::to_string(i)).c_str(), 1, i, 1));
+    ops.push_back(step("use", b, 0, 4));
+    return ops;
+  };
+  auto later_misses = [&](PagingPolicy policy, uint64_t *stand_ins) {
+    Harness h(6 * kPage, policy);
+    h.alloc(1, 8 * kPage);
+    h.mover.completed = kAllPassed;
+    if (policy == kPredictive) {  // learned from six iterations, each with its own B
+      vc::Trace t;
+      t.page_size = kPage;
+      t.allocs.push_back(vc::TraceAlloc{1, uint64_t(1) << 32, 8 * kPage});
+      for (uint64_t r = 0; r < 6; ++r) {
+        vc::TraceAlloc b{100 + r, (100 + r) << 32, 4 * kPage};
+        b.alloc_seq = t.ops.size();
+        for (const Step &s : iteration(100 + r)) {
+          vc::Op op;
+          op.name = t.intern(s.name);
+          op.first_ref = uint32_t(t.refs.size());
+          op.ref_count = uint32_t(s.touches.size());
+          t.refs.insert(t.refs.end(), s.touches.begin(), s.touches.end());
+          t.ops.push_back(op);
+        }
+        b.free_seq = t.ops.size();
+        t.allocs.push_back(b);
+      }
+      std::string why;
+      REQUIRE(h.pager.learn(t, &why));
+    }
+    uint64_t misses = 0;
+    for (uint64_t r = 0; r < 6; ++r) {
+      if (r == 3) misses = h.stats().misses;
+      h.alloc(200 + r, 4 * kPage);
+      for (const Step &s : iteration(200 + r)) h.run(s);
+      h.free(200 + r);
+    }
+    *stand_ins = h.stats().stand_ins;
+    return h.stats().misses - misses;
+  };
+  uint64_t stood = 0, none = 0;
+  const uint64_t reactive = later_misses(kReactive, &none), predictive = later_misses(kPredictive, &stood);
+  CHECK(none == 0);
+  CHECK(stood >= 3);  // once it follows the plan, every new B stands for the learned one
+  CAPTURE(reactive);
+  CHECK(reactive >= 3 * 8);  // B's pages at `make` and again at `use`, at least
+  // Only `make`'s: a new B cannot come before it is made; at `use` it was fetched ahead.
+  CHECK(predictive == 3 * 4);
 }
 
 TEST_CASE("pager: a failed device call stops paging for good") {
