@@ -4,6 +4,7 @@
 // budget, device allocations become paged managed memory (paging.h) and the memory figures report
 // the budget.
 #include <cstdint>
+#include <optional>
 
 #include "interpose/cuda_api.h"
 #include "interpose/library.h"
@@ -71,16 +72,27 @@ void cudart_init() {
 constexpr vc::interpose::AllocApi kCudartAlloc = {cudart_managed, cudart_free, cudart_init};
 constexpr vc::interpose::AllocApi kDriverAlloc = {driver_managed, driver_free, nullptr};
 
-// Under a budget: the allocation made paged and reported (kDone, *ptr set), or refused (reported);
-// kPassThrough: the caller makes the real allocation. `stream`: a stream-ordered allocation's.
-PagedAlloc allocate_paged(Runtime *rt, uint64_t size, uint64_t *ptr, const vc::interpose::AllocApi &api, AllocKind kind,
-                          CUstream stream = nullptr) {
-  if (!rt) return PagedAlloc::kPassThrough;
-  PagedAlloc how = kind == AllocKind::kAsync ? vc::interpose::paged_alloc_async(rt, size, ptr, stream, api)
-                                             : vc::interpose::paged_alloc(rt, size, ptr, api);
-  if (how == PagedAlloc::kDone) report_alloc(rt, true, *ptr, size, kind, addr(stream), true);
-  if (how == PagedAlloc::kRefused) rt->on_alloc_failed();
-  return how;
+void set_ptr(void **ptr, uint64_t p) { *ptr = reinterpret_cast<void *>(p); }
+void set_ptr(CUdeviceptr *ptr, uint64_t p) { *ptr = p; }
+
+// Under a budget: the allocation made paged and reported (*ptr set; the hook returns `ok`), or
+// refused (reported; it returns `oom`). None: the hook makes the real allocation. `stream`: a
+// stream-ordered allocation's.
+template <class Ptr, class Result>
+std::optional<Result> allocate_paged(Runtime *rt, Ptr *ptr, uint64_t size, const vc::interpose::AllocApi &api,
+                                     AllocKind kind, Result ok, Result oom, CUstream stream = nullptr) {
+  if (!rt) return std::nullopt;
+  uint64_t p = 0;
+  switch (kind == AllocKind::kAsync ? vc::interpose::paged_alloc_async(rt, size, &p, stream, api)
+                                    : vc::interpose::paged_alloc(rt, size, &p, api)) {
+    case PagedAlloc::kDone:
+      set_ptr(ptr, p);
+      report_alloc(rt, true, p, size, kind, addr(stream), true);
+      return ok;
+    case PagedAlloc::kRefused: rt->on_alloc_failed(); return oom;
+    case PagedAlloc::kPassThrough: break;
+  }
+  return std::nullopt;
 }
 
 }  // namespace
@@ -91,12 +103,8 @@ VC_EXPORT cudaError_t cudaMalloc(void **ptr, size_t size) {
   HookScope scope(HookGroup::kAlloc);
   VC_REAL_OR_FAIL(cudaMalloc, cudaErrorInitializationError);
   Runtime *rt = enter(scope);
-  uint64_t paged = 0;
-  switch (allocate_paged(rt, size, &paged, kCudartAlloc, AllocKind::kDevice)) {
-    case PagedAlloc::kDone: *ptr = reinterpret_cast<void *>(paged); return cudaSuccess;
-    case PagedAlloc::kRefused: return cudaErrorMemoryAllocation;
-    case PagedAlloc::kPassThrough: break;
-  }
+  if (auto r = allocate_paged(rt, ptr, size, kCudartAlloc, AllocKind::kDevice, cudaSuccess, cudaErrorMemoryAllocation))
+    return *r;
   cudaError_t r = real(ptr, size);
   report_alloc(rt, r == cudaSuccess, r == cudaSuccess ? addr(*ptr) : 0, size, AllocKind::kDevice);
   return r;
@@ -119,12 +127,9 @@ VC_EXPORT cudaError_t cudaFree(void *ptr) {
     HookScope scope(HookGroup::kAlloc);                                                          \
     VC_REAL_OR_FAIL(symbol, cudaErrorInitializationError);                                       \
     Runtime *rt = enter(scope);                                                                  \
-    uint64_t paged = 0;                                                                          \
-    switch (allocate_paged(rt, size, &paged, kCudartAlloc, AllocKind::kAsync, stream)) {         \
-      case PagedAlloc::kDone: *ptr = reinterpret_cast<void *>(paged); return cudaSuccess;        \
-      case PagedAlloc::kRefused: return cudaErrorMemoryAllocation;                               \
-      case PagedAlloc::kPassThrough: break;                                                      \
-    }                                                                                            \
+    if (auto r = allocate_paged(rt, ptr, size, kCudartAlloc, AllocKind::kAsync, cudaSuccess,      \
+                                cudaErrorMemoryAllocation, stream))                              \
+      return *r;                                                                                 \
     cudaError_t r = real(ptr, size, stream);                                                     \
     report_alloc(rt, r == cudaSuccess, r == cudaSuccess ? addr(*ptr) : 0, size, AllocKind::kAsync, addr(stream)); \
     return r;                                                                                    \
@@ -137,12 +142,9 @@ VC_CUDA_MALLOC_ASYNC(cudaMallocAsync_ptsz)
     HookScope scope(HookGroup::kAlloc);                                                          \
     VC_REAL_OR_FAIL(symbol, cudaErrorInitializationError);                                       \
     Runtime *rt = enter(scope);                                                                  \
-    uint64_t paged = 0;                                                                          \
-    switch (allocate_paged(rt, size, &paged, kCudartAlloc, AllocKind::kAsync, stream)) {         \
-      case PagedAlloc::kDone: *ptr = reinterpret_cast<void *>(paged); return cudaSuccess;        \
-      case PagedAlloc::kRefused: return cudaErrorMemoryAllocation;                               \
-      case PagedAlloc::kPassThrough: break;                                                      \
-    }                                                                                            \
+    if (auto r = allocate_paged(rt, ptr, size, kCudartAlloc, AllocKind::kAsync, cudaSuccess,      \
+                                cudaErrorMemoryAllocation, stream))                              \
+      return *r;                                                                                 \
     cudaError_t r = real(ptr, size, pool, stream);                                               \
     report_alloc(rt, r == cudaSuccess, r == cudaSuccess ? addr(*ptr) : 0, size, AllocKind::kAsync, addr(stream)); \
     return r;                                                                                    \
@@ -218,12 +220,8 @@ VC_EXPORT CUresult cuMemAlloc_v2(CUdeviceptr *ptr, size_t size) {
   HookScope scope(HookGroup::kAlloc);
   VC_REAL_OR_FAIL(cuMemAlloc_v2, CUDA_ERROR_NOT_INITIALIZED);
   Runtime *rt = enter(scope);
-  uint64_t paged = 0;
-  switch (allocate_paged(rt, size, &paged, kDriverAlloc, AllocKind::kDevice)) {
-    case PagedAlloc::kDone: *ptr = paged; return CUDA_SUCCESS;
-    case PagedAlloc::kRefused: return CUDA_ERROR_OUT_OF_MEMORY;
-    case PagedAlloc::kPassThrough: break;
-  }
+  if (auto r = allocate_paged(rt, ptr, size, kDriverAlloc, AllocKind::kDevice, CUDA_SUCCESS, CUDA_ERROR_OUT_OF_MEMORY))
+    return *r;
   CUresult r = real(ptr, size);
   report_alloc(rt, r == CUDA_SUCCESS, r == CUDA_SUCCESS ? *ptr : 0, size, AllocKind::kDevice);
   return r;
@@ -267,12 +265,9 @@ VC_EXPORT CUresult cuMemFree_v2(CUdeviceptr ptr) {
     HookScope scope(HookGroup::kAlloc);                                                         \
     VC_REAL_OR_FAIL(symbol, CUDA_ERROR_NOT_INITIALIZED);                                        \
     Runtime *rt = enter(scope);                                                                 \
-    uint64_t paged = 0;                                                                         \
-    switch (allocate_paged(rt, size, &paged, kDriverAlloc, AllocKind::kAsync, stream)) {        \
-      case PagedAlloc::kDone: *ptr = paged; return CUDA_SUCCESS;                                \
-      case PagedAlloc::kRefused: return CUDA_ERROR_OUT_OF_MEMORY;                               \
-      case PagedAlloc::kPassThrough: break;                                                     \
-    }                                                                                           \
+    if (auto r = allocate_paged(rt, ptr, size, kDriverAlloc, AllocKind::kAsync, CUDA_SUCCESS,    \
+                                CUDA_ERROR_OUT_OF_MEMORY, stream))                              \
+      return *r;                                                                                \
     CUresult r = real(ptr, size, stream);                                                       \
     report_alloc(rt, r == CUDA_SUCCESS, r == CUDA_SUCCESS ? *ptr : 0, size, AllocKind::kAsync, addr(stream)); \
     return r;                                                                                   \
@@ -285,12 +280,9 @@ VC_CU_MEM_ALLOC_ASYNC(cuMemAllocAsync_ptsz)
     HookScope scope(HookGroup::kAlloc);                                                         \
     VC_REAL_OR_FAIL(symbol, CUDA_ERROR_NOT_INITIALIZED);                                        \
     Runtime *rt = enter(scope);                                                                 \
-    uint64_t paged = 0;                                                                         \
-    switch (allocate_paged(rt, size, &paged, kDriverAlloc, AllocKind::kAsync, stream)) {        \
-      case PagedAlloc::kDone: *ptr = paged; return CUDA_SUCCESS;                                \
-      case PagedAlloc::kRefused: return CUDA_ERROR_OUT_OF_MEMORY;                               \
-      case PagedAlloc::kPassThrough: break;                                                     \
-    }                                                                                           \
+    if (auto r = allocate_paged(rt, ptr, size, kDriverAlloc, AllocKind::kAsync, CUDA_SUCCESS,    \
+                                CUDA_ERROR_OUT_OF_MEMORY, stream))                              \
+      return *r;                                                                                \
     CUresult r = real(ptr, size, pool, stream);                                                 \
     report_alloc(rt, r == CUDA_SUCCESS, r == CUDA_SUCCESS ? *ptr : 0, size, AllocKind::kAsync, addr(stream)); \
     return r;                                                                                   \

@@ -135,6 +135,17 @@ Touch at(uint64_t alloc, uint64_t page, uint64_t pages = 1) {
   return {alloc, page * kPage, pages * kPage, vc::Role::kRead};
 }
 
+// Appends op `s` to trace `t`, running `op_ns` on the device (0: not measured).
+void append_op(vc::Trace *t, const Step &s, uint64_t op_ns = 0) {
+  vc::Op op;
+  op.name = t->intern(s.name);
+  op.first_ref = uint32_t(t->refs.size());
+  op.ref_count = uint32_t(s.touches.size());
+  if (op_ns) op.start_ns = 1 + t->ops.size() * op_ns, op.end_ns = op.start_ns + op_ns;
+  t->refs.insert(t->refs.end(), s.touches.begin(), s.touches.end());
+  t->ops.push_back(op);
+}
+
 struct Harness {
   FakeMover mover;
   std::atomic<uint64_t> outside{0};  // device bytes the program holds outside the pager
@@ -215,15 +226,7 @@ struct Harness {
       t.allocs.push_back(ta);
     }
     for (int r = 0; r < 6; ++r)
-      for (const Step &s : iter) {
-        vc::Op op;
-        op.name = t.intern(s.name);
-        op.first_ref = uint32_t(t.refs.size());
-        op.ref_count = uint32_t(s.touches.size());
-        if (op_ns) op.start_ns = 1 + t.ops.size() * op_ns, op.end_ns = op.start_ns + op_ns;
-        t.refs.insert(t.refs.end(), s.touches.begin(), s.touches.end());
-        t.ops.push_back(op);
-      }
+      for (const Step &s : iter) append_op(&t, s, op_ns);
     std::string why;
     REQUIRE(pager.learn(t, &why));
   }
@@ -669,14 +672,7 @@ TEST_CASE("pager: allocations made anew each iteration stand for the plan's") {
       for (uint64_t r = 0; r < 6; ++r) {
         vc::TraceAlloc b{100 + r, (100 + r) << 32, 4 * kPage};
         b.alloc_seq = t.ops.size();
-        for (const Step &s : iteration(100 + r)) {
-          vc::Op op;
-          op.name = t.intern(s.name);
-          op.first_ref = uint32_t(t.refs.size());
-          op.ref_count = uint32_t(s.touches.size());
-          t.refs.insert(t.refs.end(), s.touches.begin(), s.touches.end());
-          t.ops.push_back(op);
-        }
+        for (const Step &s : iteration(100 + r)) append_op(&t, s);
         b.free_seq = t.ops.size();
         t.allocs.push_back(b);
       }
@@ -806,13 +802,7 @@ TEST_CASE("pager: random traces with allocations made anew keep every invariant"
       vc::TraceAlloc b{100 + r, (100 + r) << 32, b_size};
       for (int k = 0; k < period; ++k) {
         if (k == born) b.alloc_seq = t.ops.size();
-        Step s = step(k, b.id);
-        vc::Op op;
-        op.name = t.intern(s.name);
-        op.first_ref = uint32_t(t.refs.size());
-        op.ref_count = uint32_t(s.touches.size());
-        t.refs.insert(t.refs.end(), s.touches.begin(), s.touches.end());
-        t.ops.push_back(op);
+        append_op(&t, step(k, b.id));
       }
       b.free_seq = t.ops.size();
       t.allocs.push_back(b);
