@@ -142,16 +142,17 @@ struct Pager::Plan {
   std::vector<uint64_t> busy_ns;  // device time of the positions before k, measured in the trace (period + 1)
   // Per allocation: (page, position) of every access, positions ascending; what a Page's `uses`
   // are filled from when the plan is installed. Allocations made later are not in the plan (their
-  // ids are new): their pages are paged on demand.
+  // ids are new): their pages are paged on demand, unless they stand for one of the plan's (Note
+  // [Allocations made anew]).
   std::unordered_map<uint64_t, std::vector<std::pair<uint32_t, uint32_t>>> uses_of;
   // Note [Allocations made anew]: per position, (id, size) of the allocations the learned iteration
   // made just before it.
   std::vector<std::vector<std::pair<uint64_t, uint64_t>>> born;
 };
 
-void Pager::attach_uses(uint64_t alloc_id, Alloc *a) {
+void Pager::attach_uses(uint64_t planned, Alloc *a) {
   for (Page &p : a->pages) p.uses.clear();
-  auto it = plan_ ? plan_->uses_of.find(alloc_id) : decltype(plan_->uses_of.end()){};
+  auto it = plan_ ? plan_->uses_of.find(planned) : decltype(plan_->uses_of.end()){};
   if (!plan_ || it == plan_->uses_of.end()) return;
   for (auto [page, pos] : it->second) {
     if (page >= a->pages.size()) continue;
@@ -196,19 +197,12 @@ void Pager::stand_in(uint64_t id, Alloc *a) {
     for (auto [planned, size] : plan.born[at % plan.period]) {
       auto it = alias_.find(planned);
       if (size != a->size || (it != alias_.end() && it->second.second + plan.period / 2 > pos_)) continue;
-      if (it != alias_.end()) {  // the previous instance is not needed again
-        if (Alloc *old = allocs_.count(it->second.first) ? &allocs_[it->second.first] : nullptr) {
-          for (Page &p : old->pages) p.uses.clear();
-          for (uint32_t i = 0; i < old->pages.size(); ++i) rerank({it->second.first, i});
-        }
+      if (auto old = it != alias_.end() ? allocs_.find(it->second.first) : allocs_.end(); old != allocs_.end()) {
+        attach_uses(old->first, &old->second);  // none: the previous instance is not needed again
+        for (uint32_t i = 0; i < old->second.pages.size(); ++i) rerank({old->first, i});
       }
       alias_[planned] = {id, pos_};
-      for (Page &p : a->pages) p.uses.clear();
-      auto uses = plan.uses_of.find(planned);
-      if (uses != plan.uses_of.end())
-        for (auto [page, pos] : uses->second)
-          if (page < a->pages.size() && (a->pages[page].uses.empty() || a->pages[page].uses.back() != pos))
-            a->pages[page].uses.push_back(pos);
+      attach_uses(planned, a);
       stats_.stand_ins++;
       return;
     }

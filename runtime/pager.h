@@ -174,7 +174,7 @@ class Pager {
   // Takes the latest figure of memory outside, and evicts down to the capacity, `keep` (sorted) aside.
   void follow_outside(const std::vector<PageKey> &keep);
   Page *page(PageKey k);
-  void attach_uses(uint64_t alloc_id, Alloc *a);  // the plan's uses of its pages (at learn)
+  void attach_uses(uint64_t planned, Alloc *a);  // the plan's uses of allocation `planned`'s pages, to a's
   void stand_in(uint64_t id, Alloc *a);  // Note [Allocations made anew]
   PageKey live(PageKey planned, uint64_t at) const;  // the page standing for a plan's at position `at`
   uint64_t page_bytes(PageKey k) const;
