@@ -39,7 +39,10 @@ void Runtime::on_alloc(uint64_t ptr, uint64_t size, AllocKind kind, uint64_t str
              (unsigned long long)ptr);
     forget(gone);
   }
-  if (!paged && on_device(kind)) outside_bytes_ += size;
+  if (!paged && on_device(kind)) {
+    outside_bytes_ += size;
+    warn_outside();
+  }
   uint64_t tracked = allocs_.bytes();
   for (uint64_t peak = counters_.peak_tracked_bytes; tracked > peak;)
     if (counters_.peak_tracked_bytes.compare_exchange_weak(peak, tracked)) break;
@@ -101,6 +104,18 @@ double MigrationLedger::rate() const {
 bool MigrationLedger::late() const {
   std::lock_guard lock(mu_);
   return late_;
+}
+
+// Under a budget, device memory the pager cannot move is worth a word (once) when it passes half
+// the budget: the budget is then mostly not the pager's to keep (Note [Memory outside the pager]).
+void Runtime::warn_outside() {
+  const uint64_t budget = uint64_t(options_.num[kBudget]), outside = outside_bytes_.load();
+  if (!budget || outside <= budget / 2 || outside_warned_.exchange(true)) return;
+  VC_WARN("%.2f GB of device memory is allocated where vramcache does not page it (the VMM API, a stream "
+          "capture, NCCL's own, or before paging could start), past half the %.2f GB budget: the pager keeps to "
+          "what is left, and the budget holds only if the rest stays small (JAX is paged only with "
+          "XLA_PYTHON_CLIENT_ALLOCATOR=cuda_async)",
+          outside / 1e9, budget / 1e9);
 }
 
 void Runtime::charge_unseen(uint64_t bytes) {

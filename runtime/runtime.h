@@ -240,6 +240,7 @@ class Runtime {
   void forget(const Allocation &gone, uint64_t *held = nullptr);
   uint64_t host_limit(uint64_t physical) const;  // of paged bytes (VRAMCACHE_HOST_LIMIT)
   bool pages_managed() const;  // paging on, with managed memory (the managed backend)
+  void warn_outside();  // once, when memory outside the pager passes half the budget
   void page_op(const RecordedOp &op, bool captured);  // refs of an op to the pager and the recorder
 
   Options options_;
@@ -256,6 +257,7 @@ class Runtime {
   // page, plus unseen_bytes_.
   std::atomic<uint64_t> outside_bytes_{0};
   std::atomic<uint64_t> unseen_bytes_{0};  // the most device memory seen in use without an allocation
+  std::atomic<bool> outside_warned_{false};
 };
 
 }  // namespace vc

@@ -22,6 +22,7 @@
 
 #include "runtime/log.h"
 #include "runtime/pager.h"
+#include "tests/unit/log_to_file.h"
 
 using vc::PagingPolicy;
 using vc::Touch;
@@ -259,24 +260,6 @@ int optimal_fetches(uint32_t start, const std::vector<uint32_t> &seq, int slots,
   }
   return *std::min_element(cost.begin(), cost.end());
 }
-
-// Sends the library's log to a file while it lives, so that a test can count what was logged.
-struct LogToFile {
-  char path[32] = "/tmp/vramcache-pager-XXXXXX";
-  int fd = mkstemp(path);
-  LogToFile() { vc::log_configure(vc::log_level(), path); }
-  ~LogToFile() {
-    vc::log_configure(vc::log_level(), "/dev/stderr");
-    close(fd);
-    unlink(path);
-  }
-  int lines(const std::string &text) const {
-    std::ifstream in(path);
-    int n = 0;
-    for (std::string line; std::getline(in, line);) n += line.find(text) != std::string::npos;
-    return n;
-  }
-};
 
 }  // namespace
 

@@ -14,6 +14,7 @@
 
 #include "runtime/options.h"
 #include "runtime/runtime.h"
+#include "tests/unit/log_to_file.h"
 
 using vc::AllocKind;
 using vc::ApiClass;
@@ -608,6 +609,21 @@ TEST_CASE("runtime: the managed total by backend, and frees held for their strea
   CHECK_FALSE(rt->managed_room(100 * mib + 1));
   CHECK(rt->on_free_held(0x20000000).size == 0);  // unknown
   CHECK(rt->counters().managed_refused == 0);
+}
+
+// Device memory vramcache cannot page (JAX's default allocator maps with the VMM API) past half
+// the budget is said once.
+TEST_CASE("runtime: memory outside the pager past half the budget is said once") {
+  LogToFile log;
+  auto rt = make_runtime({{"VRAMCACHE_BUDGET", "64M"}});
+  rt->on_alloc(0x10000000, 32 << 20, AllocKind::kVmmMap);  // half: not yet
+  CHECK(log.lines("where vramcache does not page it") == 0);
+  rt->on_alloc(0x20000000, 1 << 20, AllocKind::kVmmMap);
+  rt->on_alloc(0x30000000, 1 << 20, AllocKind::kDevice);
+  CHECK(log.lines("where vramcache does not page it") == 1);
+  auto unbudgeted = make_runtime();
+  unbudgeted->on_alloc(0x10000000, 1ull << 40, AllocKind::kVmmMap);
+  CHECK(log.lines("where vramcache does not page it") == 1);
 }
 
 TEST_CASE("runtime: summary_text") {
