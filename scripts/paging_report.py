@@ -17,6 +17,11 @@ GIB = 1 << 30
 POLICIES = ("plain", "reactive", "predictive", "explicit-reactive", "explicit-predictive")
 
 
+def row_name(j):
+    """A job run on another allocator is another row (JAX on XLA's cuda_async allocator)."""
+    return j["job"] + "".join(f" ({v})" for v in j.get("alloc_env", {}).values() if j["job"] != "tiny-async")
+
+
 def merge(paths):
     jobs, order = {}, []
     for path in paths:
@@ -24,10 +29,11 @@ def merge(paths):
         for j in res["jobs"]:
             if "error" in j:
                 continue
-            if j["job"] not in jobs:
-                jobs[j["job"]] = {"job": j["job"], "budget_bytes": j["budget_bytes"], "footprint_bytes": j.get("footprint_bytes")}
-                order.append(j["job"])
-            merged = jobs[j["job"]]
+            name = row_name(j)
+            if name not in jobs:
+                jobs[name] = {"job": name, "budget_bytes": j["budget_bytes"], "footprint_bytes": j.get("footprint_bytes")}
+                order.append(name)
+            merged = jobs[name]
             for p in POLICIES:
                 run = j.get(p) or j.get("managed-" + p)  # scripts/paging.py names modes either way
                 if run and run.get("rc") == 0 and run.get("median_step_s") and (p not in merged or merged[p]["rc"] != 0):
@@ -42,7 +48,13 @@ def gb(b):
 def um_peak(s):
     """Peak residency by the driver's migration records (Note [Residency from migrations]); runs before
     it (no um_resident_late) carried a figure of the same name that pages populated on the device escaped."""
-    return f"{s['um_resident_peak'] / GIB:.3g} GiB" if "um_resident_late" in s else "-"
+    if "um_resident_late" not in s:
+        return "-"
+    # Pages freed on the device leave no record: the sum only bounds from above (runs before
+    # paging_freed_resident was recorded: those that paged stream-ordered allocations).
+    if s.get("paging_freed_resident") or (s.get("allocs_async") and "paging_freed_resident" not in s):
+        return "n/a (freed on the device)"
+    return f"{s['um_resident_peak'] / GIB:.3g} GiB"
 
 
 def table(jobs):
@@ -98,9 +110,9 @@ def explicit_table(paths, jobs):
                 frame = s.get("frame_size") or (16 << 20)  # runs before the figure was recorded used 16 MiB
                 cells = []
                 for ref in ("reactive", "predictive"):
-                    r, mark = j.get(ref), ""
+                    r, mark = j.get(ref) or j.get("managed-" + ref), ""
                     if not (r and r.get("rc") == 0 and r.get("median_step_s")):
-                        r, mark = merged.get(j["job"], {}).get(ref), "†"
+                        r, mark = merged.get(row_name(j), {}).get(ref), "†"
                     cells.append(f"{r['median_step_s'] / t:.2f}x{mark}" if t and r and r.get("median_step_s") else "-")
                 moved_in, moved_out = s.get("paging_h2d_bytes", 0) / steps, s.get("paging_d2h_bytes", 0) / steps
                 probe = probe_rate(path)
@@ -113,7 +125,7 @@ def explicit_table(paths, jobs):
                 waits = (f"{s['frames_host_waits'] / steps:.0f} ({s.get('frames_wait_ns', 0) / steps / 1e9:.2f})"
                          if "frames_wait_ns" in s else "-")
                 lines.append(
-                    f"| {j['job']} | {j['budget_bytes'] / GIB:.3g} GiB | {mode.split(':')[0]} | {frame >> 20} MiB "
+                    f"| {row_name(j)} | {j['budget_bytes'] / GIB:.3g} GiB | {mode.split(':')[0]} | {frame >> 20} MiB "
                     f"| {f'{t:.3g}' if t else 'did not finish (rc ' + str(run.get('rc')) + ')'} "
                     f"| {run.get('bitwise')} ({len(run.get('losses', []))}) | **{cells[0]}** / {cells[1]} "
                     f"| {gb(moved_in)} / {gb(moved_out)} | {rate} | {remaps} | {waits} "
