@@ -350,6 +350,7 @@ bool Pager::each_run(std::vector<PageKey> keys,
     run.assign(keys.begin() + i, keys.begin() + j);
     uint64_t bytes = 0;
     for (PageKey k : run) bytes += page_bytes(k);
+    stats_.move_calls++;
     if (!move(allocs_.at(keys[i].first).base + uint64_t(keys[i].second) * page_size_, bytes, run)) return false;
     i = j;
   }

@@ -82,6 +82,7 @@ struct PagerStats {
   std::atomic<uint64_t> h2d_bytes{0}, d2h_bytes{0};       // moved by the pager
   std::atomic<uint64_t> clean_bytes{0};  // of d2h_bytes: evicted as clean (no write-back needed)
   std::atomic<uint64_t> fetches{0}, evictions{0};        // pages
+  std::atomic<uint64_t> move_calls{0};                   // moves asked of the mover (a run of pages each)
   std::atomic<uint64_t> ops{0};                          // ops that touched paged memory
   std::atomic<uint64_t> misses{0};   // pages an op needed that were neither resident nor on their way
   std::atomic<uint64_t> waits{0};    // ops whose stream waited for a move still in flight

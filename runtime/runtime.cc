@@ -607,6 +607,7 @@ std::string Runtime::summary_json() const {
     add("paging_resyncs", s.resyncs);
     add("paging_plans", s.plans);
     add("paging_stand_ins", s.stand_ins);
+    add("paging_move_calls", s.move_calls);
     add("paging_wildcards", s.wildcards);
     add("paging_pinned_bytes", s.pinned_bytes);
     add("paging_failed", s.failed);

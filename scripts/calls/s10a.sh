@@ -7,7 +7,10 @@
 #          above 0) and explicit predictive (pages count their device footprint: device used peak
 #          within the budget, frames_over_budget 0).
 #   GPU 1: JAX on its default allocator under a budget: one warning that memory outside the pager
-#          passed half the budget (it maps with the VMM API).
+#          passed half the budget (it maps with the VMM API). Then managed predictive at GPT 2.7B /
+#          16 GiB, 8 deterministic steps, for paging_move_calls: how many prefetch calls carry its
+#          ~140 GB a step (the stream of prefetches idles over half the time there; if the calls are
+#          small and many, cuMemPrefetchBatchAsync is worth trying).
 # Packed into $OUT/s10a.tgz.
 set -u
 cd "$(dirname "$0")/../.."
@@ -20,6 +23,8 @@ cp build-gpu/libvramcache.so build-gpu/vramcache build/ && cp -r build-gpu/sampl
     python3 samples/jax/train_jax.py --deterministic --steps 5 > "$res/jax-vmm.log" 2>&1
   echo "jax on the VMM API under a budget: rc=$?, $(grep -c 'where vramcache does not page it' "$res/jax-vmm.log") warning(s)" \
     > "$res/gpu1.log"
+  python3 scripts/paging.py --out "$res/2.7b-16" --jobs 2.7b-16 --steps 8 --policies managed-predictive \
+    --timeout 200 >> "$res/gpu1.log" 2>&1
 ) &
 export CUDA_VISIBLE_DEVICES=0
 bash scripts/paging_smoke.sh "$res/paging-smoke" > "$res/smoke.log" 2>&1

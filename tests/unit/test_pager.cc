@@ -290,6 +290,9 @@ TEST_CASE("pager: reactive LRU, coalesced moves, ops larger than the budget, fre
   CHECK(h.stats().evictions == 1);
   CHECK(h.stats().h2d_bytes == 3 * kPage);
   CHECK(h.stats().d2h_bytes == kPage);
+  CHECK(h.stats().move_calls == uint64_t(std::count_if(h.mover.log.begin(), h.mover.log.end(), [](const Call &c) {
+          return c.kind == Call::kToDevice || c.kind == Call::kToHost;
+        })));
   CHECK(h.stats().waits == 0);
   // Three pages, two of them resident, budget two: the third is accessed where it is.
   h.run({"k", {at(1, 0, 3)}});
