@@ -18,7 +18,7 @@ res=${OUT:-/tmp/out}/s10a
 mkdir -p "$res" build
 cp build-gpu/libvramcache.so build-gpu/vramcache build/ && cp -r build-gpu/samples build/ || exit 1
 (
-  export CUDA_VISIBLE_DEVICES=1 XLA_PYTHON_CLIENT_PREALLOCATE=false
+  export CUDA_VISIBLE_DEVICES=1 XLA_PYTHON_CLIENT_PREALLOCATE=false XLA_PYTHON_CLIENT_MEM_FRACTION=4
   timeout 120 build/vramcache run --budget 256M --summary-file "$res/jax-vmm.json" -- \
     python3 samples/jax/train_jax.py --deterministic --steps 5 > "$res/jax-vmm.log" 2>&1
   echo "jax on the VMM API under a budget: rc=$?, $(grep -c 'where vramcache does not page it' "$res/jax-vmm.log") warning(s)" \
