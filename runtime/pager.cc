@@ -373,6 +373,8 @@ bool Pager::order_after(uint64_t stream, uint64_t op) {
     }
   }
   if (!mover_->copy_after(m.token)) return fail("ordering a move after the program's work"), false;
+  stats_.copy_waits++;
+  if (m.op == clock_) stats_.copy_waits_latest++;
   sm.waited = std::max(sm.waited, m.op);
   return true;
 }

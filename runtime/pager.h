@@ -83,6 +83,9 @@ struct PagerStats {
   std::atomic<uint64_t> clean_bytes{0};  // of d2h_bytes: evicted as clean (no write-back needed)
   std::atomic<uint64_t> fetches{0}, evictions{0};        // pages
   std::atomic<uint64_t> move_calls{0};                   // moves asked of the mover (a run of pages each)
+  // Waits of the copy stream for the program's work; of them, for all it had enqueued (a mark just
+  // recorded: the copy stream then idles until the device catches up with the host).
+  std::atomic<uint64_t> copy_waits{0}, copy_waits_latest{0};
   std::atomic<uint64_t> ops{0};                          // ops that touched paged memory
   std::atomic<uint64_t> misses{0};   // pages an op needed that were neither resident nor on their way
   std::atomic<uint64_t> waits{0};    // ops whose stream waited for a move still in flight

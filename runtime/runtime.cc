@@ -608,6 +608,8 @@ std::string Runtime::summary_json() const {
     add("paging_plans", s.plans);
     add("paging_stand_ins", s.stand_ins);
     add("paging_move_calls", s.move_calls);
+    add("paging_copy_waits", s.copy_waits);
+    add("paging_copy_waits_latest", s.copy_waits_latest);
     add("paging_wildcards", s.wildcards);
     add("paging_pinned_bytes", s.pinned_bytes);
     add("paging_failed", s.failed);

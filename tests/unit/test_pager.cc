@@ -350,6 +350,8 @@ TEST_CASE("pager: evictions wait for the victim's last use, through marks record
   CHECK(h.mover.marks[2] == std::pair<uint64_t, uint64_t>{1, 9});
   CHECK(h.mover.log[n].kind == Call::kAfter);
   CHECK(h.mover.log[n].b == 9);
+  CHECK(h.stats().copy_waits == 2);  // both on a mark recorded then: all the stream had enqueued
+  CHECK(h.stats().copy_waits_latest == 2);
 }
 
 // A pointer whose extent is inferred (bytes 0) may reach past it, up to its allocation's end: the
