@@ -8,9 +8,10 @@
 #          within the budget, frames_over_budget 0).
 #   GPU 1: JAX on its default allocator under a budget: one warning that memory outside the pager
 #          passed half the budget (it maps with the VMM API). Then managed predictive at GPT 2.7B /
-#          16 GiB, 8 deterministic steps, for paging_move_calls: how many prefetch calls carry its
-#          ~140 GB a step (the stream of prefetches idles over half the time there; if the calls are
-#          small and many, cuMemPrefetchBatchAsync is worth trying).
+#          16 GiB, 8 deterministic steps, for paging_move_calls (how many prefetch calls carry its
+#          ~140 GB a step) and paging_copy_waits_latest (evictions that wait for all the program had
+#          enqueued): the stream of prefetches idles over half the time there, and these tell whether
+#          batching the calls or a stream of its own for evictions is the change to make.
 # Packed into $OUT/s10a.tgz.
 set -u
 cd "$(dirname "$0")/../.."
