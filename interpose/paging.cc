@@ -351,8 +351,9 @@ PagedAlloc paged_alloc(Runtime *rt, uint64_t size, uint64_t *ptr, const AllocApi
     if (!said.exchange(true)) VC_WARN("launches are not observed: allocations are not paged, and the budget is not kept");
     return PagedAlloc::kPassThrough;
   }
-  reap_frees(rt, !rt->paged_room(size, physical_memory()));  // Note [Stream-ordered allocations]
-  if (!rt->admit_paged(size, physical_memory())) {
+  const uint64_t physical = physical_memory();
+  reap_frees(rt, !rt->paged_room(size, physical));  // Note [Stream-ordered allocations]
+  if (!rt->admit_paged(size, physical)) {
     VC_WARN_CAPPED("allocation of %llu bytes refused: paged allocations would exceed the host limit "
                    "(VRAMCACHE_HOST_LIMIT, default 85%% of physical memory)", (unsigned long long)size);
     return PagedAlloc::kRefused;

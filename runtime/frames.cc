@@ -97,6 +97,8 @@ bool FrameMover::fail(const char *what) {
   return false;
 }
 
+uint64_t FrameMover::footprint(uint64_t bytes) const { return round_up(bytes, gran_); }
+
 uint64_t FrameMover::headroom() const { return capacity_ / 32 / frame_size_ * frame_size_; }
 
 void FrameMover::work() {

@@ -104,7 +104,8 @@ class FrameMover final : public Mover {
   // Keeps its chunks to the capacity less `bytes`, releasing free ones past it now.
   void set_outside(uint64_t bytes) override;
   uint64_t unit() const override { return frame_size_; }
-  uint64_t footprint(uint64_t bytes) const override { return (bytes + gran_ - 1) / gran_ * gran_; }
+  uint64_t footprint(uint64_t bytes) const override;  // whole granules: a chunk's size
+  double link_rate() const override { return double(dev_->probe_rate(kIn)); }  // each way has its engine
   std::vector<std::pair<std::string, uint64_t>> figures() const override;
 
   const FrameStats &stats() const { return stats_; }

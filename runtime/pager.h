@@ -61,6 +61,9 @@ class Mover {
   virtual uint64_t unit() const { return 0; }
   // Device bytes a page of `bytes` takes while resident (a frame's chunk is whole granules).
   virtual uint64_t footprint(uint64_t bytes) const { return bytes; }
+  // Bytes per second it brings in while it evicts as much, if it measured that itself (Note [Timed
+  // prefetch]); 0: it did not.
+  virtual double link_rate() const { return 0; }
   // Its own figures for the run's summary (name, value).
   virtual std::vector<std::pair<std::string, uint64_t>> figures() const { return {}; }
 };

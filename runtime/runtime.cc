@@ -346,9 +346,8 @@ Pager *Runtime::start_paging(Mover *mover) {
 double Runtime::link_rate() const {
   const Pager *pg = pager();
   if (!pg) return 0;
-  for (const auto &[name, value] : pg->mover()->figures())
-    if (name == "link_probe_in_bps" && value) return double(value);
-  return counters_.um_ledger.rate() / 2;
+  if (double rate = pg->mover()->link_rate()) return rate;
+  return counters_.um_ledger.rate() / 2;  // managed migrations: evictions share the one stream
 }
 
 namespace {

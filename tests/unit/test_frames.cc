@@ -560,6 +560,7 @@ TEST_CASE("frames: the device's link figures reach the summary and the status li
   std::map<std::string, uint64_t> f(figures.begin(), figures.end());
   CHECK((f["link_in_bytes"] == 40000000000 && f["link_in_ns"] == 1000000000 && f["link_out_bytes"] == 20000000000));
   CHECK((f["link_probe_in_bps"] == 50000000000 && f["link_probe_out_bps"] == 0));
+  CHECK(mover.link_rate() == 50e9);  // what timed prefetch takes (Note [Timed prefetch])
   CHECK(mover.describe().find("; link while copying in 40.0 GB/s, out 20.0 GB/s (pinned copies at start: 50.0 / 0.0 GB/s)") !=
         std::string::npos);
   FakeVmm plain;  // a device that measures nothing: no link text
