@@ -3,10 +3,12 @@
 // change: a managed allocation past the device's free memory fails (DESIGN.md, "Safety"); under a
 // budget, device allocations become paged managed memory (paging.h) and the memory figures report
 // the budget.
+#include <algorithm>
 #include <cstdint>
 #include <optional>
 
 #include "interpose/cuda_api.h"
+#include "interpose/launch_observer.h"
 #include "interpose/library.h"
 #include "interpose/paging.h"
 #include "interpose/symbols.h"
@@ -16,6 +18,7 @@ using vc::AllocKind;
 using vc::Runtime;
 using vc::interpose::HookGroup;
 using vc::interpose::HookScope;
+using vc::interpose::OwnCalls;
 using vc::interpose::addr;
 
 namespace {
@@ -237,6 +240,44 @@ VC_EXPORT CUresult cuIpcGetMemHandle(CUipcMemHandle *handle, CUdeviceptr ptr) {
   if (r != CUDA_SUCCESS && rt && rt->paged(ptr))
     VC_WARN_CAPPED("cuIpcGetMemHandle failed (error %d) on memory vramcache pages: paged memory cannot be shared "
                    "through CUDA IPC; run this process without a budget", int(r));
+  return r;
+}
+
+// Note [Graph copy nodes on paged memory]
+// The driver refuses (CUDA_ERROR_INVALID_VALUE) to update a graph's memcpy node with an operand whose
+// memory is of another type, host or device, than the node's at instantiation; it does not mind
+// the operands being remapped after (scripts/gpu_checks/graph_memcpy_remap.cu, results/s10-call2).
+// An evicted frame of the explicit backend is host memory, so XLA, which updates its command
+// buffers' copy nodes with each execution's buffers, was refused. On that refusal, the paged
+// operands are brought to the device and the update tried once more: a node made over resident
+// memory then takes it. One made over evicted memory is refused still; the program gets that.
+VC_EXPORT CUresult cuGraphExecMemcpyNodeSetParams(CUgraphExec exec, CUgraphNode node, const CUDA_MEMCPY3D *p,
+                                                  CUcontext ctx) {
+  HookScope scope(HookGroup::kAlloc);
+  VC_REAL_OR_FAIL(cuGraphExecMemcpyNodeSetParams, CUDA_ERROR_NOT_INITIALIZED);
+  CUresult r = real(exec, node, p, ctx);
+  Runtime *rt = scope.runtime();
+  if (r != CUDA_ERROR_INVALID_VALUE || !rt || !p) return r;
+  const uint64_t bytes = uint64_t(p->WidthInBytes) * std::max<size_t>(p->Height, 1) * std::max<size_t>(p->Depth, 1);
+  auto device = [](CUmemorytype t, CUdeviceptr d) { return t == CU_MEMORYTYPE_DEVICE || t == CU_MEMORYTYPE_UNIFIED ? d : 0; };
+  if (OwnCalls own; !rt->bring({{device(p->srcMemoryType, p->srcDevice), bytes}, {device(p->dstMemoryType, p->dstDevice), bytes}}))
+    return r;  // (the pager's copies, under OwnCalls, are not the program's)
+  r = real(exec, node, p, ctx);
+  if (r != CUDA_SUCCESS) VC_WARN_CAPPED("a graph's copy node over paged memory could not be updated (error %d)", int(r));
+  return r;
+}
+
+VC_EXPORT CUresult cuGraphExecMemsetNodeSetParams(CUgraphExec exec, CUgraphNode node, const CUDA_MEMSET_NODE_PARAMS *p,
+                                                  CUcontext ctx) {
+  HookScope scope(HookGroup::kAlloc);
+  VC_REAL_OR_FAIL(cuGraphExecMemsetNodeSetParams, CUDA_ERROR_NOT_INITIALIZED);
+  CUresult r = real(exec, node, p, ctx);
+  Runtime *rt = scope.runtime();
+  if (r != CUDA_ERROR_INVALID_VALUE || !rt || !p) return r;
+  const uint64_t bytes = uint64_t(p->pitch) * (p->height ? p->height - 1 : 0) + uint64_t(p->width) * p->elementSize;
+  if (OwnCalls own; !rt->bring({{p->dst, bytes}})) return r;
+  r = real(exec, node, p, ctx);
+  if (r != CUDA_SUCCESS) VC_WARN_CAPPED("a graph's memset node over paged memory could not be updated (error %d)", int(r));
   return r;
 }
 

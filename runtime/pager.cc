@@ -45,7 +45,10 @@ namespace vc {
 // iteration it learned from, long freed. So the plan also keeps, per position, the allocations that
 // iteration made just before it (id and size), and while the program follows the plan an allocation
 // of the same size made at that position (or within kBornSlack of it) stands for the plan's from
-// then on, for one period: its pages get the plan's uses, are fetched ahead and ranked by them. The
+// then on, for one period: its pages get the plan's uses, are fetched ahead and ranked by them, and
+// it gets the offsets at which the trace's refs into the plan's begin, so that a parameter pointer
+// into it ends where the learned one's tensor did, not at the allocation's end (Note [Extent of a
+// live parameter pointer]: XLA makes one temporary buffer per step, larger than the budget). The
 // instance it replaces (the previous iteration's, if still live) loses its uses: by the plan it is
 // not needed again. Allocations made before the iteration learned from (weights, optimizer state)
 // keep their ids and need none of this.
@@ -61,7 +64,9 @@ namespace vc {
 // until their op is enqueued though they may have arrived, and gaps between kernels are not
 // counted. The rate (Runtime::link_rate): the explicit backend's pinned copies at its start (each
 // direction has its own engine), half the rate of the managed backend's migrations so far (its
-// evictions share the one stream). A plan learned without kernel times (no CUPTI) is not timed.
+// evictions share the one stream). A plan learned without kernel times (no CUPTI; the managed
+// backend, Note [Kernel records beside unified-memory counters] in interpose/launch_observer.cc) is
+// not timed.
 //
 // Note [Ordering moves after the program]
 // The explicit backend remaps a frame, and no launch may use a frame during its remap, nor its copy
@@ -146,8 +151,9 @@ struct Pager::Plan {
   // [Allocations made anew]).
   std::unordered_map<uint64_t, std::vector<std::pair<uint32_t, uint32_t>>> uses_of;
   // Note [Allocations made anew]: per position, (id, size) of the allocations the learned iteration
-  // made just before it.
+  // made just before it, and the offsets at which the trace's refs into each begin.
   std::vector<std::vector<std::pair<uint64_t, uint64_t>>> born;
+  std::unordered_map<uint64_t, std::set<uint64_t>> born_starts;
 };
 
 void Pager::attach_uses(uint64_t planned, Alloc *a) {
@@ -203,6 +209,7 @@ void Pager::stand_in(uint64_t id, Alloc *a) {
       }
       alias_[planned] = {id, pos_};
       attach_uses(planned, a);
+      a->starts = plan.born_starts.at(planned);  // the extents of its refs (Note [Extent of a live parameter pointer])
       stats_.stand_ins++;
       return;
     }
@@ -686,6 +693,20 @@ bool Pager::pin(uint64_t alloc_id, uint64_t stream) {
   return true;
 }
 
+bool Pager::bring(const std::vector<Touch> &touches) {
+  std::lock_guard lock(mu_);
+  if (stats_.failed) return false;
+  std::vector<PageKey> need, reach, writes, missing;
+  pages_of(touches, &need, &reach, &writes);
+  uint64_t missing_bytes = 0;
+  for (PageKey k : need)
+    if (!page(k)->resident) missing.push_back(k), missing_bytes += page_bytes(k);
+  if (need.empty() || (!missing.empty() && !(make_room(missing_bytes, 0, need) && fetch(missing)))) return false;
+  uint64_t wait = 0;
+  for (PageKey k : need) wait = std::max(wait, page(k)->fence);
+  return !wait || mover_->passed(wait) || mover_->stream_wait(0, wait);
+}
+
 bool Pager::learn(const Trace &trace, std::string *why) {
   if (policy_ == PagingPolicy::kReactive) {
     *why = "the reactive policy follows no plan";
@@ -735,8 +756,10 @@ bool Pager::learn(const Trace &trace, std::string *why) {
   for (const TraceAlloc &ta : trace.allocs) {
     if (ta.alloc_seq < op_begin || ta.alloc_seq >= op_end) continue;
     uint64_t k = uint64_t(std::lower_bound(index.begin() + s0, index.begin() + s1, ta.alloc_seq) - index.begin()) - s0;
-    if (k < plan->period) plan->born[k].push_back({ta.id, ta.size});
+    if (k < plan->period) plan->born[k].push_back({ta.id, ta.size}), plan->born_starts[ta.id];
   }
+  for (const Ref &r : trace.refs)
+    if (auto b = plan->born_starts.find(r.alloc_id); b != plan->born_starts.end()) b->second.insert(r.offset);
   std::lock_guard lock(mu_);
   uint64_t known = 0;
   for (uint32_t a = 0; a < plan->acc.size(); ++a) known += allocs_.count(plan->acc[a].first);

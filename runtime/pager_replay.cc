@@ -58,6 +58,7 @@ ReplayResult replay_trace(const Trace &t, uint64_t budget, uint64_t page_size, P
   }
   r.peak_resident = pager.stats().peak_resident;
   r.tracking = pager.tracking();
+  r.stand_ins = pager.stats().stand_ins;
   return r;
 }
 

@@ -18,6 +18,7 @@ struct ReplayResult {
   uint64_t peak_resident = 0;
   bool learned = false;  // predictive: the plan was installed
   bool tracking = false;  // ... and followed at the end of the trace
+  uint64_t stand_ins = 0;  // allocations that stood for the plan's (Note [Allocations made anew])
 };
 
 // Feeds the trace's allocations, frees and ops to a fresh pager in trace order. The predictive

@@ -272,6 +272,28 @@ DEF(CUresult, cuIpcGetMemHandle, CUipcMemHandle *h, CUdeviceptr p) {
   memset(h, 0, sizeof *h);
   return CUDA_SUCCESS;
 }
+// Like the driver (scripts/gpu_checks/graph_memcpy_remap.cu), a graph's copy or set node is not
+// updated to memory of another type than at its instantiation; the fake's nodes count as made over
+// device memory, so an operand on a host-located chunk is refused.
+static bool on_host_chunk(uint64_t va, uint64_t bytes) {
+  std::lock_guard<std::mutex> lock(g_vmm_mu);
+  auto m = g_mapped.upper_bound(va);
+  if (m != g_mapped.begin()) --m;
+  for (; m != g_mapped.end() && m->first < va + bytes; ++m)
+    if (m->first + m->second.bytes > va && !g_chunks.at(m->second.handle).device) return true;
+  return false;
+}
+DEF(CUresult, cuGraphExecMemcpyNodeSetParams, CUgraphExec, CUgraphNode, const CUDA_MEMCPY3D *p, CUcontext) {
+  if (CUresult r = counted("cuGraphExecMemcpyNodeSetParams")) return r;
+  const uint64_t bytes = p ? uint64_t(p->WidthInBytes) : 0;
+  if (!p || on_host_chunk(p->srcDevice, bytes) || on_host_chunk(p->dstDevice, bytes)) return CUDA_ERROR_INVALID_VALUE;
+  return CUDA_SUCCESS;
+}
+DEF(CUresult, cuGraphExecMemsetNodeSetParams, CUgraphExec, CUgraphNode, const CUDA_MEMSET_NODE_PARAMS *p, CUcontext) {
+  if (CUresult r = counted("cuGraphExecMemsetNodeSetParams")) return r;
+  if (!p || on_host_chunk(p->dst, uint64_t(p->width) * p->elementSize)) return CUDA_ERROR_INVALID_VALUE;
+  return CUDA_SUCCESS;
+}
 DEF(CUresult, cuMemAddressFree, CUdeviceptr p, size_t size) {
   if (CUresult r = counted("cuMemAddressFree")) return r;
   std::lock_guard<std::mutex> lock(g_vmm_mu);
@@ -608,6 +630,8 @@ const Entry kEntries[] = {
     E("cuMemAddressReserve", 10020, false, cuMemAddressReserve),
     E("cuMemAddressFree", 10020, false, cuMemAddressFree),
     E("cuIpcGetMemHandle", 4010, false, cuIpcGetMemHandle),
+    E("cuGraphExecMemcpyNodeSetParams", 10020, false, cuGraphExecMemcpyNodeSetParams),
+    E("cuGraphExecMemsetNodeSetParams", 10020, false, cuGraphExecMemsetNodeSetParams),
     E("cuMemMap", 10020, false, cuMemMap),
     E("cuMemUnmap", 10020, false, cuMemUnmap),
     E("cuMemSetAccess", 10020, false, cuMemSetAccess),

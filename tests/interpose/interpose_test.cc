@@ -582,6 +582,25 @@ TEST_CASE("explicit paging: frames under a budget keep every byte") {
   }
   check_all("after the kernels");
 
+  if (!failing && !getenv("FAKE_CUDA_UNWRAPPED_LAUNCH")) {
+    // Note [Graph copy nodes on paged memory]: the driver refuses to update a graph's copy node
+    // over frames at home; vramcache brings them in and updates it. Six distinct 16 MiB frames
+    // (96 MiB) under the 64 MiB budget: some are at home when their update comes.
+    auto set_copy = driver<PFN_cuGraphExecMemcpyNodeSetParams_v10020>("cuGraphExecMemcpyNodeSetParams");
+    REQUIRE((set_copy != nullptr));
+    CHECK(in_vramcache(reinterpret_cast<void *>(set_copy)));
+    const int before = calls("libcuda.so.1", "cuda", "cuGraphExecMemcpyNodeSetParams");
+    for (int k = 0; k < 3; ++k) {
+      CUDA_MEMCPY3D c = {};
+      c.srcMemoryType = c.dstMemoryType = CU_MEMORYTYPE_DEVICE;
+      c.srcDevice = CUdeviceptr(buf[k]) + 8 * mib, c.dstDevice = CUdeviceptr(buf[(k + 1) % 3]) + 32 * mib;
+      c.WidthInBytes = 8 * mib, c.Height = c.Depth = 1;
+      CHECK(set_copy(nullptr, nullptr, &c, nullptr) == CUDA_SUCCESS);
+    }
+    CHECK(calls("libcuda.so.1", "cuda", "cuGraphExecMemcpyNodeSetParams") - before > 3);  // refused, then made
+    check_all("after bringing copy operands in");
+  }
+
   // Device chunks never took more than the budget; copies were made, unless paging stopped at once.
   CHECK(vmm("device_peak") <= 64 * mib);
   if (!failing) {

@@ -131,11 +131,12 @@ fi
 
 # 6. explicit paging (VRAMCACHE_BACKEND=explicit): three 48 MiB allocations under a 64 MiB budget
 #    become frames of the fake driver's VMM memory, which keeps their bytes; the test program checks
-#    every byte after its writes and after kernels that modify them (interpose_test.cc). Under
-#    `timeout 20`: vramcache's own copies raise CUPTI callbacks inside the callbacks of the program's
-#    calls, and an observer that reports them re-enters the pager and deadlocks (OwnCalls,
-#    launch_observer.h). The program's copies are counted, ours are not (copies=9: 3 writes, 6 reads),
-#    nor are our VMM calls (vmm_creates=0, allocs_vmm_map=0).
+#    every byte after its writes, after kernels that modify them and after updates of a graph's copy
+#    node that bring frames in (interpose_test.cc). Under `timeout 20`: vramcache's own copies raise
+#    CUPTI callbacks inside the callbacks of the program's calls, and an observer that reports them
+#    re-enters the pager and deadlocks (OwnCalls, launch_observer.h). The program's copies are
+#    counted, ours are not (copies=14: 3 writes, 9 reads, and 2 of a stream-ordered allocation), nor
+#    are our VMM calls (vmm_creates=0, allocs_vmm_map=0).
 explicit() {  # explicit NAME [VAR=VALUE...]
   local name=$1; shift
   timeout -k 5 20 env LD_PRELOAD="$lib" LD_LIBRARY_PATH="$PWD/$build/fake" VRAMCACHE_SUMMARY_FILE="$out/$name.json" \
@@ -150,7 +151,7 @@ elif [ $rc != 0 ]; then
 else
   expect_json "$out/explicit-paging.json" budget=67108864 allocs_device=4 allocs_async=1 alloc_bytes=184549376 frees=5 \
     paged_allocs=0 paged_bytes=0 resident=0 paging_failed=0 launches=12 launches_decoded=12 \
-    copies=11 copy_h2d_bytes=167772160 copy_d2h_bytes=318767104 vmm_creates=0 allocs_vmm_map=0 launch_observer_on=1
+    copies=14 copy_h2d_bytes=167772160 copy_d2h_bytes=469762048 vmm_creates=0 allocs_vmm_map=0 launch_observer_on=1
   # Every copy timed (the fake's events say 1 ms each), and the link probe made at the start.
   for key in paging_h2d_bytes paging_d2h_bytes paging_evictions paging_remote link_in_ns link_out_ns link_probe_in_bps link_probe_out_bps; do
     [ "$(json_num "$out/explicit-paging.json" $key)" -gt 0 ] || bad "explicit paging: $key is not above 0"
@@ -172,7 +173,7 @@ if [ $rc != 0 ]; then
   bad "explicit paging, CUPTI taken: test program failed (rc $rc)"; tail -20 "$out/explicit-busy.log"
 else
   expect_json "$out/explicit-busy.json" paged_allocs=0 resident=0 paging_failed=0 launches=12 launches_decoded=12 \
-    copies=11 launch_observer_on=1 \
+    copies=14 launch_observer_on=1 \
     paging_h2d_bytes="$(json_num "$out/explicit-paging.json" paging_h2d_bytes)" \
     paging_d2h_bytes="$(json_num "$out/explicit-paging.json" paging_d2h_bytes)"
 fi
