@@ -208,6 +208,7 @@ class Pager {
   bool evict(const std::vector<PageKey> &victims);
   bool fetch(const std::vector<PageKey> &keys);
   bool order_after(uint64_t stream, uint64_t op);
+  bool mark_behind(uint64_t stream);
   bool order_after_users(const std::vector<PageKey> &keys);  // moves of `keys` after their users
   void used(Page *p, uint64_t stream);  // op clock_ on `stream` may access it
   void fail(const char *what);
@@ -254,6 +255,7 @@ class Pager {
   struct StreamMarks {
     std::deque<Mark> marks;
     uint64_t waited = 0;  // op of the latest mark the copy stream waited for
+    uint64_t last = 0;    // the latest op enqueued on it
   };
   std::unordered_map<uint64_t, StreamMarks> marks_;
 };

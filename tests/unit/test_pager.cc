@@ -325,33 +325,38 @@ TEST_CASE("pager: a page counts its device footprint") {
 }
 
 // An eviction waits for the op that last used its victim, not for everything its stream has
-// enqueued since (the host runs ahead of the device): a mark recorded after that op serves, and a
-// mark the copy stream already waited for is not waited for again.
-TEST_CASE("pager: evictions wait for the victim's last use, through marks recorded when needed") {
+// enqueued since (the host runs ahead of the device): the mark recorded behind that op, as the next
+// op on its stream came, serves; a mark the copy stream already waited for is not waited for again.
+TEST_CASE("pager: evictions wait for the victim's last use, through a mark behind each op") {
   Harness h(2 * kPage, kReactive);
   h.alloc(1, 4 * kPage);
   h.mover.completed = kAllPassed;
+  auto waits_from = [&](size_t n) {  // the ops covered by each copy-stream wait logged since n
+    std::vector<uint64_t> covered;
+    for (size_t i = n; i < h.mover.log.size(); ++i)
+      if (h.mover.log[i].kind == Call::kAfter) covered.push_back(h.mover.log[i].b);
+    return covered;
+  };
   h.run({"a", {at(1, 0)}});
+  CHECK(h.mover.marks.empty());  // nothing enqueued before it
   h.run({"b", {at(1, 1)}});
-  CHECK(h.mover.marks.empty());  // nothing evicted yet: no mark
-  h.run({"c", {at(1, 2)}});      // evicts page 0 (op 1): a mark now covers ops 1-2
   REQUIRE(h.mover.marks.size() == 1);
-  CHECK(h.mover.marks[1] == std::pair<uint64_t, uint64_t>{1, 2});
-  for (int i = 0; i < 5; ++i) h.run({"x", {}});  // the stream runs ahead
+  CHECK(h.mover.marks[1] == std::pair<uint64_t, uint64_t>{1, 1});  // behind a
   size_t n = h.mover.log.size();
-  h.run({"d", {at(1, 3)}});  // evicts page 1 (op 2): the copy stream is past that mark already
-  CHECK(h.mover.marks.size() == 1);
-  REQUIRE(h.mover.log.size() > n);
-  CHECK(h.mover.log[n].kind == Call::kToHost);
-  CHECK(h.mover.log[n].a == (1ull << 32) + kPage);
+  h.run({"c", {at(1, 2)}});  // evicts page 0, last used by a: behind a, not behind b
+  CHECK(waits_from(n) == std::vector<uint64_t>{1});
+  for (int i = 0; i < 5; ++i) h.run({"x", {}});  // the stream runs ahead
   n = h.mover.log.size();
-  h.run({"e", {at(1, 0)}});  // evicts page 2 (op 3): a new mark, covering ops 1-9
-  REQUIRE(h.mover.marks.size() == 2);
-  CHECK(h.mover.marks[2] == std::pair<uint64_t, uint64_t>{1, 9});
-  CHECK(h.mover.log[n].kind == Call::kAfter);
-  CHECK(h.mover.log[n].b == 9);
-  CHECK(h.stats().copy_waits == 2);  // both on a mark recorded then: all the stream had enqueued
-  CHECK(h.stats().copy_waits_latest == 2);
+  h.run({"d", {at(1, 3)}});  // evicts page 1, last used by b (op 2): the mark behind it
+  CHECK(waits_from(n) == std::vector<uint64_t>{2});
+  n = h.mover.log.size();
+  h.run({"e", {at(1, 0), at(1, 1)}});  // evicts pages 2 and 3 (ops 3 and 9): behind d, once
+  CHECK(waits_from(n) == std::vector<uint64_t>{9});
+  n = h.mover.log.size();
+  h.run({"f", {at(1, 0), at(1, 1)}});  // nothing to move, nothing to wait for
+  CHECK(waits_from(n).empty());
+  CHECK(h.stats().copy_waits == 3);
+  CHECK(h.stats().copy_waits_latest == 1);  // e's: d, the op just before, was all it waited for
 }
 
 // A pointer whose extent is inferred (bytes 0) may reach past it, up to its allocation's end: the
