@@ -5,7 +5,10 @@
 // the budget.
 #include <algorithm>
 #include <cstdint>
+#include <mutex>
 #include <optional>
+#include <unordered_map>
+#include <vector>
 
 #include "interpose/cuda_api.h"
 #include "interpose/launch_observer.h"
@@ -247,24 +250,56 @@ VC_EXPORT CUresult cuIpcGetMemHandle(CUipcMemHandle *handle, CUdeviceptr ptr) {
 // The driver refuses (CUDA_ERROR_INVALID_VALUE) to update a graph's memcpy node with an operand whose
 // memory is of another type, host or device, than the node's at instantiation; it does not mind
 // the operands being remapped after (scripts/gpu_checks/graph_memcpy_remap.cu, results/s10-call2).
-// An evicted frame of the explicit backend is host memory, so XLA, which updates its command
-// buffers' copy nodes with each execution's buffers, was refused. On that refusal, the paged
-// operands are brought to the device and the update tried once more: a node made over resident
-// memory then takes it. One made over evicted memory is refused still; the program gets that.
+// An evicted frame of the explicit backend is host memory, and a new allocation starts at home, so
+// XLA, which updates its command buffers' copy nodes with each execution's buffers, was refused.
+// On that refusal the paged operands are moved to the device and the update tried again, then home
+// and tried again (a node made while its operands were at home takes only operands at home); the
+// place that took is tried first for that node next time. A node made over operands in both places
+// is refused still, and the program gets the driver's answer.
+namespace {
+
+std::mutex g_node_mu;
+std::unordered_map<CUgraphNode, bool> g_node_home;  // whether the node's update took with operands at home
+
+template <class Update>
+CUresult update_over_paged(Runtime *rt, CUgraphNode node, CUresult r,
+                           const std::vector<std::pair<uint64_t, uint64_t>> &operands, Update update) {
+  if (r != CUDA_ERROR_INVALID_VALUE || !rt) return r;
+  bool home_first = false;
+  {
+    std::lock_guard lock(g_node_mu);
+    auto it = g_node_home.find(node);
+    home_first = it != g_node_home.end() && it->second;
+  }
+  for (bool home : {home_first, !home_first}) {
+    {
+      OwnCalls own;  // the pager's copies are not the program's
+      if (!rt->place(operands, !home)) return r;
+    }
+    r = update();
+    if (r == CUDA_SUCCESS) {
+      std::lock_guard lock(g_node_mu);
+      g_node_home[node] = home;
+    }
+    if (r != CUDA_ERROR_INVALID_VALUE) return r;
+  }
+  VC_WARN_CAPPED("a graph node over paged memory could not be updated (error %d)", int(r));
+  return r;
+}
+
+}  // namespace
+
 VC_EXPORT CUresult cuGraphExecMemcpyNodeSetParams(CUgraphExec exec, CUgraphNode node, const CUDA_MEMCPY3D *p,
                                                   CUcontext ctx) {
   HookScope scope(HookGroup::kAlloc);
   VC_REAL_OR_FAIL(cuGraphExecMemcpyNodeSetParams, CUDA_ERROR_NOT_INITIALIZED);
   CUresult r = real(exec, node, p, ctx);
-  Runtime *rt = scope.runtime();
-  if (r != CUDA_ERROR_INVALID_VALUE || !rt || !p) return r;
+  if (!p) return r;
   const uint64_t bytes = uint64_t(p->WidthInBytes) * std::max<size_t>(p->Height, 1) * std::max<size_t>(p->Depth, 1);
   auto device = [](CUmemorytype t, CUdeviceptr d) { return t == CU_MEMORYTYPE_DEVICE || t == CU_MEMORYTYPE_UNIFIED ? d : 0; };
-  if (OwnCalls own; !rt->bring({{device(p->srcMemoryType, p->srcDevice), bytes}, {device(p->dstMemoryType, p->dstDevice), bytes}}))
-    return r;  // (the pager's copies, under OwnCalls, are not the program's)
-  r = real(exec, node, p, ctx);
-  if (r != CUDA_SUCCESS) VC_WARN_CAPPED("a graph's copy node over paged memory could not be updated (error %d)", int(r));
-  return r;
+  return update_over_paged(scope.runtime(), node, r,
+                           {{device(p->srcMemoryType, p->srcDevice), bytes}, {device(p->dstMemoryType, p->dstDevice), bytes}},
+                           [&] { return real(exec, node, p, ctx); });
 }
 
 VC_EXPORT CUresult cuGraphExecMemsetNodeSetParams(CUgraphExec exec, CUgraphNode node, const CUDA_MEMSET_NODE_PARAMS *p,
@@ -272,13 +307,9 @@ VC_EXPORT CUresult cuGraphExecMemsetNodeSetParams(CUgraphExec exec, CUgraphNode 
   HookScope scope(HookGroup::kAlloc);
   VC_REAL_OR_FAIL(cuGraphExecMemsetNodeSetParams, CUDA_ERROR_NOT_INITIALIZED);
   CUresult r = real(exec, node, p, ctx);
-  Runtime *rt = scope.runtime();
-  if (r != CUDA_ERROR_INVALID_VALUE || !rt || !p) return r;
+  if (!p) return r;
   const uint64_t bytes = uint64_t(p->pitch) * (p->height ? p->height - 1 : 0) + uint64_t(p->width) * p->elementSize;
-  if (OwnCalls own; !rt->bring({{p->dst, bytes}})) return r;
-  r = real(exec, node, p, ctx);
-  if (r != CUDA_SUCCESS) VC_WARN_CAPPED("a graph's memset node over paged memory could not be updated (error %d)", int(r));
-  return r;
+  return update_over_paged(scope.runtime(), node, r, {{p->dst, bytes}}, [&] { return real(exec, node, p, ctx); });
 }
 
 VC_EXPORT CUresult cuMemAllocPitch_v2(CUdeviceptr *ptr, size_t *pitch, size_t width, size_t height,

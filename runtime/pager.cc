@@ -714,15 +714,16 @@ bool Pager::pin(uint64_t alloc_id, uint64_t stream) {
   return true;
 }
 
-bool Pager::bring(const std::vector<Touch> &touches) {
+bool Pager::place(const std::vector<Touch> &touches, bool device) {
   std::lock_guard lock(mu_);
   if (stats_.failed) return false;
-  std::vector<PageKey> need, reach, writes, missing;
+  std::vector<PageKey> need, reach, writes, moving;
   pages_of(touches, &need, &reach, &writes);
-  uint64_t missing_bytes = 0;
+  if (need.empty()) return false;
+  uint64_t bytes = 0;
   for (PageKey k : need)
-    if (!page(k)->resident) missing.push_back(k), missing_bytes += page_bytes(k);
-  if (need.empty() || (!missing.empty() && !(make_room(missing_bytes, 0, need) && fetch(missing)))) return false;
+    if (page(k)->resident != device && !page(k)->pinned) moving.push_back(k), bytes += page_bytes(k);
+  if (!moving.empty() && !(device ? make_room(bytes, 0, need) && fetch(moving) : evict(moving))) return false;
   uint64_t wait = 0;
   for (PageKey k : need) wait = std::max(wait, page(k)->fence);
   return !wait || mover_->passed(wait) || mover_->stream_wait(0, wait);

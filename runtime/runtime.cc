@@ -299,13 +299,13 @@ std::optional<uint64_t> Runtime::paged_id(uint64_t ptr) {
   return hit->alloc.id;
 }
 
-bool Runtime::bring(const std::vector<std::pair<uint64_t, uint64_t>> &ranges) {
+bool Runtime::place(const std::vector<std::pair<uint64_t, uint64_t>> &ranges, bool device) {
   Pager *pg = pager();
   std::vector<Touch> touches;
   for (auto [ptr, bytes] : ranges)
     if (auto hit = pg && bytes ? allocs_.find(ptr) : std::nullopt)
       touches.push_back(Touch{hit->alloc.id, hit->offset, bytes, Role::kReadWritten});
-  return !touches.empty() && pg->bring(touches);
+  return !touches.empty() && pg->place(touches, device);
 }
 
 bool Runtime::pin(uint64_t ptr, uint64_t stream) {

@@ -198,9 +198,9 @@ class Runtime {
   // Keeps the paged allocation holding `ptr` resident for good (Pager::pin). True if it is (or
   // `ptr` is not paged: nothing to keep).
   bool pin(uint64_t ptr, uint64_t stream);
-  // Brings the ranges (pointer, bytes) to the device now (Pager::bring). False if none is paged or
-  // they could not be brought.
-  bool bring(const std::vector<std::pair<uint64_t, uint64_t>> &ranges);
+  // Moves the ranges (pointer, bytes) to the device or home now (Pager::place). False if none is
+  // paged or they could not be moved.
+  bool place(const std::vector<std::pair<uint64_t, uint64_t>> &ranges, bool device);
   // Whether the process did any CUDA work we saw: an allocation, launch, copy, set or collective. A
   // process that only started CUDA (a launcher importing a framework) writes no summary.
   bool did_work() const;

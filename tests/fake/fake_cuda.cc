@@ -273,25 +273,26 @@ DEF(CUresult, cuIpcGetMemHandle, CUipcMemHandle *h, CUdeviceptr p) {
   return CUDA_SUCCESS;
 }
 // Like the driver (scripts/gpu_checks/graph_memcpy_remap.cu), a graph's copy or set node is not
-// updated to memory of another type than at its instantiation; the fake's nodes count as made over
-// device memory, so an operand on a host-located chunk is refused.
-static bool on_host_chunk(uint64_t va, uint64_t bytes) {
+// updated to memory of another type than at its instantiation. The fake's nodes say which: node 1
+// was made over host memory, any other over device memory.
+static bool other_type(CUgraphNode node, uint64_t va, uint64_t bytes) {
+  const bool host = node == reinterpret_cast<CUgraphNode>(1);
   std::lock_guard<std::mutex> lock(g_vmm_mu);
   auto m = g_mapped.upper_bound(va);
   if (m != g_mapped.begin()) --m;
   for (; m != g_mapped.end() && m->first < va + bytes; ++m)
-    if (m->first + m->second.bytes > va && !g_chunks.at(m->second.handle).device) return true;
+    if (m->first + m->second.bytes > va && g_chunks.at(m->second.handle).device == host) return true;
   return false;
 }
-DEF(CUresult, cuGraphExecMemcpyNodeSetParams, CUgraphExec, CUgraphNode, const CUDA_MEMCPY3D *p, CUcontext) {
+DEF(CUresult, cuGraphExecMemcpyNodeSetParams, CUgraphExec, CUgraphNode node, const CUDA_MEMCPY3D *p, CUcontext) {
   if (CUresult r = counted("cuGraphExecMemcpyNodeSetParams")) return r;
   const uint64_t bytes = p ? uint64_t(p->WidthInBytes) : 0;
-  if (!p || on_host_chunk(p->srcDevice, bytes) || on_host_chunk(p->dstDevice, bytes)) return CUDA_ERROR_INVALID_VALUE;
+  if (!p || other_type(node, p->srcDevice, bytes) || other_type(node, p->dstDevice, bytes)) return CUDA_ERROR_INVALID_VALUE;
   return CUDA_SUCCESS;
 }
-DEF(CUresult, cuGraphExecMemsetNodeSetParams, CUgraphExec, CUgraphNode, const CUDA_MEMSET_NODE_PARAMS *p, CUcontext) {
+DEF(CUresult, cuGraphExecMemsetNodeSetParams, CUgraphExec, CUgraphNode node, const CUDA_MEMSET_NODE_PARAMS *p, CUcontext) {
   if (CUresult r = counted("cuGraphExecMemsetNodeSetParams")) return r;
-  if (!p || on_host_chunk(p->dst, uint64_t(p->width) * p->elementSize)) return CUDA_ERROR_INVALID_VALUE;
+  if (!p || other_type(node, p->dst, uint64_t(p->width) * p->elementSize)) return CUDA_ERROR_INVALID_VALUE;
   return CUDA_SUCCESS;
 }
 DEF(CUresult, cuMemAddressFree, CUdeviceptr p, size_t size) {

@@ -583,21 +583,37 @@ TEST_CASE("explicit paging: frames under a budget keep every byte") {
   check_all("after the kernels");
 
   if (!failing && !getenv("FAKE_CUDA_UNWRAPPED_LAUNCH")) {
-    // Note [Graph copy nodes on paged memory]: the driver refuses to update a graph's copy node
-    // over frames at home; vramcache brings them in and updates it. Six distinct 16 MiB frames
-    // (96 MiB) under the 64 MiB budget: some are at home when their update comes.
+    // Note [Graph copy nodes on paged memory]: the driver refuses to update a graph's copy node over
+    // memory of another type than at its instantiation; vramcache moves the operands and updates it.
+    // Six distinct 16 MiB frames (96 MiB) under the 64 MiB budget: some are at home when their
+    // update comes to a node made over device memory (the fake's node 2), and then all are on the
+    // device when the update of a node made over host memory (node 1) comes.
     auto set_copy = driver<PFN_cuGraphExecMemcpyNodeSetParams_v10020>("cuGraphExecMemcpyNodeSetParams");
     REQUIRE((set_copy != nullptr));
     CHECK(in_vramcache(reinterpret_cast<void *>(set_copy)));
-    const int before = calls("libcuda.so.1", "cuda", "cuGraphExecMemcpyNodeSetParams");
-    for (int k = 0; k < 3; ++k) {
+    auto node = [](uintptr_t n) { return reinterpret_cast<CUgraphNode>(n); };
+    auto copy = [&](int k) {
       CUDA_MEMCPY3D c = {};
       c.srcMemoryType = c.dstMemoryType = CU_MEMORYTYPE_DEVICE;
       c.srcDevice = CUdeviceptr(buf[k]) + 8 * mib, c.dstDevice = CUdeviceptr(buf[(k + 1) % 3]) + 32 * mib;
       c.WidthInBytes = 8 * mib, c.Height = c.Depth = 1;
-      CHECK(set_copy(nullptr, nullptr, &c, nullptr) == CUDA_SUCCESS);
+      return c;
+    };
+    int before = calls("libcuda.so.1", "cuda", "cuGraphExecMemcpyNodeSetParams");
+    for (int k = 0; k < 3; ++k) {
+      CUDA_MEMCPY3D c = copy(k);
+      CHECK(set_copy(nullptr, node(2), &c, nullptr) == CUDA_SUCCESS);
     }
     CHECK(calls("libcuda.so.1", "cuda", "cuGraphExecMemcpyNodeSetParams") - before > 3);  // refused, then made
+    before = calls("libcuda.so.1", "cuda", "cuGraphExecMemcpyNodeSetParams");
+    CUDA_MEMCPY3D c = copy(2);  // its operands were just brought in
+    CHECK(set_copy(nullptr, node(1), &c, nullptr) == CUDA_SUCCESS);
+    // Refused as they are, refused on the device, made at home.
+    CHECK(calls("libcuda.so.1", "cuda", "cuGraphExecMemcpyNodeSetParams") - before == 3);
+    before = calls("libcuda.so.1", "cuda", "cuGraphExecMemcpyNodeSetParams");
+    c = copy(0);
+    CHECK(set_copy(nullptr, node(1), &c, nullptr) == CUDA_SUCCESS);
+    CHECK(calls("libcuda.so.1", "cuda", "cuGraphExecMemcpyNodeSetParams") - before <= 2);  // home first now
     check_all("after bringing copy operands in");
   }
 
