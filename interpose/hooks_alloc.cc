@@ -251,30 +251,33 @@ VC_EXPORT CUresult cuIpcGetMemHandle(CUipcMemHandle *handle, CUdeviceptr ptr) {
 // memory is of another type, host or device, than the node's at instantiation; it does not mind
 // the operands being remapped after (scripts/gpu_checks/graph_memcpy_remap.cu, results/s10-call2).
 // An evicted frame of the explicit backend is host memory, and a new allocation starts at home, so
-// XLA, which updates its command buffers' copy nodes with each execution's buffers, was refused.
-// On that refusal the paged operands are moved to the device and the update tried again, then home
-// and tried again (a node made while its operands were at home takes only operands at home); the
-// place that took is tried first for that node next time. A node made over operands in both places
-// is refused still, and the program gets the driver's answer.
+// XLA, which updates its command buffers' copy nodes with each execution's buffers, was refused,
+// with the node made over operands at home, on the device, or one of each (results/s10-call3 and
+// s10-call4). On that refusal each paged operand is moved to the device or home, in every
+// combination until the update takes (at most four, for a copy's two operands); the combination that
+// took is tried first for that node next time. The program gets the driver's answer if none does.
 namespace {
 
 std::mutex g_node_mu;
-std::unordered_map<CUgraphNode, bool> g_node_home;  // whether the node's update took with operands at home
+std::unordered_map<CUgraphNode, unsigned> g_node_home;  // bit i: operand i was at home when the update took
 
 template <class Update>
-CUresult update_over_paged(Runtime *rt, CUgraphNode node, CUresult r,
-                           const std::vector<std::pair<uint64_t, uint64_t>> &operands, Update update) {
+CUresult update_over_paged(Runtime *rt, CUgraphNode node, CUresult r, const Runtime::Ranges &operands, Update update) {
   if (r != CUDA_ERROR_INVALID_VALUE || !rt) return r;
-  bool home_first = false;
+  unsigned first = 0;
   {
     std::lock_guard lock(g_node_mu);
-    auto it = g_node_home.find(node);
-    home_first = it != g_node_home.end() && it->second;
+    if (auto it = g_node_home.find(node); it != g_node_home.end()) first = it->second;
   }
-  for (bool home : {home_first, !home_first}) {
-    {
-      OwnCalls own;  // the pager's copies are not the program's
-      if (!rt->place(operands, !home)) return r;
+  const unsigned combinations = 1u << operands.size();
+  for (unsigned i = 0; i < combinations; ++i) {
+    const unsigned home = first ^ i;  // the remembered one first
+    Runtime::Ranges in, out;
+    for (size_t k = 0; k < operands.size(); ++k) (home >> k & 1 ? out : in).push_back(operands[k]);
+    OwnCalls own;  // the pager's copies are not the program's
+    if (!rt->place(in, out)) {
+      if (i == 0) return r;  // none of them paged (not ours), or they cannot be moved
+      continue;              // say, both in one page
     }
     r = update();
     if (r == CUDA_SUCCESS) {

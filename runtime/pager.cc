@@ -714,18 +714,24 @@ bool Pager::pin(uint64_t alloc_id, uint64_t stream) {
   return true;
 }
 
-bool Pager::place(const std::vector<Touch> &touches, bool device) {
+bool Pager::place(const std::vector<Touch> &in, const std::vector<Touch> &out) {
   std::lock_guard lock(mu_);
   if (stats_.failed) return false;
-  std::vector<PageKey> need, reach, writes, moving;
-  pages_of(touches, &need, &reach, &writes);
-  if (need.empty()) return false;
+  std::vector<PageKey> need_in, need_out, reach, writes, fetching, evicting;
+  pages_of(in, &need_in, &reach, &writes);
+  pages_of(out, &need_out, &reach, &writes);
   uint64_t bytes = 0;
-  for (PageKey k : need)
-    if (page(k)->resident != device && !page(k)->pinned) moving.push_back(k), bytes += page_bytes(k);
-  if (!moving.empty() && !(device ? make_room(bytes, 0, need) && fetch(moving) : evict(moving))) return false;
+  for (PageKey k : need_in)
+    if (!page(k)->resident) fetching.push_back(k), bytes += page_bytes(k);
+  for (PageKey k : need_out) {
+    if (std::binary_search(need_in.begin(), need_in.end(), k)) return false;  // wanted in both places
+    if (page(k)->resident && !page(k)->pinned) evicting.push_back(k);
+  }
+  if (need_in.empty() && need_out.empty()) return false;
+  if (!evict(evicting) || (!fetching.empty() && !(make_room(bytes, 0, need_in) && fetch(fetching)))) return false;
   uint64_t wait = 0;
-  for (PageKey k : need) wait = std::max(wait, page(k)->fence);
+  for (const auto *keys : {&need_in, &need_out})
+    for (PageKey k : *keys) wait = std::max(wait, page(k)->fence);
   return !wait || mover_->passed(wait) || mover_->stream_wait(0, wait);
 }
 

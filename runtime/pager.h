@@ -129,10 +129,11 @@ class Pager {
   // registered with NCCL). False (nothing pinned) if it is not paged, or pinned memory would pass
   // half the budget; its free unpins it.
   bool pin(uint64_t alloc_id, uint64_t stream);
-  // Moves the pages `touches` need to the device (`device`) or home now, waiting on the host until
-  // they are there (Note [Graph copy nodes on paged memory] in interpose/hooks_alloc.cc). False if
-  // none is paged, they cannot all fit, or a move failed. Pinned pages stay.
-  bool place(const std::vector<Touch> &touches, bool device);
+  // Moves the pages `in` needs to the device and those `out` needs home now, waiting on the host
+  // until they are there (Note [Graph copy nodes on paged memory] in interpose/hooks_alloc.cc).
+  // False if none is paged, a page is in both, those for the device cannot all fit, or a move
+  // failed. Pinned pages stay on the device.
+  bool place(const std::vector<Touch> &in, const std::vector<Touch> &out);
   bool is_paged(uint64_t alloc_id) const;
   // Predictive policy: learns the plan from a trace of the program's first iterations.
   // Returns false (and says why in `why`) when the trace has no usable period, or the policy is reactive.

@@ -299,13 +299,18 @@ std::optional<uint64_t> Runtime::paged_id(uint64_t ptr) {
   return hit->alloc.id;
 }
 
-bool Runtime::place(const std::vector<std::pair<uint64_t, uint64_t>> &ranges, bool device) {
+bool Runtime::place(const Ranges &in, const Ranges &out) {
   Pager *pg = pager();
-  std::vector<Touch> touches;
-  for (auto [ptr, bytes] : ranges)
-    if (auto hit = pg && bytes ? allocs_.find(ptr) : std::nullopt)
-      touches.push_back(Touch{hit->alloc.id, hit->offset, bytes, Role::kReadWritten});
-  return !touches.empty() && pg->place(touches, device);
+  if (!pg) return false;
+  auto touches = [&](const Ranges &ranges) {
+    std::vector<Touch> t;
+    for (auto [ptr, bytes] : ranges)
+      if (auto hit = bytes ? allocs_.find(ptr) : std::nullopt; hit && pg->is_paged(hit->alloc.id))
+        t.push_back(Touch{hit->alloc.id, hit->offset, bytes, Role::kReadWritten});
+    return t;
+  };
+  std::vector<Touch> to_device = touches(in), to_home = touches(out);
+  return !(to_device.empty() && to_home.empty()) && pg->place(to_device, to_home);
 }
 
 bool Runtime::pin(uint64_t ptr, uint64_t stream) {

@@ -198,9 +198,10 @@ class Runtime {
   // Keeps the paged allocation holding `ptr` resident for good (Pager::pin). True if it is (or
   // `ptr` is not paged: nothing to keep).
   bool pin(uint64_t ptr, uint64_t stream);
-  // Moves the ranges (pointer, bytes) to the device or home now (Pager::place). False if none is
-  // paged or they could not be moved.
-  bool place(const std::vector<std::pair<uint64_t, uint64_t>> &ranges, bool device);
+  // Moves ranges (pointer, bytes) to the device (`in`) and home (`out`) now (Pager::place). False if
+  // none is paged or they could not be moved.
+  using Ranges = std::vector<std::pair<uint64_t, uint64_t>>;
+  bool place(const Ranges &in, const Ranges &out);
   // Whether the process did any CUDA work we saw: an allocation, launch, copy, set or collective. A
   // process that only started CUDA (a launcher importing a framework) writes no summary.
   bool did_work() const;
