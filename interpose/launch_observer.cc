@@ -367,10 +367,13 @@ void on_graph_launch(const CUpti_CallbackData *cb) {
   std::lock_guard lock(g_state->graphs_mu);
   auto it = g_state->graphs.find(exec);
   if (it == g_state->graphs.end()) return;
+  static std::atomic<uint64_t> launches{0};
+  const uint64_t batch = ++launches;  // Note [Ops enqueued together] in runtime/pager.cc
   for (const GraphKernel &k : it->second) {
     Launch launch;
     launch.func = k.func;
     launch.in_graph = true;
+    launch.batch = batch;
     launch.decoded = k.decoded;
     launch.params = k.params.data();
     launch.params_size = k.params.size();

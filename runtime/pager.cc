@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <functional>
+#include <iterator>
 #include <string_view>
 
 #include "runtime/iterations.h"
@@ -384,6 +385,23 @@ bool Pager::mark_behind(uint64_t stream) {
   return true;
 }
 
+// Note [Ops enqueued together]
+// A graph launch's kernels are passed one by one (OpKey::batch), and the graph is enqueued after the
+// last of them. So while a batch is passed, no mark on its stream covers its earlier ops, and a move
+// ordered after one of them would not wait for it. The batch's later ops record no mark, a wildcard
+// among them is ordered after at the next op of another batch, and the pages the batch's ops so far
+// may reach are held: not chosen as victims, not fetched ahead (a fetch may be ordered after the
+// ops that used the page where it was), until the stream's next op of another batch. (Marks
+// recorded at each op made the earlier ops' evictions wait for marks before the graph was enqueued:
+// JAX's losses under the explicit backend differed from step 45 on, once its plan moved pages the
+// graph was using, results/s10-call5.) Fetches for the batch's own ops are safe: the graph's stream
+// waits for them before it runs. A batch with a wildcard holds every page.
+bool Pager::held_by_batch(PageKey k) const {
+  for (const auto &[stream, sm] : marks_)
+    if (sm.batch && (sm.batch_wild || std::binary_search(sm.batch_reach.begin(), sm.batch_reach.end(), k))) return true;
+  return false;
+}
+
 // The moves issued next wait for op `op` (already enqueued) on `stream`.
 bool Pager::order_after(uint64_t stream, uint64_t op) {
   StreamMarks &sm = marks_[stream];
@@ -479,7 +497,7 @@ uint64_t Pager::choose_victims(uint64_t need, uint64_t horizon, const std::vecto
   uint64_t found = 0;
   for (auto it = order_.rbegin(); found < need && it != order_.rend(); ++it) {
     if (tracking_ && horizon > 0 && it->first <= pos_ + horizon) break;  // needed too soon: wait
-    if (std::binary_search(keep.begin(), keep.end(), it->second)) continue;
+    if (std::binary_search(keep.begin(), keep.end(), it->second) || held_by_batch(it->second)) continue;
     chosen->push_back(it->second);
     found += page_bytes(it->second);
   }
@@ -562,7 +580,7 @@ void Pager::prefetch_ahead(const std::vector<PageKey> &keep) {
       Page *p = page(key);
       if (!p || p->resident) continue;
       missing.push_back(key), bytes += page_bytes(key);
-      reached |= std::binary_search(keep.begin(), keep.end(), key);
+      reached |= std::binary_search(keep.begin(), keep.end(), key) || held_by_batch(key);
     }
     if (reached) break;
     // Note [Timed prefetch]: not due yet.
@@ -605,14 +623,28 @@ void Pager::on_op(const OpKey &key, uint64_t stream, const std::vector<Touch> &t
   std::lock_guard lock(mu_);
   if (stats_.failed) return;
   ++clock_;
-  if (!mark_behind(stream)) return;
-  if (wildcard_stream_) {
-    uint64_t s = *wildcard_stream_;
-    wildcard_stream_.reset();
-    if (!order_after(s, clock_ - 1)) return;
-  }
   thread_local std::vector<PageKey> need, reach, writes;
   pages_of(touches, &need, &reach, &writes);
+  StreamMarks &sm = marks_[stream];
+  if (key.batch && key.batch == sm.batch) {  // Note [Ops enqueued together]: nothing before it is enqueued yet
+    sm.last = clock_;
+  } else {
+    sm.batch = key.batch;
+    sm.batch_reach.clear();
+    sm.batch_wild = false;
+    if (!mark_behind(stream)) return;
+    if (wildcard_stream_) {
+      uint64_t s = *wildcard_stream_;
+      wildcard_stream_.reset();
+      if (!order_after(s, clock_ - 1)) return;
+    }
+  }
+  if (key.batch) {
+    std::vector<PageKey> merged;
+    std::set_union(sm.batch_reach.begin(), sm.batch_reach.end(), reach.begin(), reach.end(), std::back_inserter(merged));
+    sm.batch_reach.swap(merged);
+    sm.batch_wild |= key.wildcard;
+  }
   follow_outside(reach);
   if (plan_) {
     uint64_t h = op_hash(key);

@@ -77,6 +77,9 @@ struct OpKey {
   OpKind kind = OpKind::kKernel;
   const char *name = "";
   bool wildcard = false;  // a kernel that may touch any page (parameters not decoded, or pointer arrays)
+  // Nonzero: the op is enqueued with the others of this batch, once the last of them has been
+  // passed (a graph launch's kernels; Note [Ops enqueued together] in runtime/pager.cc).
+  uint64_t batch = 0;
 };
 
 struct PagerStats {
@@ -256,8 +259,14 @@ class Pager {
   struct StreamMarks {
     std::deque<Mark> marks;
     uint64_t waited = 0;  // op of the latest mark the copy stream waited for
-    uint64_t last = 0;    // the latest op enqueued on it
+    uint64_t last = 0;    // the latest op passed on it
+    // Note [Ops enqueued together]: the batch of the latest op, the pages its ops so far may reach
+    // (sorted), and whether one of them may reach any page.
+    uint64_t batch = 0;
+    std::vector<PageKey> batch_reach;
+    bool batch_wild = false;
   };
+  bool held_by_batch(PageKey k) const;  // Note [Ops enqueued together]
   std::unordered_map<uint64_t, StreamMarks> marks_;
 };
 

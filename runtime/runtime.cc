@@ -184,6 +184,7 @@ void Runtime::on_launch(const Launch &launch) {
   std::copy(launch.block, launch.block + 3, op.block);
   op.correlation = launch.correlation;
   op.graph_node = launch.graph_node;
+  op.batch = launch.batch;
   op.param_refs = &refs;
   op.gemm = launch.gemm;
   op.gemm_count = launch.gemm_count;
@@ -204,7 +205,7 @@ void Runtime::page_op(const RecordedOp &op, bool captured) {
   // a copy or set whose range was not decoded (2D, 3D, arrays).
   bool kernel = op.kind == OpKind::kKernel || op.kind == OpKind::kGraphKernel;
   bool wildcard = kernel ? !(op.flags & kOpDecoded) || (op.flags & kOpIndirect) : op.bytes == 0 && !op.ranges;
-  if (pg && !captured && !capture_open && op.kind != OpKind::kSync) pg->on_op({op.kind, op.name, wildcard}, op.stream, refs);
+  if (pg && !captured && !capture_open && op.kind != OpKind::kSync) pg->on_op({op.kind, op.name, wildcard, op.batch}, op.stream, refs);
 }
 
 void Runtime::on_gemm(GemmApi api, const GemmOperand *ops, int n) {

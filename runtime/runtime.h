@@ -30,6 +30,7 @@ struct Launch {
   bool decoded = false;  // parameter layout known and buffer assembled
   bool captured = false;  // recorded into a stream capture, not run now
   bool in_graph = false;  // a kernel node of a launched graph
+  uint64_t batch = 0;     // nonzero: the graph launch's, shared by its kernels (Note [Ops enqueued together])
   const uint8_t *params = nullptr;  // parameter buffer (when decoded)
   size_t params_size = 0;
   const std::vector<ParamSlot> *slots = nullptr;

@@ -359,6 +359,40 @@ TEST_CASE("pager: evictions wait for the victim's last use, through a mark behin
   CHECK(h.stats().copy_waits_latest == 1);  // e's: d, the op just before, was all it waited for
 }
 
+// Note [Ops enqueued together]: a graph launch's kernels are passed one by one and enqueued after
+// the last. No mark is recorded between them (it would claim the earlier ones), and pages they may
+// reach are not evicted while the batch is passed; once it is enqueued, a mark behind it covers all.
+TEST_CASE("pager: a graph's kernels are enqueued together: no mark between them, their pages held") {
+  Harness h(2 * kPage, kReactive);
+  h.alloc(1, 4 * kPage);
+  h.mover.completed = kAllPassed;
+  h.run({"before", {at(1, 3)}});  // op 1, enqueued
+  auto node = [&](const char *name, uint64_t page) {
+    h.pager.on_op({vc::OpKind::kGraphKernel, name, false, 7}, 1, {at(1, page)});
+  };
+  const size_t marks = h.mover.marks.size();
+  node("n0", 0);  // op 2, the first of batch 7: a mark behind op 1
+  REQUIRE(h.mover.marks.size() == marks + 1);
+  CHECK(h.mover.marks[marks + 1].second == 1);
+  node("n1", 1);  // op 3: page 3 (op 1, enqueued) makes room, not page 0 (n0, not enqueued yet)
+  const size_t before_n2 = h.mover.log.size();
+  node("n2", 2);  // op 4: neither page 0 nor page 1 may go: page 2 is reached at home
+  for (size_t i = before_n2; i < h.mover.log.size(); ++i) CHECK(h.mover.log[i].kind != Call::kToDevice);
+  CHECK(h.mover.marks.size() == marks + 1);  // none inside the batch
+  std::vector<uint64_t> evicted;
+  for (const Call &c : h.mover.log)
+    if (c.kind == Call::kToHost) evicted.push_back(c.a);
+  CHECK(evicted == std::vector<uint64_t>{(1ull << 32) + 3 * kPage});
+  h.mover.enqueued[1] += 3;  // the graph is enqueued
+  size_t n = h.mover.log.size();
+  h.run({"after", {at(1, 2)}});  // op 5: a mark behind the graph, and a victim of it waits for all of it
+  REQUIRE(h.mover.marks.size() == marks + 2);
+  CHECK(h.mover.marks[marks + 2].second == 4);
+  bool waited = false;
+  for (size_t i = n; i < h.mover.log.size(); ++i) waited |= h.mover.log[i].kind == Call::kAfter && h.mover.log[i].b == 4;
+  CHECK(waited);
+}
+
 // A pointer whose extent is inferred (bytes 0) may reach past it, up to its allocation's end: the
 // moves of those pages wait for that op as for one that needed them, and a later op that may reach
 // them waits for their moves in flight (no remap while it runs).
