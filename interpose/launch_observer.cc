@@ -204,6 +204,7 @@ struct GraphKernel {
   std::vector<uint8_t> params;
   uint32_t grid[3] = {0, 0, 0}, block[3] = {0, 0, 0};
   uint64_t node_id = 0;  // CUPTI's id, in the activity records of the kernels it runs
+  bool copy_node = false;  // a copy, set or memory-op node (Note [Graph copy nodes seen])
 };
 
 // The program's own CUPTI client, if it subscribed while vramcache holds the subscription.
@@ -256,8 +257,14 @@ GraphKernel decode_node(CUgraphNode node, const CUDA_KERNEL_NODE_PARAMS_v2 &p) {
   return k;
 }
 
-// Appends the kernel nodes of `graph` (child graphs included) to `out`. The bodies of
-// conditional nodes run a data-dependent number of times and are not counted.
+// Note [Graph copy nodes seen]
+// A graph's copy, set and memory-op nodes reach memory as its kernels do, but their operands are not
+// decoded (XLA updates them every execution, Note [Graph copy nodes on paged memory]); unseen, the
+// pager moved their pages under them. Each is passed with the graph's kernels as an undecoded op: a
+// wildcard, that may touch any page (Note [Ordering moves after the program] in runtime/pager.cc).
+//
+// Appends the kernel, copy, set and memory-op nodes of `graph` (child graphs included) to `out`.
+// The bodies of conditional nodes run a data-dependent number of times and are not counted.
 void enumerate_graph(const DriverApi *api, CUgraph graph, std::vector<GraphKernel> *out, int depth) {
   size_t n = 0;
   if (depth > 8 || api->cuGraphGetNodes(graph, nullptr, &n) != CUDA_SUCCESS || n == 0) return;
@@ -270,6 +277,11 @@ void enumerate_graph(const DriverApi *api, CUgraph graph, std::vector<GraphKerne
       CUDA_KERNEL_NODE_PARAMS_v2 p = {};
       if (api->cuGraphKernelNodeGetParams(node, &p) == CUDA_SUCCESS) out->push_back(decode_node(node, p));
       else out->push_back(GraphKernel{node, 0, nullptr, false, {}, {}, {}, 0});
+    } else if (type == CU_GRAPH_NODE_TYPE_MEMCPY || type == CU_GRAPH_NODE_TYPE_MEMSET ||
+               type == CU_GRAPH_NODE_TYPE_BATCH_MEM_OP) {
+      GraphKernel k;
+      k.node = node, k.copy_node = true;
+      out->push_back(k);
     } else if (type == CU_GRAPH_NODE_TYPE_GRAPH) {
       CUgraph child;
       if (api->cuGraphChildGraphNodeGetGraph(node, &child) == CUDA_SUCCESS)
@@ -374,11 +386,12 @@ void on_graph_launch(const CUpti_CallbackData *cb) {
     launch.func = k.func;
     launch.in_graph = true;
     launch.batch = batch;
+    launch.copy_node = k.copy_node;
     launch.decoded = k.decoded;
     launch.params = k.params.data();
     launch.params_size = k.params.size();
     launch.slots = k.info ? &k.info->slots : nullptr;
-    launch.name = k.info ? k.info->name.c_str() : "";
+    launch.name = k.info ? k.info->name.c_str() : k.copy_node ? "graph copy or set node" : "";
     launch.stream = reinterpret_cast<uint64_t>(!p->hStream && strstr(cb->functionName, "_pt") ? CU_STREAM_PER_THREAD : p->hStream);
     launch.correlation = cb->correlationId;
     launch.graph_node = k.node_id;

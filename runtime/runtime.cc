@@ -158,7 +158,9 @@ void Runtime::on_free_range(uint64_t ptr, uint64_t size) {
 
 void Runtime::on_launch(const Launch &launch) {
   Counters &c = counters_;
-  if (launch.in_graph) {
+  if (launch.copy_node) {
+    c.graph_copy_nodes++;
+  } else if (launch.in_graph) {
     c.graph_kernels++;
     if (launch.decoded) c.graph_kernels_decoded++;
   } else {
@@ -483,7 +485,7 @@ std::string Runtime::summary_text() const {
       "failed %llu, refused %llu; vmm creates %llu\n"
       "  frees         %llu (untracked %llu); still tracked %zu, %.2f GB\n"
       "  launches      %llu: decoded %llu (%.1f%%), captured into graphs %llu\n"
-      "  graphs        %llu launches running %llu kernels, decoded %llu\n"
+      "  graphs        %llu launches running %llu kernels, decoded %llu, and %llu copy and set nodes\n"
       "  kernels seen  %llu; pointers into tracked allocations %llu\n"
       "  gemms         cublas %llu, cublas pointer-array %llu, cublasLt %llu; operands with extent %llu "
       "(in tracked allocations %llu)\n"
@@ -499,6 +501,7 @@ std::string Runtime::summary_text() const {
       (unsigned long long)c.launches_decoded.load(), percent(c.launches_decoded, c.launches),
       (unsigned long long)c.launches_captured.load(), (unsigned long long)c.graph_launches.load(),
       (unsigned long long)c.graph_kernels.load(), (unsigned long long)c.graph_kernels_decoded.load(),
+      (unsigned long long)c.graph_copy_nodes.load(),
       (unsigned long long)f.learned, (unsigned long long)c.refs.load(),
       (unsigned long long)c.gemms[0].load(), (unsigned long long)c.gemms[1].load(),
       (unsigned long long)c.gemms[2].load(), (unsigned long long)c.gemm_operands_exact.load(),
@@ -567,6 +570,7 @@ std::string Runtime::summary_json() const {
   add("graph_launches", c.graph_launches);
   add("graph_kernels", c.graph_kernels);
   add("graph_kernels_decoded", c.graph_kernels_decoded);
+  add("graph_copy_nodes", c.graph_copy_nodes);
   add("kernels_seen", f.learned);
   add("refs", c.refs);
   add("gemms_cublas", c.gemms[0]);

@@ -31,6 +31,7 @@ struct Launch {
   bool captured = false;  // recorded into a stream capture, not run now
   bool in_graph = false;  // a kernel node of a launched graph
   uint64_t batch = 0;     // nonzero: the graph launch's, shared by its kernels (Note [Ops enqueued together])
+  bool copy_node = false;  // a graph's copy, set or memory-op node, not a kernel: never decoded (Note [Graph copy nodes seen])
   const uint8_t *params = nullptr;  // parameter buffer (when decoded)
   size_t params_size = 0;
   const std::vector<ParamSlot> *slots = nullptr;
@@ -107,6 +108,7 @@ struct Counters {
   std::atomic<uint64_t> graph_launches{0};
   std::atomic<uint64_t> graph_kernels{0};  // kernel nodes run by graph launches
   std::atomic<uint64_t> graph_kernels_decoded{0};
+  std::atomic<uint64_t> graph_copy_nodes{0};  // copy, set and memory-op nodes run by graph launches
   std::atomic<uint64_t> refs{0};  // pointers into tracked allocations found in parameters
   std::atomic<uint64_t> gemms[int(GemmApi::kCount)] = {};
   std::atomic<uint64_t> gemm_operands_exact{0};  // operands with a known extent

@@ -526,14 +526,14 @@ DEF(CUresult, cuStreamIsCapturing, CUstream, CUstreamCaptureStatus *status) {
   return counted("cuStreamIsCapturing");
 }
 
-// ---- graphs: kFakeGraph = {function node, function node, child graph {kernel node}} ----
+// ---- graphs: kFakeGraph = {function node, function node, child graph {kernel node, copy node}} ----
 FAKE_EXPORT void fake_set_graph_pointer(uint64_t p) { g_graph_pointer = p; }
 namespace {
 CUgraphNode node(uint64_t n) { return reinterpret_cast<CUgraphNode>(n); }
 }
 DEF(CUresult, cuGraphGetNodes, CUgraph g, CUgraphNode *nodes, size_t *n) {
   fake_record("cuGraphGetNodes");
-  size_t count = uint64_t(g) == kFakeGraph ? 3 : uint64_t(g) == kFakeChildGraph ? 1 : 0;
+  size_t count = uint64_t(g) == kFakeGraph ? 3 : uint64_t(g) == kFakeChildGraph ? 2 : 0;
   if (nodes) {
     uint64_t first = uint64_t(g) == kFakeGraph ? 0x10 : 0x20;
     for (size_t i = 0; i < count && i < *n; ++i) nodes[i] = node(first + i);
@@ -542,7 +542,7 @@ DEF(CUresult, cuGraphGetNodes, CUgraph g, CUgraphNode *nodes, size_t *n) {
   return CUDA_SUCCESS;
 }
 DEF(CUresult, cuGraphNodeGetType, CUgraphNode n, CUgraphNodeType *type) {
-  *type = uint64_t(n) == 0x12 ? CU_GRAPH_NODE_TYPE_GRAPH : CU_GRAPH_NODE_TYPE_KERNEL;
+  *type = uint64_t(n) == 0x12 ? CU_GRAPH_NODE_TYPE_GRAPH : uint64_t(n) == 0x21 ? CU_GRAPH_NODE_TYPE_MEMCPY : CU_GRAPH_NODE_TYPE_KERNEL;
   return CUDA_SUCCESS;
 }
 DEF(CUresult, cuGraphChildGraphNodeGetGraph, CUgraphNode, CUgraph *g) {

@@ -317,7 +317,7 @@ TEST_CASE("scenario: allocations, GEMMs, launches, graphs, copies, frees") {
   REQUIRE((set_graph_pointer != nullptr));
   set_graph_pointer(uint64_t(a1));
   CUgraphExec exec = nullptr;
-  REQUIRE(instantiate(&exec, graph, 0) == CUDA_SUCCESS);  // 3 kernel nodes (one in a child graph)
+  REQUIRE(instantiate(&exec, graph, 0) == CUDA_SUCCESS);  // 3 kernel nodes and a copy node (two in a child graph)
   REQUIRE(graph_launch(exec, s) == CUDA_SUCCESS);         // 3 kernels, 5 refs
   REQUIRE(graph_launch(exec, s) == CUDA_SUCCESS);         // 3 kernels, 5 refs
 
