@@ -816,7 +816,10 @@ bool Pager::learn(const Trace &trace, std::string *why) {
   for (const TraceAlloc &ta : trace.allocs) {
     if (ta.alloc_seq < op_begin || ta.alloc_seq >= op_end) continue;
     uint64_t k = uint64_t(std::lower_bound(index.begin() + s0, index.begin() + s1, ta.alloc_seq) - index.begin()) - s0;
-    if (k < plan->period) plan->born[k].push_back({ta.id, ta.size}), plan->born_starts[ta.id];
+    if (k < plan->period) {
+      plan->born[k].push_back({ta.id, ta.size});
+      plan->born_starts[ta.id];  // filled from the refs next
+    }
   }
   for (const Ref &r : trace.refs)
     if (auto b = plan->born_starts.find(r.alloc_id); b != plan->born_starts.end()) b->second.insert(r.offset);
