@@ -371,8 +371,13 @@ void on_launch(CUpti_CallbackId cbid, const CUpti_CallbackData *cb) {
   g_state->rt->on_launch(launch);
 }
 
+// cuGraphLaunch and its _ptsz twin share one parameter layout.
+uint64_t graph_launch_stream(const CUpti_CallbackData *cb) {
+  auto *p = static_cast<const cuGraphLaunch_params *>(cb->functionParams);
+  return reinterpret_cast<uint64_t>(!p->hStream && strstr(cb->functionName, "_pt") ? CU_STREAM_PER_THREAD : p->hStream);
+}
+
 void on_graph_launch(const CUpti_CallbackData *cb) {
-  // cuGraphLaunch and its _ptsz twin share one parameter layout.
   auto *p = static_cast<const cuGraphLaunch_params *>(cb->functionParams);
   CUgraphExec exec = p->hGraph;
   g_state->rt->on_api(ApiClass::kGraphLaunch, 0);
@@ -392,7 +397,7 @@ void on_graph_launch(const CUpti_CallbackData *cb) {
     launch.params_size = k.params.size();
     launch.slots = k.info ? &k.info->slots : nullptr;
     launch.name = k.info ? k.info->name.c_str() : k.copy_node ? "graph copy or set node" : "";
-    launch.stream = reinterpret_cast<uint64_t>(!p->hStream && strstr(cb->functionName, "_pt") ? CU_STREAM_PER_THREAD : p->hStream);
+    launch.stream = graph_launch_stream(cb);
     launch.correlation = cb->correlationId;
     launch.graph_node = k.node_id;
     std::copy(k.grid, k.grid + 3, launch.grid);
@@ -458,6 +463,8 @@ void on_driver_api(CUpti_CallbackId cbid, const CUpti_CallbackData *cb) {
     }
     return;
   }
+  // The graph is enqueued, or was not: its kernels' batch ends (Note [Ops enqueued together]).
+  if (cls == ApiClass::kGraphLaunch) g_state->rt->on_batch_end(graph_launch_stream(cb));
   // API exit: act only on calls that succeeded.
   if (!cb->functionReturnValue || *static_cast<const CUresult *>(cb->functionReturnValue) != CUDA_SUCCESS) return;
   switch (cls) {

@@ -375,9 +375,15 @@ bool Pager::mark_behind(uint64_t stream) {
   const uint64_t behind = sm.last;
   sm.last = clock_;
   if (!behind || (!sm.marks.empty() && sm.marks.back().op > behind)) return true;  // none, or covered
+  return add_mark(stream, clock_);
+}
+
+// A mark at the end of `stream` now, covering its ops before `op`; the last kMarks are kept.
+bool Pager::add_mark(uint64_t stream, uint64_t op) {
+  StreamMarks &sm = marks_[stream];
   const uint64_t token = mover_->mark(stream);
   if (!token) return fail("marking the program's stream"), false;
-  sm.marks.push_back({clock_, token});
+  sm.marks.push_back({op, token});
   if (sm.marks.size() > kMarks) {
     mover_->drop_mark(sm.marks.front().token);
     sm.marks.pop_front();
@@ -391,7 +397,8 @@ bool Pager::mark_behind(uint64_t stream) {
 // ordered after one of them would not wait for it. The batch's later ops record no mark, a wildcard
 // among them is ordered after at the next op of another batch, and the pages the batch's ops so far
 // may reach are held: not chosen as victims, not fetched ahead (a fetch may be ordered after the
-// ops that used the page where it was), until the stream's next op of another batch. (Marks
+// ops that used the page where it was), until the batch ends: the launch call returns (end_batch,
+// which records a mark behind it), or failing that the stream's next op of another batch. (Marks
 // recorded at each op made the earlier ops' evictions wait for marks before the graph was enqueued:
 // JAX's losses under the explicit backend differed from step 45 on, once its plan moved pages the
 // graph was using, results/s10-call5.) Fetches for the batch's own ops are safe: the graph's stream
@@ -402,21 +409,30 @@ bool Pager::held_by_batch(PageKey k) const {
   return false;
 }
 
+void Pager::end_batch(uint64_t stream) {
+  std::lock_guard lock(mu_);
+  auto it = marks_.find(stream);
+  if (stats_.failed || it == marks_.end() || !it->second.batch) return;
+  StreamMarks &sm = it->second;
+  sm.batch = 0;
+  sm.batch_reach.clear();
+  sm.batch_wild = false;
+  if (!add_mark(stream, clock_ + 1)) return;  // behind the whole batch, its last op clock_ included
+  if (wildcard_stream_ == stream) {
+    wildcard_stream_.reset();
+    order_after(stream, clock_);
+  }
+}
+
 // The moves issued next wait for op `op` (already enqueued) on `stream`.
 bool Pager::order_after(uint64_t stream, uint64_t op) {
   StreamMarks &sm = marks_[stream];
   auto it = std::upper_bound(sm.marks.begin(), sm.marks.end(), op,
                              [](uint64_t u, const Mark &m) { return u < m.op; });
   if (it != sm.marks.end() && it->op <= sm.waited) return true;  // the copy stream is past it already
-  Mark m = it != sm.marks.end() ? *it : Mark{clock_, mover_->mark(stream)};
-  if (!m.token) return fail("marking the program's stream"), false;
-  if (it == sm.marks.end()) {
-    sm.marks.push_back(m);
-    if (sm.marks.size() > kMarks) {
-      mover_->drop_mark(sm.marks.front().token);
-      sm.marks.pop_front();
-    }
-  }
+  const bool none = it == sm.marks.end();  // none after op: one now, at the stream's end
+  if (none && !add_mark(stream, clock_)) return false;
+  const Mark m = none ? sm.marks.back() : *it;
   if (!mover_->copy_after(m.token)) return fail("ordering a move after the program's work"), false;
   stats_.copy_waits++;
   if (m.op == clock_) stats_.copy_waits_latest++;

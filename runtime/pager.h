@@ -127,6 +127,8 @@ class Pager {
   // An op about to be enqueued on `stream`, touching `touches` (refs into any allocation;
   // unpaged ones are ignored). Ops recorded into a stream capture must not be passed here.
   void on_op(const OpKey &key, uint64_t stream, const std::vector<Touch> &touches);
+  // The batch of ops passed on `stream` is enqueued now (Note [Ops enqueued together]).
+  void end_batch(uint64_t stream);
   // Keeps every page of paged allocation `alloc_id` resident from now on, fetched before what
   // `stream` enqueues next: memory another party reaches at a fixed physical place (a buffer
   // registered with NCCL). False (nothing pinned) if it is not paged, or pinned memory would pass
@@ -213,6 +215,7 @@ class Pager {
   bool fetch(const std::vector<PageKey> &keys);
   bool order_after(uint64_t stream, uint64_t op);
   bool mark_behind(uint64_t stream);
+  bool add_mark(uint64_t stream, uint64_t op);
   bool order_after_users(const std::vector<PageKey> &keys);  // moves of `keys` after their users
   void used(Page *p, uint64_t stream);  // op clock_ on `stream` may access it
   void fail(const char *what);

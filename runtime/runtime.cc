@@ -193,6 +193,10 @@ void Runtime::on_launch(const Launch &launch) {
   page_op(op, launch.captured);
 }
 
+void Runtime::on_batch_end(uint64_t stream) {
+  if (Pager *pg = pager()) pg->end_batch(stream);
+}
+
 void Runtime::page_op(const RecordedOp &op, bool captured) {
   thread_local std::vector<Ref> refs;
   Pager *pg = pager();

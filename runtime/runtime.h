@@ -164,6 +164,8 @@ class Runtime {
   void on_free_range(uint64_t ptr, uint64_t size);
   void on_vmm_create() { counters_.vmm_creates++; }
   void on_launch(const Launch &launch);
+  // The call that passed a batch of ops on `stream` (a graph launch) returned: they are enqueued.
+  void on_batch_end(uint64_t stream);
   void on_gemm(GemmApi api, const GemmOperand *ops, int n);
   void on_api(ApiClass cls, const ApiCall &call);
   // A communication call (an NCCL collective, or a group of them) about to be enqueued on

@@ -361,7 +361,8 @@ TEST_CASE("pager: evictions wait for the victim's last use, through a mark behin
 
 // Note [Ops enqueued together]: a graph launch's kernels are passed one by one and enqueued after
 // the last. No mark is recorded between them (it would claim the earlier ones), and pages they may
-// reach are not evicted while the batch is passed; once it is enqueued, a mark behind it covers all.
+// reach are not evicted while the batch is passed; once its launch returns, a mark behind it covers
+// all of it.
 TEST_CASE("pager: a graph's kernels are enqueued together: no mark between them, their pages held") {
   Harness h(2 * kPage, kReactive);
   h.alloc(1, 4 * kPage);
@@ -384,10 +385,12 @@ TEST_CASE("pager: a graph's kernels are enqueued together: no mark between them,
     if (c.kind == Call::kToHost) evicted.push_back(c.a);
   CHECK(evicted == std::vector<uint64_t>{(1ull << 32) + 3 * kPage});
   h.mover.enqueued[1] += 3;  // the graph is enqueued
-  size_t n = h.mover.log.size();
-  h.run({"after", {at(1, 2)}});  // op 5: a mark behind the graph, and a victim of it waits for all of it
+  h.pager.end_batch(1);      // and its launch call returns: a mark behind it
   REQUIRE(h.mover.marks.size() == marks + 2);
   CHECK(h.mover.marks[marks + 2].second == 4);
+  size_t n = h.mover.log.size();
+  h.run({"after", {at(1, 2)}});  // op 5: covered by that mark; a victim of the graph waits for all of it
+  CHECK(h.mover.marks.size() == marks + 2);
   bool waited = false;
   for (size_t i = n; i < h.mover.log.size(); ++i) waited |= h.mover.log[i].kind == Call::kAfter && h.mover.log[i].b == 4;
   CHECK(waited);
