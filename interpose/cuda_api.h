@@ -21,6 +21,8 @@ namespace vc::interpose {
   X(cuGraphNodeGetType, 10000)        \
   X(cuGraphKernelNodeGetParams, 12000) \
   X(cuGraphChildGraphNodeGetGraph, 10000) \
+  X(cuGraphMemcpyNodeGetParams, 10000) \
+  X(cuGraphMemsetNodeGetParams, 10000) \
   X(cuMemGetInfo, 3020)               \
   X(cuMemAdvise, 12020)               \
   X(cuMemPrefetchAsync, 12020)        \

@@ -300,9 +300,11 @@ VC_EXPORT CUresult cuGraphExecMemcpyNodeSetParams(CUgraphExec exec, CUgraphNode 
   if (!p) return r;
   const uint64_t bytes = uint64_t(p->WidthInBytes) * std::max<size_t>(p->Height, 1) * std::max<size_t>(p->Depth, 1);
   auto device = [](CUmemorytype t, CUdeviceptr d) { return t == CU_MEMORYTYPE_DEVICE || t == CU_MEMORYTYPE_UNIFIED ? d : 0; };
-  return update_over_paged(scope.runtime(), node, r,
-                           {{device(p->srcMemoryType, p->srcDevice), bytes}, {device(p->dstMemoryType, p->dstDevice), bytes}},
-                           [&] { return real(exec, node, p, ctx); });
+  r = update_over_paged(scope.runtime(), node, r,
+                        {{device(p->srcMemoryType, p->srcDevice), bytes}, {device(p->dstMemoryType, p->dstDevice), bytes}},
+                        [&] { return real(exec, node, p, ctx); });
+  if (r == CUDA_SUCCESS) vc::interpose::graph_copy_node_set(exec, node, p, nullptr);  // Note [Graph copy nodes seen]
+  return r;
 }
 
 VC_EXPORT CUresult cuGraphExecMemsetNodeSetParams(CUgraphExec exec, CUgraphNode node, const CUDA_MEMSET_NODE_PARAMS *p,
@@ -312,7 +314,9 @@ VC_EXPORT CUresult cuGraphExecMemsetNodeSetParams(CUgraphExec exec, CUgraphNode 
   CUresult r = real(exec, node, p, ctx);
   if (!p) return r;
   const uint64_t bytes = uint64_t(p->pitch) * (p->height ? p->height - 1 : 0) + uint64_t(p->width) * p->elementSize;
-  return update_over_paged(scope.runtime(), node, r, {{p->dst, bytes}}, [&] { return real(exec, node, p, ctx); });
+  r = update_over_paged(scope.runtime(), node, r, {{p->dst, bytes}}, [&] { return real(exec, node, p, ctx); });
+  if (r == CUDA_SUCCESS) vc::interpose::graph_copy_node_set(exec, node, nullptr, p);  // Note [Graph copy nodes seen]
+  return r;
 }
 
 VC_EXPORT CUresult cuMemAllocPitch_v2(CUdeviceptr *ptr, size_t *pitch, size_t width, size_t height,

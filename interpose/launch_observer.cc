@@ -205,6 +205,7 @@ struct GraphKernel {
   uint32_t grid[3] = {0, 0, 0}, block[3] = {0, 0, 0};
   uint64_t node_id = 0;  // CUPTI's id, in the activity records of the kernels it runs
   bool copy_node = false;  // a copy, set or memory-op node (Note [Graph copy nodes seen])
+  uint64_t dst = 0, src = 0, bytes = 0;  // a copy or set node's operands, if decoded (bytes > 0)
 };
 
 // The program's own CUPTI client, if it subscribed while vramcache holds the subscription.
@@ -257,11 +258,31 @@ GraphKernel decode_node(CUgraphNode node, const CUDA_KERNEL_NODE_PARAMS_v2 &p) {
   return k;
 }
 
+// A one-dimensional copy between device memory (either side may be host memory, which is not
+// tracked); anything else stays undecoded (bytes 0).
+void decode_copy_node(const CUDA_MEMCPY3D &c, GraphKernel *k) {
+  auto device = [](CUmemorytype t) { return t == CU_MEMORYTYPE_DEVICE || t == CU_MEMORYTYPE_UNIFIED; };
+  auto host = [](CUmemorytype t) { return t == CU_MEMORYTYPE_HOST; };
+  if (c.Height > 1 || c.Depth > 1 || c.srcY || c.srcZ || c.dstY || c.dstZ || !c.WidthInBytes ||
+      !(device(c.srcMemoryType) || host(c.srcMemoryType)) || !(device(c.dstMemoryType) || host(c.dstMemoryType)))
+    return;
+  k->src = device(c.srcMemoryType) ? c.srcDevice + c.srcXInBytes : 0;
+  k->dst = device(c.dstMemoryType) ? c.dstDevice + c.dstXInBytes : 0;
+  k->bytes = c.WidthInBytes;
+}
+
+void decode_set_node(const CUDA_MEMSET_NODE_PARAMS &s, GraphKernel *k) {
+  if (s.height > 1 || !s.width || !s.elementSize) return;
+  k->dst = s.dst, k->src = 0, k->bytes = uint64_t(s.width) * s.elementSize;
+}
+
 // Note [Graph copy nodes seen]
-// A graph's copy, set and memory-op nodes reach memory as its kernels do, but their operands are not
-// decoded (XLA updates them every execution, Note [Graph copy nodes on paged memory]); unseen, the
-// pager moved their pages under them. Each is passed with the graph's kernels as an undecoded op: a
-// wildcard, that may touch any page (Note [Ordering moves after the program] in runtime/pager.cc).
+// A graph's copy, set and memory-op nodes reach memory as its kernels do; unseen, the pager moved
+// their pages under them. Each is passed with the graph's kernels: a one-dimensional copy or set as
+// a copy or set of its ranges, read from the node when the graph is instantiated and from each
+// update of the executable graph's node (XLA updates them every execution, Note [Graph copy nodes
+// on paged memory]); any other as an undecoded op, a wildcard that may touch any page (Note
+// [Ordering moves after the program] in runtime/pager.cc).
 //
 // Appends the kernel, copy, set and memory-op nodes of `graph` (child graphs included) to `out`.
 // The bodies of conditional nodes run a data-dependent number of times and are not counted.
@@ -281,6 +302,14 @@ void enumerate_graph(const DriverApi *api, CUgraph graph, std::vector<GraphKerne
                type == CU_GRAPH_NODE_TYPE_BATCH_MEM_OP) {
       GraphKernel k;
       k.node = node, k.copy_node = true;
+      CUDA_MEMCPY3D copy = {};
+      CUDA_MEMSET_NODE_PARAMS set = {};
+      if (type == CU_GRAPH_NODE_TYPE_MEMCPY && api->cuGraphMemcpyNodeGetParams &&
+          api->cuGraphMemcpyNodeGetParams(node, &copy) == CUDA_SUCCESS)
+        decode_copy_node(copy, &k);
+      else if (type == CU_GRAPH_NODE_TYPE_MEMSET && api->cuGraphMemsetNodeGetParams &&
+               api->cuGraphMemsetNodeGetParams(node, &set) == CUDA_SUCCESS)
+        decode_set_node(set, &k);
       out->push_back(k);
     } else if (type == CU_GRAPH_NODE_TYPE_GRAPH) {
       CUgraph child;
@@ -392,6 +421,7 @@ void on_graph_launch(const CUpti_CallbackData *cb) {
     launch.in_graph = true;
     launch.batch = batch;
     launch.copy_node = k.copy_node;
+    launch.dst = k.dst, launch.src = k.src, launch.bytes = k.bytes;
     launch.decoded = k.decoded;
     launch.params = k.params.data();
     launch.params_size = k.params.size();
@@ -485,6 +515,23 @@ void forget_graph(CUgraphExec exec) {
   std::lock_guard lock(g_state->graphs_mu);
   g_state->graphs.erase(exec);
 }
+
+}  // namespace
+
+void graph_copy_node_set(CUgraphExec exec, CUgraphNode node, const CUDA_MEMCPY3D *copy, const CUDA_MEMSET_NODE_PARAMS *set) {
+  if (!g_state) return;
+  std::lock_guard lock(g_state->graphs_mu);
+  auto it = g_state->graphs.find(exec);
+  if (it == g_state->graphs.end()) return;
+  for (GraphKernel &k : it->second) {
+    if (k.node != node || !k.copy_node) continue;
+    k.dst = k.src = k.bytes = 0;  // undecoded unless decoded now
+    if (copy) decode_copy_node(*copy, &k);
+    if (set) decode_set_node(*set, &k);
+  }
+}
+
+namespace {
 
 void on_resource(CUpti_CallbackId cbid, const CUpti_ResourceData *rd) {
   if (cbid == CUPTI_CBID_RESOURCE_MODULE_UNLOAD_STARTING) {

@@ -35,6 +35,11 @@ void observe_call(uint32_t cbid, const char *name, const void *params, const CUr
 // A lookup of a function the observer needs handed out one that has no wrapper (`name` as asked).
 void observed_lookup_missed(const char *name);
 
+// An executable graph's copy or set node now has these parameters (cuGraphExecMemcpyNodeSetParams,
+// cuGraphExecMemsetNodeSetParams): its later launches pass them (Note [Graph copy nodes seen]).
+// One of `copy` and `set` is given.
+void graph_copy_node_set(CUgraphExec exec, CUgraphNode node, const CUDA_MEMCPY3D *copy, const CUDA_MEMSET_NODE_PARAMS *set);
+
 // A module or library the driver loaded from `image`: its kernels' parameter layouts are kept
 // for the launches to come (Note [Layouts from the cubin] in runtime/cubin.h).
 void read_layouts(Runtime *rt, const void *image);

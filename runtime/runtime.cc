@@ -190,6 +190,10 @@ void Runtime::on_launch(const Launch &launch) {
   op.param_refs = &refs;
   op.gemm = launch.gemm;
   op.gemm_count = launch.gemm_count;
+  if (launch.copy_node) {  // a copy of its ranges, or a wildcard (not decoded)
+    op.kind = OpKind::kCopy;
+    op.dst = launch.dst, op.src = launch.src, op.bytes = launch.bytes;
+  }
   page_op(op, launch.captured);
 }
 

@@ -31,7 +31,10 @@ struct Launch {
   bool captured = false;  // recorded into a stream capture, not run now
   bool in_graph = false;  // a kernel node of a launched graph
   uint64_t batch = 0;     // nonzero: the graph launch's, shared by its kernels (Note [Ops enqueued together])
-  bool copy_node = false;  // a graph's copy, set or memory-op node, not a kernel: never decoded (Note [Graph copy nodes seen])
+  // A graph's copy, set or memory-op node, not a kernel, and its operands if decoded (bytes > 0; src 0
+  // for a set or a host source): Note [Graph copy nodes seen].
+  bool copy_node = false;
+  uint64_t dst = 0, src = 0, bytes = 0;
   const uint8_t *params = nullptr;  // parameter buffer (when decoded)
   size_t params_size = 0;
   const std::vector<ParamSlot> *slots = nullptr;

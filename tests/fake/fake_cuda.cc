@@ -549,6 +549,15 @@ DEF(CUresult, cuGraphChildGraphNodeGetGraph, CUgraphNode, CUgraph *g) {
   *g = reinterpret_cast<CUgraph>(kFakeChildGraph);
   return CUDA_SUCCESS;
 }
+// The copy node: 64 bytes from the graph pointer to 128 bytes past it.
+DEF(CUresult, cuGraphMemcpyNodeGetParams, CUgraphNode, CUDA_MEMCPY3D *p) {
+  memset(p, 0, sizeof *p);
+  p->srcMemoryType = p->dstMemoryType = CU_MEMORYTYPE_DEVICE;
+  p->srcDevice = g_graph_pointer, p->dstDevice = g_graph_pointer + 128;
+  p->WidthInBytes = 64, p->Height = p->Depth = 1;
+  return CUDA_SUCCESS;
+}
+DEF(CUresult, cuGraphMemsetNodeGetParams, CUgraphNode, CUDA_MEMSET_NODE_PARAMS *) { return CUDA_ERROR_INVALID_VALUE; }
 DEF(CUresult, cuGraphKernelNodeGetParams_v2, CUgraphNode n, CUDA_KERNEL_NODE_PARAMS_v2 *p) {
   // Parameter storage the driver owns, valid while the graph lives.
   static uint64_t ptr0, ptr1;
@@ -659,6 +668,8 @@ const Entry kEntries[] = {
     E("cuGraphNodeGetType", 10000, false, cuGraphNodeGetType),
     E("cuGraphChildGraphNodeGetGraph", 10000, false, cuGraphChildGraphNodeGetGraph),
     E("cuGraphKernelNodeGetParams", 12000, false, cuGraphKernelNodeGetParams_v2),
+    E("cuGraphMemcpyNodeGetParams", 10000, false, cuGraphMemcpyNodeGetParams),
+    E("cuGraphMemsetNodeGetParams", 10000, false, cuGraphMemsetNodeGetParams),
     E("cuGraphInstantiate", 11040, false, cuGraphInstantiateWithFlags),
     E("cuGraphLaunch", 10000, false, cuGraphLaunch),
 };

@@ -318,8 +318,17 @@ TEST_CASE("scenario: allocations, GEMMs, launches, graphs, copies, frees") {
   set_graph_pointer(uint64_t(a1));
   CUgraphExec exec = nullptr;
   REQUIRE(instantiate(&exec, graph, 0) == CUDA_SUCCESS);  // 3 kernel nodes and a copy node (two in a child graph)
-  REQUIRE(graph_launch(exec, s) == CUDA_SUCCESS);         // 3 kernels, 5 refs
-  REQUIRE(graph_launch(exec, s) == CUDA_SUCCESS);         // 3 kernels, 5 refs
+  REQUIRE(graph_launch(exec, s) == CUDA_SUCCESS);         // 3 kernels, 5 refs; a copy within a1, 2 refs
+  // Note [Graph copy nodes seen]: the copy node updated to a copy from host memory, 1 ref.
+  auto set_copy = driver<PFN_cuGraphExecMemcpyNodeSetParams_v10020>("cuGraphExecMemcpyNodeSetParams");
+  REQUIRE((set_copy != nullptr));
+  static char host_src[64];
+  CUDA_MEMCPY3D from_host = {};
+  from_host.srcMemoryType = CU_MEMORYTYPE_HOST, from_host.srcHost = host_src;
+  from_host.dstMemoryType = CU_MEMORYTYPE_DEVICE, from_host.dstDevice = CUdeviceptr(a1) + 256;
+  from_host.WidthInBytes = sizeof host_src, from_host.Height = from_host.Depth = 1;
+  REQUIRE(set_copy(exec, reinterpret_cast<CUgraphNode>(0x21), &from_host, nullptr) == CUDA_SUCCESS);
+  REQUIRE(graph_launch(exec, s) == CUDA_SUCCESS);         // 3 kernels, 5 refs; the copy, 1 ref
 
   auto copy = driver<PFN_cuMemcpyHtoD_v3020>("cuMemcpyHtoD");
   auto set = driver<PFN_cuMemsetD8_v3020>("cuMemsetD8");

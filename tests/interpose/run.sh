@@ -79,7 +79,7 @@ fi
 #    simulate run on it. As one rank of a job, the trace's command names the rank.
 if run profile VRAMCACHE_MODE=profile VRAMCACHE_TRACE_FILE="$out/scenario.vctrace" RANK=3; then
   if "$build/vramcache" report -o "$out/scenario.html" "$out/scenario.vctrace" >"$out/report.txt" 2>&1; then
-    grep -q "^trace: 17 ops, 8 allocations" "$out/report.txt" || bad "profile: $(head -1 "$out/report.txt"), expected 17 ops (two of them graph copy nodes) and 8 allocations"
+    grep -q "^trace: 17 ops, 8 allocations, 19 refs" "$out/report.txt" || bad "profile: $(head -1 "$out/report.txt"), expected 17 ops (two of them graph copy nodes: 2 refs, then 1 once updated to copy from host memory) and 8 allocations, 19 refs"
     grep -q "^  command: RANK=3 .*interpose_test" "$out/report.txt" || bad "profile: the command does not name the rank: $(grep command: "$out/report.txt")"
     grep -q "<!DOCTYPE html>" "$out/scenario.html" || bad "profile: no HTML report"
   else
