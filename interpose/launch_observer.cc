@@ -204,7 +204,7 @@ struct GraphKernel {
   std::vector<uint8_t> params;
   uint32_t grid[3] = {0, 0, 0}, block[3] = {0, 0, 0};
   uint64_t node_id = 0;  // CUPTI's id, in the activity records of the kernels it runs
-  bool copy_node = false;  // a copy, set or memory-op node (Note [Graph copy nodes seen])
+  bool copy_node = false;  // a copy, set, memory-op or conditional node, or all of an opaque graph (Note [Graph copy nodes seen])
   uint64_t dst = 0, src = 0, bytes = 0;  // a copy or set node's operands, if decoded (bytes > 0)
 };
 
@@ -281,8 +281,11 @@ void decode_set_node(const CUDA_MEMSET_NODE_PARAMS &s, GraphKernel *k) {
 // their pages under them. Each is passed with the graph's kernels: a one-dimensional copy or set as
 // a copy or set of its ranges, read from the node when the graph is instantiated and from each
 // update of the executable graph's node (XLA updates them every execution, Note [Graph copy nodes
-// on paged memory]); any other as an undecoded op, a wildcard that may touch any page (Note
-// [Ordering moves after the program] in runtime/pager.cc).
+// on paged memory]); any other, and a conditional node (its body is not read), as an undecoded op,
+// a wildcard that may touch any page (Note [Ordering moves after the program] in
+// runtime/pager.cc). An executable graph whose child graph or node was replaced in place
+// (cuGraphExecChildGraphNodeSetParams, cuGraphExecNodeSetParams) is one such op per launch, until
+// cuGraphExecUpdate gives it a graph to read again. The summary counts these as "other nodes".
 //
 // Appends the kernel, copy, set and memory-op nodes of `graph` (child graphs included) to `out`.
 // The bodies of conditional nodes run a data-dependent number of times and are not counted.
@@ -316,7 +319,10 @@ void enumerate_graph(const DriverApi *api, CUgraph graph, std::vector<GraphKerne
       if (api->cuGraphChildGraphNodeGetGraph(node, &child) == CUDA_SUCCESS)
         enumerate_graph(api, child, out, depth + 1);
     } else if (type == CU_GRAPH_NODE_TYPE_CONDITIONAL) {
-      VC_WARN_CAPPED("graph has a conditional node: kernels in its body are not reported");
+      VC_WARN_CAPPED("graph has a conditional node: its body is not decoded, and counts as touching any page");
+      GraphKernel k;
+      k.node = node, k.copy_node = true;
+      out->push_back(k);
     }
   }
 }
@@ -437,6 +443,19 @@ void on_graph_launch(const CUpti_CallbackData *cb) {
 }
 
 void on_graph_update(const char *name, const void *params) {
+  if (strncmp(name, "cuGraphExecChildGraphNodeSetParams", 34) == 0 || strncmp(name, "cuGraphExecNodeSetParams", 24) == 0) {
+    // Note [Graph copy nodes seen]: a child graph, or a node of any kind, replaced in the executable
+    // graph: its launches are one op that may touch any page, until cuGraphExecUpdate.
+    struct Update { CUgraphExec exec; };  // both start so
+    auto *p = static_cast<const Update *>(params);
+    std::lock_guard lock(g_state->graphs_mu);
+    auto it = g_state->graphs.find(p->exec);
+    if (it == g_state->graphs.end()) return;
+    GraphKernel opaque;
+    opaque.copy_node = true;
+    it->second.assign(1, opaque);
+    return;
+  }
   if (strncmp(name, "cuGraphExecUpdate", 17) == 0) {
     // v1 and v2 both start (hGraphExec, hGraph).
     auto *p = static_cast<const cuGraphExecUpdate_v2_params *>(params);

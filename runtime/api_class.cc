@@ -15,7 +15,8 @@ ApiClass classify_driver_api(const char *name) {
   if (starts(name, "cuLaunchHostFunc")) return ApiClass::kNone;
   if (starts(name, "cuLaunch")) return ApiClass::kLaunch;
   if (starts(name, "cuGraphLaunch")) return ApiClass::kGraphLaunch;
-  if (starts(name, "cuGraphExecUpdate") || starts(name, "cuGraphExecKernelNodeSetParams"))
+  if (starts(name, "cuGraphExecUpdate") || starts(name, "cuGraphExecKernelNodeSetParams") ||
+      starts(name, "cuGraphExecChildGraphNodeSetParams") || starts(name, "cuGraphExecNodeSetParams"))
     return ApiClass::kGraphUpdate;
   if (starts(name, "cuMemcpy")) return ApiClass::kCopy;
   if (starts(name, "cuMemset")) return ApiClass::kSet;

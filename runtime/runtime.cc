@@ -493,7 +493,7 @@ std::string Runtime::summary_text() const {
       "failed %llu, refused %llu; vmm creates %llu\n"
       "  frees         %llu (untracked %llu); still tracked %zu, %.2f GB\n"
       "  launches      %llu: decoded %llu (%.1f%%), captured into graphs %llu\n"
-      "  graphs        %llu launches running %llu kernels, decoded %llu, and %llu copy and set nodes\n"
+      "  graphs        %llu launches running %llu kernels, decoded %llu, and %llu other nodes\n"
       "  kernels seen  %llu; pointers into tracked allocations %llu\n"
       "  gemms         cublas %llu, cublas pointer-array %llu, cublasLt %llu; operands with extent %llu "
       "(in tracked allocations %llu)\n"

@@ -111,7 +111,7 @@ struct Counters {
   std::atomic<uint64_t> graph_launches{0};
   std::atomic<uint64_t> graph_kernels{0};  // kernel nodes run by graph launches
   std::atomic<uint64_t> graph_kernels_decoded{0};
-  std::atomic<uint64_t> graph_copy_nodes{0};  // copy, set and memory-op nodes run by graph launches
+  std::atomic<uint64_t> graph_copy_nodes{0};  // other nodes run by graph launches (Note [Graph copy nodes seen])
   std::atomic<uint64_t> refs{0};  // pointers into tracked allocations found in parameters
   std::atomic<uint64_t> gemms[int(GemmApi::kCount)] = {};
   std::atomic<uint64_t> gemm_operands_exact{0};  // operands with a known extent

@@ -19,7 +19,8 @@ import subprocess
 import sys
 
 # runtime/api_class.cc, classify_driver_api: the families it names (cuLaunchHostFunc excepted).
-FAMILIES = ("cuLaunch", "cuGraphLaunch", "cuGraphExecUpdate", "cuGraphExecKernelNodeSetParams", "cuMemcpy",
+FAMILIES = ("cuLaunch", "cuGraphLaunch", "cuGraphExecUpdate", "cuGraphExecKernelNodeSetParams",
+            "cuGraphExecChildGraphNodeSetParams", "cuGraphExecNodeSetParams", "cuMemcpy",
             "cuMemset", "cuCtxSynchronize", "cuStreamSynchronize", "cuEventSynchronize", "cuStreamBeginCapture",
             "cuStreamEndCapture")
 # What CUPTI's resource callbacks report, as calls (launch_observer.cc, on_resource).

@@ -590,6 +590,11 @@ DEF(CUresult, cuGraphLaunch, CUgraphExec exec, CUstream s) {
   cuGraphLaunch_params p = {exec, s};
   return traced(CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch, "cuGraphLaunch", p, [] { return CUDA_SUCCESS; });
 }
+DEF(CUresult, cuGraphExecChildGraphNodeSetParams, CUgraphExec exec, CUgraphNode node, CUgraph child) {
+  cuGraphExecChildGraphNodeSetParams_params p = {exec, node, child};
+  return traced(CUPTI_DRIVER_TRACE_CBID_cuGraphExecChildGraphNodeSetParams, "cuGraphExecChildGraphNodeSetParams", p,
+                [] { return CUDA_SUCCESS; });
+}
 
 // ---- cuGetProcAddress, following the driver's version and per-thread-stream rules ----
 FAKE_EXPORT CUresult fake_cuGetProcAddress_v2(const char *, void **, int, cuuint64_t,
@@ -670,6 +675,7 @@ const Entry kEntries[] = {
     E("cuGraphKernelNodeGetParams", 12000, false, cuGraphKernelNodeGetParams_v2),
     E("cuGraphMemcpyNodeGetParams", 10000, false, cuGraphMemcpyNodeGetParams),
     E("cuGraphMemsetNodeGetParams", 10000, false, cuGraphMemsetNodeGetParams),
+    E("cuGraphExecChildGraphNodeSetParams", 11010, false, cuGraphExecChildGraphNodeSetParams),
     E("cuGraphInstantiate", 11040, false, cuGraphInstantiateWithFlags),
     E("cuGraphLaunch", 10000, false, cuGraphLaunch),
 };

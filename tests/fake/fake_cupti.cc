@@ -29,6 +29,7 @@ const std::pair<CUpti_CallbackId, const char *> kDriverNames[] = {
     {CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel_ptsz, "cuLaunchKernel_ptsz"},
     {CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx, "cuLaunchKernelEx"},
     {CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch, "cuGraphLaunch"},
+    {CUPTI_DRIVER_TRACE_CBID_cuGraphExecChildGraphNodeSetParams, "cuGraphExecChildGraphNodeSetParams"},
     {CUPTI_DRIVER_TRACE_CBID_cuMemcpyHtoD_v2, "cuMemcpyHtoD_v2"},
     {CUPTI_DRIVER_TRACE_CBID_cuMemcpyDtoH_v2, "cuMemcpyDtoH_v2"},
     {CUPTI_DRIVER_TRACE_CBID_cuMemcpyAsync, "cuMemcpyAsync"},  // the explicit backend's own copies

@@ -329,6 +329,11 @@ TEST_CASE("scenario: allocations, GEMMs, launches, graphs, copies, frees") {
   from_host.WidthInBytes = sizeof host_src, from_host.Height = from_host.Depth = 1;
   REQUIRE(set_copy(exec, reinterpret_cast<CUgraphNode>(0x21), &from_host, nullptr) == CUDA_SUCCESS);
   REQUIRE(graph_launch(exec, s) == CUDA_SUCCESS);         // 3 kernels, 5 refs; the copy, 1 ref
+  // A child graph replaced in place: the next launch is one op that may touch any page, no ref.
+  auto set_child = driver<PFN_cuGraphExecChildGraphNodeSetParams_v11010>("cuGraphExecChildGraphNodeSetParams");
+  REQUIRE((set_child != nullptr));
+  REQUIRE(set_child(exec, reinterpret_cast<CUgraphNode>(0x12), graph) == CUDA_SUCCESS);
+  REQUIRE(graph_launch(exec, s) == CUDA_SUCCESS);
 
   auto copy = driver<PFN_cuMemcpyHtoD_v3020>("cuMemcpyHtoD");
   auto set = driver<PFN_cuMemsetD8_v3020>("cuMemsetD8");

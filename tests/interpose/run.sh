@@ -35,7 +35,7 @@ json_num() {  # json_num FILE key: the key's number, or -1 if it is missing
 if run count VRAMCACHE_MODE=count FAKE_KERNELS_IMAGE="$PWD/$build/testdata/fake_kernels.fatbin"; then
   expect_json "$out/count.json" allocs=8 allocs_device=4 allocs_async=2 allocs_managed=1 allocs_vmm_map=1 \
     alloc_failures=2 managed_refused=1 frees=6 frees_untracked=2 vmm_creates=1 \
-    launches=6 launches_decoded=5 launches_captured=1 graph_launches=2 graph_kernels=6 graph_kernels_decoded=6 graph_copy_nodes=2 \
+    launches=6 launches_decoded=5 launches_captured=1 graph_launches=3 graph_kernels=6 graph_kernels_decoded=6 graph_copy_nodes=3 \
     kernels_seen=11 refs=15 gemms_cublas=3 gemms_cublas_pointer_array=1 gemms_cublaslt=1 \
     gemm_operands_exact=10 gemm_operands_tracked=10 copies=1 copy_bytes=4096 sets=1 syncs=1 \
     captures_begun=1 captures_ended=1 unmatched_lookups=3 launch_observer_on=1 copy_h2d_bytes=4096 copy_d2h_bytes=0
@@ -58,8 +58,8 @@ fi
 #    what CUPTI would have (Note [Observing without CUPTI]): the count scenario's figures, less the
 #    2 launches of the CUPTI client's test, which CUPTI refuses.
 if run busy VRAMCACHE_MODE=count FAKE_CUPTI_BUSY=1; then
-  expect_json "$out/busy.json" launch_observer_on=1 launches=4 launches_decoded=3 launches_captured=1 graph_launches=2 \
-    graph_kernels=6 graph_kernels_decoded=6 graph_copy_nodes=2 kernels_seen=9 refs=15 copies=1 copy_bytes=4096 sets=1 syncs=1 \
+  expect_json "$out/busy.json" launch_observer_on=1 launches=4 launches_decoded=3 launches_captured=1 graph_launches=3 \
+    graph_kernels=6 graph_kernels_decoded=6 graph_copy_nodes=3 kernels_seen=9 refs=15 copies=1 copy_bytes=4096 sets=1 syncs=1 \
     captures_begun=1 captures_ended=1 allocs=8 gemms_cublas=3
   [ "$(grep -c 'cannot subscribe to CUPTI (CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED, held by a fake tool)' "$out/busy.log")" = 1 ] ||
     bad "busy CUPTI: expected exactly one warning naming the tool, got: $(grep 'CUPTI' "$out/busy.log")"
@@ -79,7 +79,7 @@ fi
 #    simulate run on it. As one rank of a job, the trace's command names the rank.
 if run profile VRAMCACHE_MODE=profile VRAMCACHE_TRACE_FILE="$out/scenario.vctrace" RANK=3; then
   if "$build/vramcache" report -o "$out/scenario.html" "$out/scenario.vctrace" >"$out/report.txt" 2>&1; then
-    grep -q "^trace: 17 ops, 8 allocations, 19 refs" "$out/report.txt" || bad "profile: $(head -1 "$out/report.txt"), expected 17 ops (two of them graph copy nodes: 2 refs, then 1 once updated to copy from host memory) and 8 allocations, 19 refs"
+    grep -q "^trace: 18 ops, 8 allocations, 19 refs" "$out/report.txt" || bad "profile: $(head -1 "$out/report.txt"), expected 18 ops (three of them graph copy nodes: 2 refs, 1 once updated to copy from host memory, then a whole launch once its child graph was replaced) and 8 allocations, 19 refs"
     grep -q "^  command: RANK=3 .*interpose_test" "$out/report.txt" || bad "profile: the command does not name the rank: $(grep command: "$out/report.txt")"
     grep -q "<!DOCTYPE html>" "$out/scenario.html" || bad "profile: no HTML report"
   else

@@ -30,6 +30,8 @@ TEST_CASE("api_class: classify_driver_api") {
       {"cuGraphExecUpdate_v2", ApiClass::kGraphUpdate},
       {"cuGraphExecKernelNodeSetParams", ApiClass::kGraphUpdate},
       {"cuGraphExecKernelNodeSetParams_v2", ApiClass::kGraphUpdate},
+      {"cuGraphExecChildGraphNodeSetParams", ApiClass::kGraphUpdate},
+      {"cuGraphExecNodeSetParams", ApiClass::kGraphUpdate},
       {"cuGraphKernelNodeSetParams_v2", ApiClass::kNone},  // a graph, not an executable graph
       {"cuGraphInstantiate", ApiClass::kNone},
       {"cuMemcpy", ApiClass::kCopy},
