@@ -287,8 +287,8 @@ void decode_set_node(const CUDA_MEMSET_NODE_PARAMS &s, GraphKernel *k) {
 // (cuGraphExecChildGraphNodeSetParams, cuGraphExecNodeSetParams) is one such op per launch, until
 // cuGraphExecUpdate gives it a graph to read again. The summary counts these as "other nodes".
 //
-// Appends the kernel, copy, set and memory-op nodes of `graph` (child graphs included) to `out`.
-// The bodies of conditional nodes run a data-dependent number of times and are not counted.
+// Appends the kernel, copy, set, memory-op and conditional nodes of `graph` (child graphs included)
+// to `out`. A conditional node's body runs a data-dependent number of times: it is not read.
 void enumerate_graph(const DriverApi *api, CUgraph graph, std::vector<GraphKernel> *out, int depth) {
   size_t n = 0;
   if (depth > 8 || api->cuGraphGetNodes(graph, nullptr, &n) != CUDA_SUCCESS || n == 0) return;
@@ -432,7 +432,7 @@ void on_graph_launch(const CUpti_CallbackData *cb) {
     launch.params = k.params.data();
     launch.params_size = k.params.size();
     launch.slots = k.info ? &k.info->slots : nullptr;
-    launch.name = k.info ? k.info->name.c_str() : k.copy_node ? "graph copy or set node" : "";
+    launch.name = k.info ? k.info->name.c_str() : !k.copy_node ? "" : k.bytes ? "graph copy or set node" : "graph node not decoded";
     launch.stream = graph_launch_stream(cb);
     launch.correlation = cb->correlationId;
     launch.graph_node = k.node_id;
