@@ -396,6 +396,79 @@ TEST_CASE("pager: a graph's kernels are enqueued together: no mark between them,
   CHECK(waited);
 }
 
+// Note [Ops enqueued together], randomized: graph launches of 2-5 ops among single ops, under both
+// policies (the plan learned from the same sequence). While a launch's ops are passed, no page an
+// earlier one of them may reach is evicted or fetched ahead (only fetched for an op that needs it,
+// which the graph's stream waits for); every eviction waits for a mark covering the op that last
+// used its victim, counted as enqueued only once its whole launch is.
+TEST_CASE("pager: random graph launches: no page of a launch being passed moves, and evictions wait for it") {
+  uint64_t held_checks = 0;
+  for (uint32_t seed = 0; seed < 40; ++seed) {
+    CAPTURE(seed);
+    std::mt19937 rng(seed);
+    const PagingPolicy policy = seed % 2 ? kPredictive : kReactive;
+    Harness h((2 + rng() % 4) * kPage, policy);
+    h.alloc(1, (2 + rng() % 4) * kPage);
+    h.alloc(2, (1 + rng() % 3) * kPage);
+    h.mover.completed = kAllPassed;
+    std::vector<std::vector<Step>> units;  // a single op, or a graph launch's
+    for (int u = 0; u < 12; ++u) {
+      std::vector<Step> unit(rng() % 3 == 0 ? 1 : 2 + rng() % 4);
+      for (size_t k = 0; k < unit.size(); ++k) {
+        unit[k].name = "u" + std::to_string(u) + "." + std::to_string(k);
+        for (uint32_t n = 1 + rng() % 2; n > 0; --n) {
+          uint64_t id = 1 + rng() % 2;
+          unit[k].touches.push_back(at(id, rng() % (h.allocs[id].size / kPage)));
+        }
+      }
+      units.push_back(unit);
+    }
+    if (policy == kPredictive) {
+      std::vector<Step> iter;
+      for (const auto &unit : units) iter.insert(iter.end(), unit.begin(), unit.end());
+      h.learn(iter);
+    }
+    std::map<uint64_t, uint64_t> last_use;  // page address -> the enqueued op that last used it
+    uint64_t covered = 0, batch = 0;        // ops the copy stream has waited for
+    for (int round = 0; round < 3; ++round)
+      for (const auto &unit : units) {
+        const bool graph = unit.size() > 1;
+        const uint64_t id = graph ? ++batch : 0;
+        std::set<uint64_t> pending;  // pages of this launch's ops passed so far
+        for (const Step &st : unit) {
+          const std::set<uint64_t> need = h.pages(st);
+          const size_t start = h.mover.log.size();
+          h.pager.on_op({vc::OpKind::kGraphKernel, st.name.c_str(), false, id}, 1, st.touches);
+          for (size_t i = start; i < h.mover.log.size(); ++i) {
+            const Call &c = h.mover.log[i];
+            if (c.kind == Call::kAfter) covered = std::max(covered, c.b);
+            if (c.kind != Call::kToHost && c.kind != Call::kToDevice) continue;
+            for (uint64_t p = c.a; p < c.a + c.b; p += kPage) {
+              if (c.kind == Call::kToHost && last_use.count(p)) REQUIRE(covered >= last_use[p]);
+              if (pending.count(p) && !(c.kind == Call::kToDevice && need.count(p))) FAIL("moved a page of the launch being passed");
+              held_checks += pending.count(p);
+            }
+          }
+          pending.insert(need.begin(), need.end());
+          if (!graph) {
+            h.mover.enqueued[1]++;
+            for (uint64_t p : need) last_use[p] = h.mover.enqueued[1];
+          }
+        }
+        if (graph) {
+          h.mover.enqueued[1] += unit.size();
+          for (uint64_t p : pending) last_use[p] = h.mover.enqueued[1];
+          const size_t start = h.mover.log.size();
+          h.pager.end_batch(1);
+          for (size_t i = start; i < h.mover.log.size(); ++i)
+            if (h.mover.log[i].kind == Call::kAfter) covered = std::max(covered, h.mover.log[i].b);
+        }
+        REQUIRE(!h.stats().failed);
+      }
+  }
+  CHECK(held_checks > 0);  // launches did fetch pages their earlier ops had used, for later ones
+}
+
 // A pointer whose extent is inferred (bytes 0) may reach past it, up to its allocation's end: the
 // moves of those pages wait for that op as for one that needed them, and a later op that may reach
 // them waits for their moves in flight (no remap while it runs).
