@@ -919,11 +919,14 @@ void count_migrations(Runtime *rt, int device) {
   // With kernel activity records and these counters both on, CUPTI crashed inside cuGraphLaunch
   // (SIGSEGV in libcuda under libcupti, twice, JAX on the managed backend: results/s10-call1 and
   // s10-call2); with either alone the same job ran (count mode, profile mode, the explicit backend,
-  // the managed one before its plans were timed). So the kernel times the predictive pager would
-  // time its plan with (Note [Timed prefetch]) are not recorded on the managed backend: its plans go
-  // untimed. Profiling and VRAMCACHE_ACTIVITY=1 keep both, as asked.
-  if (rt->counters().activity_on && rt->options().mode() != Mode::kProfile && !rt->options().flag(kActivity))
+  // the managed one before its plans were timed). So no kernel times are recorded on the managed
+  // backend: its plans go untimed (Note [Timed prefetch]), and a profile under a budget there
+  // (`vramcache run --report`) has no kernels' device times. VRAMCACHE_ACTIVITY=1 keeps both, as asked.
+  if (rt->counters().activity_on && !rt->options().flag(kActivity)) {
     cupti->cuptiActivityDisable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL);
+    if (rt->options().mode() == Mode::kProfile)
+      VC_INFO("the managed backend records no kernel device times (Note [Kernel records beside unified-memory counters])");
+  }
   CUptiResult r = cupti->cuptiActivityRegisterCallbacks(activity_buffer_requested, activity_buffer_completed);
   if (r == CUPTI_SUCCESS) r = cupti->cuptiActivityConfigureUnifiedMemoryCounter(config, 3);
   if (r == CUPTI_SUCCESS) r = cupti->cuptiActivityEnable(CUPTI_ACTIVITY_KIND_UNIFIED_MEMORY_COUNTER);
