@@ -35,7 +35,7 @@ struct RecordedOp {
   uint32_t grid[3] = {0, 0, 0}, block[3] = {0, 0, 0};
   uint64_t correlation = 0;
   uint64_t graph_node = 0;  // graph kernels: CUPTI's node id, to join device times
-  uint64_t batch = 0;       // graph kernels: their launch's (OpKey::batch)
+  uint64_t batch = 0;       // graph nodes: their launch's (OpKey::batch)
   const std::vector<ParamRef> *param_refs = nullptr;  // pointers found in kernel parameters
   const GemmOperand *gemm = nullptr;                  // exact operands of the BLAS call issuing it
   int gemm_count = 0;

@@ -159,7 +159,7 @@ void Runtime::on_free_range(uint64_t ptr, uint64_t size) {
 void Runtime::on_launch(const Launch &launch) {
   Counters &c = counters_;
   if (launch.copy_node) {
-    c.graph_copy_nodes++;
+    c.graph_other_nodes++;
   } else if (launch.in_graph) {
     c.graph_kernels++;
     if (launch.decoded) c.graph_kernels_decoded++;
@@ -509,7 +509,7 @@ std::string Runtime::summary_text() const {
       (unsigned long long)c.launches_decoded.load(), percent(c.launches_decoded, c.launches),
       (unsigned long long)c.launches_captured.load(), (unsigned long long)c.graph_launches.load(),
       (unsigned long long)c.graph_kernels.load(), (unsigned long long)c.graph_kernels_decoded.load(),
-      (unsigned long long)c.graph_copy_nodes.load(),
+      (unsigned long long)c.graph_other_nodes.load(),
       (unsigned long long)f.learned, (unsigned long long)c.refs.load(),
       (unsigned long long)c.gemms[0].load(), (unsigned long long)c.gemms[1].load(),
       (unsigned long long)c.gemms[2].load(), (unsigned long long)c.gemm_operands_exact.load(),
@@ -578,7 +578,7 @@ std::string Runtime::summary_json() const {
   add("graph_launches", c.graph_launches);
   add("graph_kernels", c.graph_kernels);
   add("graph_kernels_decoded", c.graph_kernels_decoded);
-  add("graph_copy_nodes", c.graph_copy_nodes);
+  add("graph_other_nodes", c.graph_other_nodes);
   add("kernels_seen", f.learned);
   add("refs", c.refs);
   add("gemms_cublas", c.gemms[0]);

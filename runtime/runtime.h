@@ -31,8 +31,9 @@ struct Launch {
   bool captured = false;  // recorded into a stream capture, not run now
   bool in_graph = false;  // a kernel node of a launched graph
   uint64_t batch = 0;     // nonzero: the graph launch's, shared by its kernels (Note [Ops enqueued together])
-  // A graph's copy, set or memory-op node, not a kernel, and its operands if decoded (bytes > 0; src 0
-  // for a set or a host source): Note [Graph copy nodes seen].
+  // A graph's node other than a kernel (copy, set, memory-op or conditional node, or all of a graph
+  // replaced in place), and a copy's or set's operands if decoded (bytes > 0; src 0 for a set or a
+  // host source): Note [Graph copy nodes seen].
   bool copy_node = false;
   uint64_t dst = 0, src = 0, bytes = 0;
   const uint8_t *params = nullptr;  // parameter buffer (when decoded)
@@ -111,7 +112,7 @@ struct Counters {
   std::atomic<uint64_t> graph_launches{0};
   std::atomic<uint64_t> graph_kernels{0};  // kernel nodes run by graph launches
   std::atomic<uint64_t> graph_kernels_decoded{0};
-  std::atomic<uint64_t> graph_copy_nodes{0};  // other nodes run by graph launches (Note [Graph copy nodes seen])
+  std::atomic<uint64_t> graph_other_nodes{0};  // other nodes run by graph launches (Note [Graph copy nodes seen])
   std::atomic<uint64_t> refs{0};  // pointers into tracked allocations found in parameters
   std::atomic<uint64_t> gemms[int(GemmApi::kCount)] = {};
   std::atomic<uint64_t> gemm_operands_exact{0};  // operands with a known extent

@@ -35,7 +35,7 @@ json_num() {  # json_num FILE key: the key's number, or -1 if it is missing
 if run count VRAMCACHE_MODE=count FAKE_KERNELS_IMAGE="$PWD/$build/testdata/fake_kernels.fatbin"; then
   expect_json "$out/count.json" allocs=8 allocs_device=4 allocs_async=2 allocs_managed=1 allocs_vmm_map=1 \
     alloc_failures=2 managed_refused=1 frees=6 frees_untracked=2 vmm_creates=1 \
-    launches=6 launches_decoded=5 launches_captured=1 graph_launches=3 graph_kernels=6 graph_kernels_decoded=6 graph_copy_nodes=3 \
+    launches=6 launches_decoded=5 launches_captured=1 graph_launches=3 graph_kernels=6 graph_kernels_decoded=6 graph_other_nodes=3 \
     kernels_seen=11 refs=15 gemms_cublas=3 gemms_cublas_pointer_array=1 gemms_cublaslt=1 \
     gemm_operands_exact=10 gemm_operands_tracked=10 copies=1 copy_bytes=4096 sets=1 syncs=1 \
     captures_begun=1 captures_ended=1 unmatched_lookups=3 launch_observer_on=1 copy_h2d_bytes=4096 copy_d2h_bytes=0
@@ -59,7 +59,7 @@ fi
 #    2 launches of the CUPTI client's test, which CUPTI refuses.
 if run busy VRAMCACHE_MODE=count FAKE_CUPTI_BUSY=1; then
   expect_json "$out/busy.json" launch_observer_on=1 launches=4 launches_decoded=3 launches_captured=1 graph_launches=3 \
-    graph_kernels=6 graph_kernels_decoded=6 graph_copy_nodes=3 kernels_seen=9 refs=15 copies=1 copy_bytes=4096 sets=1 syncs=1 \
+    graph_kernels=6 graph_kernels_decoded=6 graph_other_nodes=3 kernels_seen=9 refs=15 copies=1 copy_bytes=4096 sets=1 syncs=1 \
     captures_begun=1 captures_ended=1 allocs=8 gemms_cublas=3
   [ "$(grep -c 'cannot subscribe to CUPTI (CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED, held by a fake tool)' "$out/busy.log")" = 1 ] ||
     bad "busy CUPTI: expected exactly one warning naming the tool, got: $(grep 'CUPTI' "$out/busy.log")"
