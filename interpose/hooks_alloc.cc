@@ -3,7 +3,6 @@
 // change: a managed allocation past the device's free memory fails (DESIGN.md, "Safety"); under a
 // budget, device allocations become paged managed memory (paging.h) and the memory figures report
 // the budget.
-#include <algorithm>
 #include <cstdint>
 #include <mutex>
 #include <optional>
@@ -255,7 +254,8 @@ VC_EXPORT CUresult cuIpcGetMemHandle(CUipcMemHandle *handle, CUdeviceptr ptr) {
 // with the node made over operands at home, on the device, or one of each (results/s10-call3 and
 // s10-call4). On that refusal each paged operand is moved to the device or home, in every
 // combination until the update takes (at most four, for a copy's two operands); the combination that
-// took is tried first for that node next time. The program gets the driver's answer if none does.
+// took is tried first for that node next time. The program gets the driver's answer if none does,
+// or if the node is not one-dimensional (its operands are not decoded: copy_node_ranges).
 namespace {
 
 std::mutex g_node_mu;
@@ -298,12 +298,9 @@ VC_EXPORT CUresult cuGraphExecMemcpyNodeSetParams(CUgraphExec exec, CUgraphNode 
   VC_REAL_OR_FAIL(cuGraphExecMemcpyNodeSetParams, CUDA_ERROR_NOT_INITIALIZED);
   CUresult r = real(exec, node, p, ctx);
   if (!p) return r;
-  const uint64_t bytes = uint64_t(p->WidthInBytes) * std::max<size_t>(p->Height, 1) * std::max<size_t>(p->Depth, 1);
-  auto device = [](CUmemorytype t, CUdeviceptr d) { return t == CU_MEMORYTYPE_DEVICE || t == CU_MEMORYTYPE_UNIFIED ? d : 0; };
-  r = update_over_paged(scope.runtime(), node, r,
-                        {{device(p->srcMemoryType, p->srcDevice), bytes}, {device(p->dstMemoryType, p->dstDevice), bytes}},
-                        [&] { return real(exec, node, p, ctx); });
-  if (r == CUDA_SUCCESS) vc::interpose::graph_copy_node_set(exec, node, p, nullptr);  // Note [Graph copy nodes seen]
+  const vc::interpose::NodeRanges c = vc::interpose::copy_node_ranges(*p);
+  r = update_over_paged(scope.runtime(), node, r, {{c.src, c.bytes}, {c.dst, c.bytes}}, [&] { return real(exec, node, p, ctx); });
+  if (r == CUDA_SUCCESS) vc::interpose::graph_copy_node_set(exec, node, c);  // Note [Graph copy nodes seen]
   return r;
 }
 
@@ -313,9 +310,9 @@ VC_EXPORT CUresult cuGraphExecMemsetNodeSetParams(CUgraphExec exec, CUgraphNode 
   VC_REAL_OR_FAIL(cuGraphExecMemsetNodeSetParams, CUDA_ERROR_NOT_INITIALIZED);
   CUresult r = real(exec, node, p, ctx);
   if (!p) return r;
-  const uint64_t bytes = uint64_t(p->pitch) * (p->height ? p->height - 1 : 0) + uint64_t(p->width) * p->elementSize;
-  r = update_over_paged(scope.runtime(), node, r, {{p->dst, bytes}}, [&] { return real(exec, node, p, ctx); });
-  if (r == CUDA_SUCCESS) vc::interpose::graph_copy_node_set(exec, node, nullptr, p);  // Note [Graph copy nodes seen]
+  const vc::interpose::NodeRanges s = vc::interpose::set_node_ranges(*p);
+  r = update_over_paged(scope.runtime(), node, r, {{s.dst, s.bytes}}, [&] { return real(exec, node, p, ctx); });
+  if (r == CUDA_SUCCESS) vc::interpose::graph_copy_node_set(exec, node, s);  // Note [Graph copy nodes seen]
   return r;
 }
 

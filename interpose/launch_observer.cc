@@ -205,7 +205,7 @@ struct GraphKernel {
   uint32_t grid[3] = {0, 0, 0}, block[3] = {0, 0, 0};
   uint64_t node_id = 0;  // CUPTI's id, in the activity records of the kernels it runs
   bool copy_node = false;  // a copy, set, memory-op or conditional node, or all of an opaque graph (Note [Graph copy nodes seen])
-  uint64_t dst = 0, src = 0, bytes = 0;  // a copy or set node's operands, if decoded (bytes > 0)
+  NodeRanges ranges;       // a copy or set node's, if decoded
 };
 
 // The program's own CUPTI client, if it subscribed while vramcache holds the subscription.
@@ -258,24 +258,6 @@ GraphKernel decode_node(CUgraphNode node, const CUDA_KERNEL_NODE_PARAMS_v2 &p) {
   return k;
 }
 
-// A one-dimensional copy between device memory (either side may be host memory, which is not
-// tracked); anything else stays undecoded (bytes 0).
-void decode_copy_node(const CUDA_MEMCPY3D &c, GraphKernel *k) {
-  auto device = [](CUmemorytype t) { return t == CU_MEMORYTYPE_DEVICE || t == CU_MEMORYTYPE_UNIFIED; };
-  auto host = [](CUmemorytype t) { return t == CU_MEMORYTYPE_HOST; };
-  if (c.Height > 1 || c.Depth > 1 || c.srcY || c.srcZ || c.dstY || c.dstZ || !c.WidthInBytes ||
-      !(device(c.srcMemoryType) || host(c.srcMemoryType)) || !(device(c.dstMemoryType) || host(c.dstMemoryType)))
-    return;
-  k->src = device(c.srcMemoryType) ? c.srcDevice + c.srcXInBytes : 0;
-  k->dst = device(c.dstMemoryType) ? c.dstDevice + c.dstXInBytes : 0;
-  k->bytes = c.WidthInBytes;
-}
-
-void decode_set_node(const CUDA_MEMSET_NODE_PARAMS &s, GraphKernel *k) {
-  if (s.height > 1 || !s.width || !s.elementSize) return;
-  k->dst = s.dst, k->src = 0, k->bytes = uint64_t(s.width) * s.elementSize;
-}
-
 // Note [Graph copy nodes seen]
 // A graph's copy, set and memory-op nodes reach memory as its kernels do; unseen, the pager moved
 // their pages under them. Each is passed with the graph's kernels: a one-dimensional copy or set as
@@ -299,8 +281,13 @@ void enumerate_graph(const DriverApi *api, CUgraph graph, std::vector<GraphKerne
     if (api->cuGraphNodeGetType(node, &type) != CUDA_SUCCESS) continue;
     if (type == CU_GRAPH_NODE_TYPE_KERNEL) {
       CUDA_KERNEL_NODE_PARAMS_v2 p = {};
-      if (api->cuGraphKernelNodeGetParams(node, &p) == CUDA_SUCCESS) out->push_back(decode_node(node, p));
-      else out->push_back(GraphKernel{node, 0, nullptr, false, {}, {}, {}, 0});
+      if (api->cuGraphKernelNodeGetParams(node, &p) == CUDA_SUCCESS) {
+        out->push_back(decode_node(node, p));
+      } else {
+        GraphKernel undecoded;
+        undecoded.node = node;
+        out->push_back(undecoded);
+      }
     } else if (type == CU_GRAPH_NODE_TYPE_MEMCPY || type == CU_GRAPH_NODE_TYPE_MEMSET ||
                type == CU_GRAPH_NODE_TYPE_BATCH_MEM_OP) {
       GraphKernel k;
@@ -309,10 +296,10 @@ void enumerate_graph(const DriverApi *api, CUgraph graph, std::vector<GraphKerne
       CUDA_MEMSET_NODE_PARAMS set = {};
       if (type == CU_GRAPH_NODE_TYPE_MEMCPY && api->cuGraphMemcpyNodeGetParams &&
           api->cuGraphMemcpyNodeGetParams(node, &copy) == CUDA_SUCCESS)
-        decode_copy_node(copy, &k);
+        k.ranges = copy_node_ranges(copy);
       else if (type == CU_GRAPH_NODE_TYPE_MEMSET && api->cuGraphMemsetNodeGetParams &&
                api->cuGraphMemsetNodeGetParams(node, &set) == CUDA_SUCCESS)
-        decode_set_node(set, &k);
+        k.ranges = set_node_ranges(set);
       out->push_back(k);
     } else if (type == CU_GRAPH_NODE_TYPE_GRAPH) {
       CUgraph child;
@@ -427,12 +414,12 @@ void on_graph_launch(const CUpti_CallbackData *cb) {
     launch.in_graph = true;
     launch.batch = batch;
     launch.copy_node = k.copy_node;
-    launch.dst = k.dst, launch.src = k.src, launch.bytes = k.bytes;
+    launch.dst = k.ranges.dst, launch.src = k.ranges.src, launch.bytes = k.ranges.bytes;
     launch.decoded = k.decoded;
     launch.params = k.params.data();
     launch.params_size = k.params.size();
     launch.slots = k.info ? &k.info->slots : nullptr;
-    launch.name = k.info ? k.info->name.c_str() : !k.copy_node ? "" : k.bytes ? "graph copy or set node" : "graph node not decoded";
+    launch.name = k.info ? k.info->name.c_str() : !k.copy_node ? "" : k.ranges.bytes ? "graph copy or set node" : "graph node not decoded";
     launch.stream = graph_launch_stream(cb);
     launch.correlation = cb->correlationId;
     launch.graph_node = k.node_id;
@@ -537,17 +524,28 @@ void forget_graph(CUgraphExec exec) {
 
 }  // namespace
 
-void graph_copy_node_set(CUgraphExec exec, CUgraphNode node, const CUDA_MEMCPY3D *copy, const CUDA_MEMSET_NODE_PARAMS *set) {
+NodeRanges copy_node_ranges(const CUDA_MEMCPY3D &c) {
+  auto device = [](CUmemorytype t) { return t == CU_MEMORYTYPE_DEVICE || t == CU_MEMORYTYPE_UNIFIED; };
+  auto host = [](CUmemorytype t) { return t == CU_MEMORYTYPE_HOST; };
+  if (c.Height > 1 || c.Depth > 1 || c.srcY || c.srcZ || c.dstY || c.dstZ || !c.WidthInBytes ||
+      !(device(c.srcMemoryType) || host(c.srcMemoryType)) || !(device(c.dstMemoryType) || host(c.dstMemoryType)))
+    return {};
+  return {device(c.dstMemoryType) ? c.dstDevice + c.dstXInBytes : 0,
+          device(c.srcMemoryType) ? c.srcDevice + c.srcXInBytes : 0, c.WidthInBytes};
+}
+
+NodeRanges set_node_ranges(const CUDA_MEMSET_NODE_PARAMS &s) {
+  if (s.height > 1 || !s.width || !s.elementSize) return {};
+  return {s.dst, 0, uint64_t(s.width) * s.elementSize};
+}
+
+void graph_copy_node_set(CUgraphExec exec, CUgraphNode node, const NodeRanges &ranges) {
   if (!g_state) return;
   std::lock_guard lock(g_state->graphs_mu);
   auto it = g_state->graphs.find(exec);
   if (it == g_state->graphs.end()) return;
-  for (GraphKernel &k : it->second) {
-    if (k.node != node || !k.copy_node) continue;
-    k.dst = k.src = k.bytes = 0;  // undecoded unless decoded now
-    if (copy) decode_copy_node(*copy, &k);
-    if (set) decode_set_node(*set, &k);
-  }
+  for (GraphKernel &k : it->second)
+    if (k.node == node && k.copy_node) k.ranges = ranges;
 }
 
 namespace {

@@ -35,10 +35,17 @@ void observe_call(uint32_t cbid, const char *name, const void *params, const CUr
 // A lookup of a function the observer needs handed out one that has no wrapper (`name` as asked).
 void observed_lookup_missed(const char *name);
 
-// An executable graph's copy or set node now has these parameters (cuGraphExecMemcpyNodeSetParams,
-// cuGraphExecMemsetNodeSetParams): its later launches pass them (Note [Graph copy nodes seen]).
-// One of `copy` and `set` is given.
-void graph_copy_node_set(CUgraphExec exec, CUgraphNode node, const CUDA_MEMCPY3D *copy, const CUDA_MEMSET_NODE_PARAMS *set);
+// What a graph's copy or set node reaches, when it is one-dimensional (Note [Graph copy nodes seen]):
+// `bytes` from `dst` and from `src`, a side in host memory (not tracked) or a set's source being 0.
+// bytes 0: not decoded.
+struct NodeRanges {
+  uint64_t dst = 0, src = 0, bytes = 0;
+};
+NodeRanges copy_node_ranges(const CUDA_MEMCPY3D &c);
+NodeRanges set_node_ranges(const CUDA_MEMSET_NODE_PARAMS &s);
+// An executable graph's copy or set node now reaches `ranges` (cuGraphExecMemcpyNodeSetParams,
+// cuGraphExecMemsetNodeSetParams): its later launches pass them.
+void graph_copy_node_set(CUgraphExec exec, CUgraphNode node, const NodeRanges &ranges);
 
 // A module or library the driver loaded from `image`: its kernels' parameter layouts are kept
 // for the launches to come (Note [Layouts from the cubin] in runtime/cubin.h).
