@@ -742,13 +742,9 @@ bool Pager::pin(uint64_t alloc_id, uint64_t stream) {
                    (unsigned long long)a.size);
     return false;
   }
-  std::vector<PageKey> all, missing;
-  uint64_t missing_bytes = 0;
-  for (uint32_t i = 0; i < a.pages.size(); ++i) {
-    all.push_back({alloc_id, i});
-    if (!a.pages[i].resident) missing.push_back({alloc_id, i}), missing_bytes += page_bytes({alloc_id, i});
-  }
-  if (!missing.empty() && !(make_room(missing_bytes, 0, all) && fetch(missing))) return false;
+  std::vector<PageKey> all;
+  for (uint32_t i = 0; i < a.pages.size(); ++i) all.push_back({alloc_id, i});
+  if (!fetch_missing(all)) return false;
   uint64_t wait = 0;
   for (PageKey k : all) {
     Page *p = page(k);
@@ -762,21 +758,28 @@ bool Pager::pin(uint64_t alloc_id, uint64_t stream) {
   return true;
 }
 
+// Fetches those of `keys` (sorted) not on the device, making room around all of them. False if they
+// cannot all fit or a move failed.
+bool Pager::fetch_missing(const std::vector<PageKey> &keys) {
+  std::vector<PageKey> missing;
+  uint64_t bytes = 0;
+  for (PageKey k : keys)
+    if (!page(k)->resident) missing.push_back(k), bytes += page_bytes(k);
+  return missing.empty() || (make_room(bytes, 0, keys) && fetch(missing));
+}
+
 bool Pager::place(const std::vector<Touch> &in, const std::vector<Touch> &out) {
   std::lock_guard lock(mu_);
   if (stats_.failed) return false;
-  std::vector<PageKey> need_in, need_out, reach, writes, fetching, evicting;
+  std::vector<PageKey> need_in, need_out, reach, writes, evicting;
   pages_of(in, &need_in, &reach, &writes);
   pages_of(out, &need_out, &reach, &writes);
-  uint64_t bytes = 0;
-  for (PageKey k : need_in)
-    if (!page(k)->resident) fetching.push_back(k), bytes += page_bytes(k);
   for (PageKey k : need_out) {
     if (std::binary_search(need_in.begin(), need_in.end(), k)) return false;  // wanted in both places
     if (page(k)->resident && !page(k)->pinned) evicting.push_back(k);
   }
   if (need_in.empty() && need_out.empty()) return false;
-  if (!evict(evicting) || (!fetching.empty() && !(make_room(bytes, 0, need_in) && fetch(fetching)))) return false;
+  if (!evict(evicting) || !fetch_missing(need_in)) return false;
   uint64_t wait = 0;
   for (const auto *keys : {&need_in, &need_out})
     for (PageKey k : *keys) wait = std::max(wait, page(k)->fence);
