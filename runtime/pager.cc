@@ -414,9 +414,7 @@ void Pager::end_batch(uint64_t stream) {
   auto it = marks_.find(stream);
   if (stats_.failed || it == marks_.end() || !it->second.batch) return;
   StreamMarks &sm = it->second;
-  sm.batch = 0;
-  sm.batch_reach.clear();
-  sm.batch_wild = false;
+  sm.start_batch(0);
   if (!add_mark(stream, clock_ + 1)) return;  // behind the whole batch, its last op clock_ included
   if (wildcard_stream_ == stream) {
     wildcard_stream_.reset();
@@ -645,9 +643,7 @@ void Pager::on_op(const OpKey &key, uint64_t stream, const std::vector<Touch> &t
   if (key.batch && key.batch == sm.batch) {  // Note [Ops enqueued together]: nothing before it is enqueued yet
     sm.last = clock_;
   } else {
-    sm.batch = key.batch;
-    sm.batch_reach.clear();
-    sm.batch_wild = false;
+    sm.start_batch(key.batch);
     if (!mark_behind(stream)) return;
     if (wildcard_stream_) {
       uint64_t s = *wildcard_stream_;

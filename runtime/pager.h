@@ -269,6 +269,11 @@ class Pager {
     uint64_t batch = 0;
     std::vector<PageKey> batch_reach;
     bool batch_wild = false;
+    void start_batch(uint64_t id) {  // 0: none
+      batch = id;
+      batch_reach.clear();
+      batch_wild = false;
+    }
   };
   bool held_by_batch(PageKey k) const;  // Note [Ops enqueued together]
   std::unordered_map<uint64_t, StreamMarks> marks_;
