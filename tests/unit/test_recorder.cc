@@ -207,3 +207,29 @@ TEST_CASE("runtime: profile mode records allocations and launches") {
   REQUIRE(t.allocs.size() == 1);
   CHECK(t.allocs[0].free_seq == 1);
 }
+
+TEST_CASE("runtime: a profile records past a short loop at the start, as the pager's trace does") {
+  // GPT 2.7B's deterministic mode initializes its layers in a 70-op loop: a profile stopped there
+  // (results/s11-call3). Both record at least kLearnOps (runtime/runtime.cc).
+  Options options;
+  std::string error;
+  const char *env[] = {"VRAMCACHE_MODE=profile", nullptr};
+  REQUIRE(parse_options([](const char *n) { return std::string(n) == "VRAMCACHE_MODE" ? "profile" : nullptr; }, env,
+                        &options, &error));
+  Runtime rt(options, "cmd");
+  REQUIRE(rt.recorder() != nullptr);
+  std::vector<std::string> names;
+  for (int i = 0; i < 70; ++i) names.push_back("init" + std::to_string(i));
+  std::vector<ParamSlot> slots;
+  Launch l;
+  l.decoded = true;
+  l.slots = &slots;
+  for (int rep = 0; rep < 100; ++rep)
+    for (const std::string &n : names) {
+      l.name = n.c_str();
+      rt.on_launch(l);
+    }
+  CHECK(rt.recorder()->ops() == 7000);
+  CHECK(rt.recorder()->recording());
+  CHECK_FALSE(rt.recorder()->enough());
+}
