@@ -445,28 +445,31 @@ std::string budget_json(const Analysis &a, const BudgetResult &r) {
 // period or when the trace is too short to show a learned iteration.
 struct PagerFigures {
   double h2d = 0, d2h = 0;  // bytes per iteration
+  double bypassed = 0;      // bytes per iteration reached where they were (Note [Bypass])
   uint64_t misses = 0;      // in those iterations
 };
 struct PagerReplay {
   int iterations = 0;  // measured over; 0 = not available
-  PagerFigures reactive, predictive;
+  PagerFigures reactive, predictive, bypass;  // bypass: predictive with VRAMCACHE_BYPASS=1
 };
 
 PagerReplay replay_policies(const Analysis &a, uint64_t budget, uint64_t prefetch_ahead) {
   PagerReplay out;
   uint64_t period = a.iterations.period, page = a.model.page_size;
   if (!period) return out;
-  auto figures = [&](PagingPolicy policy, PagerFigures *f) {
-    ReplayResult r = replay_trace(a.trace, budget, page, policy, period, 2 * period, prefetch_ahead);
+  auto figures = [&](PagingPolicy policy, PagerFigures *f, bool bypass = false) {
+    ReplayResult r = replay_trace(a.trace, budget, page, policy, period, 2 * period, prefetch_ahead, bypass);
     size_t from = 3, n = r.h2d.size();  // samples at k * period; the plan is in use from 3 * period
     if (n < from + 2) return false;
     out.iterations = int(n - 1 - from);
     f->h2d = double(r.h2d[n - 1] - r.h2d[from]) / out.iterations;
     f->d2h = double(r.d2h[n - 1] - r.d2h[from]) / out.iterations;
+    f->bypassed = double(r.bypassed[n - 1] - r.bypassed[from]) / out.iterations;
     f->misses = r.misses[n - 1] - r.misses[from];
     return true;
   };
-  if (!figures(PagingPolicy::kReactive, &out.reactive) || !figures(PagingPolicy::kPredictive, &out.predictive))
+  if (!figures(PagingPolicy::kReactive, &out.reactive) || !figures(PagingPolicy::kPredictive, &out.predictive) ||
+      !figures(PagingPolicy::kPredictive, &out.bypass, true))
     out.iterations = 0;
   return out;
 }
@@ -474,13 +477,16 @@ PagerReplay replay_policies(const Analysis &a, uint64_t budget, uint64_t prefetc
 std::string replay_text(const PagerReplay &p) {
   if (!p.iterations)
     return "pager replay: not shown (needs a period and at least 5 iterations of trace)\n";
-  char buf[512];
+  char buf[768];
   snprintf(buf, sizeof buf,
            "pager replay (the library's own pager on this trace, copies instant), per iteration over the last %d: "
-           "reactive %s in, %s out, %llu pages missed; predictive %s in, %s out, %llu pages missed\n",
+           "reactive %s in, %s out, %llu pages missed; predictive %s in, %s out, %llu pages missed; "
+           "predictive with bypass (VRAMCACHE_BYPASS=1) %s in, %s out, %s reached over the link\n",
            p.iterations, format_bytes(uint64_t(p.reactive.h2d)).c_str(), format_bytes(uint64_t(p.reactive.d2h)).c_str(),
            (unsigned long long)p.reactive.misses, format_bytes(uint64_t(p.predictive.h2d)).c_str(),
-           format_bytes(uint64_t(p.predictive.d2h)).c_str(), (unsigned long long)p.predictive.misses);
+           format_bytes(uint64_t(p.predictive.d2h)).c_str(), (unsigned long long)p.predictive.misses,
+           format_bytes(uint64_t(p.bypass.h2d)).c_str(), format_bytes(uint64_t(p.bypass.d2h)).c_str(),
+           format_bytes(uint64_t(p.bypass.bypassed)).c_str());
   return buf;
 }
 

@@ -54,6 +54,18 @@ namespace vc {
 // not needed again. Allocations made before the iteration learned from (weights, optimizer state)
 // keep their ids and need none of this.
 //
+// Note [Bypass]
+// A page that is missing when an op needs it, and whose next use by the plan comes after the next
+// use of every resident page, would be the first evicted if it came in: Belady's MIN with bypass
+// leaves it where it is. The op reaches it there, over the link (the backends keep every page
+// reachable from the device wherever it is: Note [Managed placement] in interpose/paging.cc, Note
+// [Frames] in runtime/frames.cc), so nothing moves for it: neither its fetch nor the eviction its room
+// would take, nor later its write-back. Only while the plan is followed, only when the budget is
+// full (room would have to be made), and never for a page the plan does not know. The walk ahead
+// skips such pages too, so the op finds them missing and reaches them where they are. The kernel
+// then reads and writes them at the link's rate, not the device's: a trade the pager does not time.
+// Off unless VRAMCACHE_BYPASS=1, until measured on the GPU.
+//
 // Note [Timed prefetch]
 // The walk ahead (Note [Paging policies]) stops at the window (prefetch_limit), and, once the plan
 // knows how long its positions run and the runtime knows the link's rate, at the first position
@@ -340,6 +352,13 @@ uint64_t Pager::next_use(const Page &p, uint64_t from) const {
   return it != p.uses.end() ? *it - f : p.uses.front() + plan_->period - f;
 }
 
+bool Pager::bypass(PageKey k, uint64_t at, uint64_t held) const {
+  if (!bypass_ || !tracking_ || order_.empty() || resident_ + held <= capacity()) return false;
+  const Page &p = allocs_.at(k.first).pages[k.second];
+  uint64_t nu = p.pinned ? kNoUse : next_use(p, at + 1);
+  return nu != kNoUse && at + 1 + nu >= order_.rbegin()->first;
+}
+
 void Pager::fail(const char *what) {
   if (!stats_.failed.exchange(true) && !mover_->failed_and_logged())
     VC_ERROR("paging stopped: %s failed; the program goes on with its data where it is", what);
@@ -592,7 +611,7 @@ void Pager::prefetch_ahead(const std::vector<PageKey> &keep) {
     for (uint32_t a = plan.first[k]; a < plan.first[k + 1]; ++a) {
       const PageKey key = live(plan.acc[a], cursor_);
       Page *p = page(key);
-      if (!p || p->resident) continue;
+      if (!p || p->resident || bypass(key, cursor_, bytes + page_bytes(key))) continue;
       missing.push_back(key), bytes += page_bytes(key);
       reached |= std::binary_search(keep.begin(), keep.end(), key) || held_by_batch(key);
     }
@@ -676,6 +695,10 @@ void Pager::on_op(const OpKey &key, uint64_t stream, const std::vector<Touch> &t
       uint64_t b = page_bytes(k);
       if (held + missing_bytes + b > capacity()) {
         stats_.remote++;  // more than the budget in one op: the rest stays on the host
+        continue;
+      }
+      if (bypass(k, pos_, missing_bytes + b)) {
+        stats_.bypassed++, stats_.bypassed_bytes += b;
         continue;
       }
       missing.push_back(k);

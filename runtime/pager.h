@@ -96,6 +96,8 @@ struct PagerStats {
   std::atomic<uint64_t> misses{0};   // pages an op needed that were neither resident nor on their way
   std::atomic<uint64_t> waits{0};    // ops whose stream waited for a move still in flight
   std::atomic<uint64_t> remote{0};   // pages an op needed that did not fit the budget (accessed on the host)
+  // Pages an op reached where they were instead of fetching them, and their bytes (Note [Bypass]).
+  std::atomic<uint64_t> bypassed{0}, bypassed_bytes{0};
   std::atomic<uint64_t> planned_ops{0};   // ops matched to the learned plan
   std::atomic<uint64_t> prefetched{0};    // pages fetched ahead by the plan
   std::atomic<uint64_t> divergences{0};   // times the program left the learned pattern
@@ -161,6 +163,8 @@ class Pager {
   // (bytes per second; 0, the default: unknown, the window alone bounds the walk), and the lead.
   void set_link_rate(double bytes_per_s, uint64_t lead_ns);
   double link_rate() const;
+  // Note [Bypass] (off by default).
+  void set_bypass(bool on) { bypass_ = on; }
 
  private:
   struct Page {
@@ -204,6 +208,9 @@ class Pager {
   void rerank(PageKey k);
   void rerank_all();  // after the policy in force changed
   uint64_t next_use(const Page &p, uint64_t from) const;  // plan positions ahead of `from`
+  // Note [Bypass]: whether the access of plan position `at` to missing page `k` goes where the page
+  // is, adding `bytes` to the `held` already resident or on their way.
+  bool bypass(PageKey k, uint64_t at, uint64_t held) const;
   bool make_room(uint64_t bytes, uint64_t horizon, const std::vector<PageKey> &keep);
   // Appends victims for `need` bytes (make_room's order and rules) to `chosen`; returns their
   // bytes, less than `need` when too few may go.
@@ -232,6 +239,7 @@ class Pager {
   uint64_t prefetch_limit_;
   double link_rate_ = 0;
   uint64_t lead_ns_ = 0;
+  bool bypass_ = false;
   PagerStats stats_;
 
   mutable std::mutex mu_;

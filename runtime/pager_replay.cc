@@ -25,10 +25,11 @@ struct InstantMover final : Mover {
 }  // namespace
 
 ReplayResult replay_trace(const Trace &t, uint64_t budget, uint64_t page_size, PagingPolicy policy,
-                          uint64_t sample_every, uint64_t learn_at, uint64_t prefetch_ahead) {
+                          uint64_t sample_every, uint64_t learn_at, uint64_t prefetch_ahead, bool bypass) {
   InstantMover mover;
   Pager pager(&mover, budget, page_size, policy);
   if (prefetch_ahead) pager.set_prefetch_limit(prefetch_ahead);
+  pager.set_bypass(bypass);
   std::vector<std::pair<uint64_t, uint64_t>> frees;  // (seq, id)
   for (const TraceAlloc &a : t.allocs)
     if (a.free_seq != kNever) frees.push_back({a.free_seq, a.id});
@@ -50,6 +51,7 @@ ReplayResult replay_trace(const Trace &t, uint64_t budget, uint64_t page_size, P
       r.h2d.push_back(pager.stats().h2d_bytes);
       r.d2h.push_back(pager.stats().d2h_bytes);
       r.misses.push_back(pager.stats().misses);
+      r.bypassed.push_back(pager.stats().bypassed_bytes);
     }
     const Op &op = t.ops[i];
     if (op.kind == OpKind::kSync || (op.flags & kOpCaptured)) continue;

@@ -15,6 +15,7 @@ namespace vc {
 struct ReplayResult {
   // Cumulative pager figures before op k * sample_every, for every k with k * sample_every < ops.
   std::vector<uint64_t> h2d, d2h, misses;
+  std::vector<uint64_t> bypassed;  // bytes ops reached where they were (Note [Bypass])
   uint64_t peak_resident = 0;
   bool learned = false;  // predictive: the plan was installed
   bool tracking = false;  // ... and followed at the end of the trace
@@ -24,8 +25,8 @@ struct ReplayResult {
 // Feeds the trace's allocations, frees and ops to a fresh pager in trace order. The predictive
 // policy learns from the whole trace after `learn_at` ops, as the library does once it has
 // recorded enough. `prefetch_ahead`: the pager's prefetch window (VRAMCACHE_PREFETCH_AHEAD; 0: its
-// default).
+// default). `bypass`: Note [Bypass] in runtime/pager.cc.
 ReplayResult replay_trace(const Trace &t, uint64_t budget, uint64_t page_size, PagingPolicy policy,
-                          uint64_t sample_every, uint64_t learn_at, uint64_t prefetch_ahead = 0);
+                          uint64_t sample_every, uint64_t learn_at, uint64_t prefetch_ahead = 0, bool bypass = false);
 
 }  // namespace vc

@@ -360,6 +360,7 @@ Pager *Runtime::start_paging(Mover *mover) {
   // The explicit backend's default window is narrower (Note [Prefetch window]).
   if (options_.num[kPrefetchAhead] > 0) pg->set_prefetch_limit(uint64_t(options_.num[kPrefetchAhead]));
   else if (mover->unit()) pg->set_prefetch_limit(pg->budget() / 64);
+  pg->set_bypass(options_.flag(kBypass));
   Pager *none = nullptr;
   if (!pager_.compare_exchange_strong(none, pg)) {
     delete pg;
@@ -629,6 +630,8 @@ std::string Runtime::summary_json() const {
     add("paging_misses", s.misses);
     add("paging_waits", s.waits);
     add("paging_remote", s.remote);
+    add("paging_bypassed", s.bypassed);
+    add("paging_bypassed_bytes", s.bypassed_bytes);
     add("paging_prefetched", s.prefetched);
     add("paging_planned_ops", s.planned_ops);
     add("paging_divergences", s.divergences);
