@@ -62,7 +62,8 @@ namespace vc {
 // [Frames] in runtime/frames.cc), so nothing moves for it: neither its fetch nor the eviction its room
 // would take, nor later its write-back. Only while the plan is followed, only when the budget is
 // full (room would have to be made), and never for a page the plan does not know. The walk ahead
-// skips such pages too, so the op finds them missing and reaches them where they are. The kernel
+// skips such pages too and remembers them, so that their op reaches them where they are even if
+// the room or the resident pages changed in between (deciding afresh there made them misses). The kernel
 // then reads and writes them at the link's rate, not the device's: a trade the pager does not time.
 // Off unless VRAMCACHE_BYPASS=1, until measured on the GPU.
 //
@@ -550,6 +551,7 @@ bool Pager::fetch(const std::vector<PageKey> &keys) {
     stats_.fetches += run.size();
     for (PageKey k : run) {
       Page *p = page(k);
+      bypass_at_.erase(k);
       p->resident = true;
       p->dirty = false;  // its device copy is its host copy
       p->fence = 0;
@@ -588,6 +590,7 @@ void Pager::track(const OpKey &key, uint64_t h) {
     tracking_ = true;
     pos_ = cursor_ = k + plan.period;  // absolute positions stay above kHistory
     ahead_.clear();
+    bypass_at_.clear();
     ahead_bytes_ = 0;
     rerank_all();
     stats_.resyncs++;
@@ -611,7 +614,11 @@ void Pager::prefetch_ahead(const std::vector<PageKey> &keep) {
     for (uint32_t a = plan.first[k]; a < plan.first[k + 1]; ++a) {
       const PageKey key = live(plan.acc[a], cursor_);
       Page *p = page(key);
-      if (!p || p->resident || bypass(key, cursor_, bytes + page_bytes(key))) continue;
+      if (!p || p->resident) continue;
+      if (bypass(key, cursor_, bytes + page_bytes(key))) {
+        bypass_at_[key] = cursor_;
+        continue;
+      }
       missing.push_back(key), bytes += page_bytes(key);
       reached |= std::binary_search(keep.begin(), keep.end(), key) || held_by_batch(key);
     }
@@ -697,7 +704,10 @@ void Pager::on_op(const OpKey &key, uint64_t stream, const std::vector<Touch> &t
         stats_.remote++;  // more than the budget in one op: the rest stays on the host
         continue;
       }
-      if (bypass(k, pos_, missing_bytes + b)) {
+      auto ahead = bypass_at_.find(k);
+      bool decided = ahead != bypass_at_.end() && ahead->second == pos_ && tracking_;
+      if (ahead != bypass_at_.end() && ahead->second <= pos_) bypass_at_.erase(ahead);
+      if (decided || bypass(k, pos_, missing_bytes + b)) {
         stats_.bypassed++, stats_.bypassed_bytes += b;
         continue;
       }

@@ -259,6 +259,8 @@ class Pager {
   std::deque<std::pair<uint64_t, uint64_t>> ahead_;  // (position, bytes) fetched ahead for ops still to come
   uint64_t ahead_bytes_ = 0;
   std::optional<uint64_t> wildcard_stream_;  // a wildcard op was enqueued on it since the last op
+  // Note [Bypass]: pages the walk ahead left where they are, and the plan position that reaches them.
+  std::map<PageKey, uint64_t> bypass_at_;
   // Note [Allocations made anew]: plan allocation id -> (the live one standing for it, absolute
   // position at which it was made).
   std::unordered_map<uint64_t, std::pair<uint64_t, uint64_t>> alias_;

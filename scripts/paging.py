@@ -115,9 +115,11 @@ def job(name, args, out_dir, results):
         # explicit-predictive:32M sets the frame size, explicit-predictive:64M:192M also the prefetch
         # window (VRAMCACHE_PREFETCH_AHEAD; explicit-predictive::192M only that), and a fourth field
         # the prefetch lead in microseconds (VRAMCACHE_PREFETCH_LEAD; managed-predictive:::1000000000
-        # walks as far as the window allows, untimed).
+        # walks as far as the window allows, untimed). A suffix +bypass on the policy sets
+        # VRAMCACHE_BYPASS=1 (managed-predictive+bypass, explicit-predictive+bypass:64M).
         base, _, rest = mode.partition(":")
         frame, ahead, lead = (rest.split(":") + ["", "", ""])[:3]
+        base, _, extra = base.partition("+")
         backend, policy = base.split("-", 1) if "-" in base else ("managed", base)
         slow = policy == "reactive" and args.reactive_steps and name[0].isdigit()  # the GPT jobs
         n_steps = min(steps, args.reactive_steps) if slow else steps
@@ -133,6 +135,10 @@ def job(name, args, out_dir, results):
             vc += ["--prefetch-ahead", ahead]
         if lead:
             vc += ["--prefetch-lead", lead]
+        if extra == "bypass":
+            vc += ["--bypass", "1"]
+        elif extra:
+            sys.exit(f"paging.py: unknown suffix +{extra} in mode {mode}")
         if args.report and policy == "predictive":
             vc += ["--report", report]
         m = run(vc + ["--"] + cmd, env, os.path.join(out_dir, f"{name}-{tag}.log"), args.timeout)
