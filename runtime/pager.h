@@ -208,9 +208,9 @@ class Pager {
   void rerank(PageKey k);
   void rerank_all();  // after the policy in force changed
   uint64_t next_use(const Page &p, uint64_t from) const;  // plan positions ahead of `from`
-  // Note [Bypass]: whether the access of plan position `at` to missing page `k` goes where the page
-  // is, adding `bytes` to the `held` already resident or on their way.
-  bool bypass(PageKey k, uint64_t at, uint64_t held) const;
+  // Note [Bypass]: whether the access of plan position `at` to missing page `k` reaches it where it
+  // is; `adding`: the bytes that would come in with it, its own included.
+  bool bypass(PageKey k, uint64_t at, uint64_t adding) const;
   bool make_room(uint64_t bytes, uint64_t horizon, const std::vector<PageKey> &keep);
   // Appends victims for `need` bytes (make_room's order and rules) to `chosen`; returns their
   // bytes, less than `need` when too few may go.

@@ -180,13 +180,18 @@ TEST_CASE("recorder: iteration checks stay few as the trace grows") {
   CHECK(rec.iteration_checks() <= 40);
 }
 
-TEST_CASE("runtime: profile mode records allocations and launches") {
+// Options of VRAMCACHE_MODE=profile.
+static Options profile_options() {
   Options options;
   std::string error;
   const char *env[] = {"VRAMCACHE_MODE=profile", nullptr};
   REQUIRE(parse_options([](const char *n) { return std::string(n) == "VRAMCACHE_MODE" ? "profile" : nullptr; }, env,
                         &options, &error));
-  Runtime rt(options, "cmd");
+  return options;
+}
+
+TEST_CASE("runtime: profile mode records allocations and launches") {
+  Runtime rt(profile_options(), "cmd");
   REQUIRE(rt.recorder() != nullptr);
   rt.on_alloc(0x1000000, 1 << 20, AllocKind::kDevice);
   std::vector<ParamSlot> slots = {{0, 8}};
@@ -211,12 +216,7 @@ TEST_CASE("runtime: profile mode records allocations and launches") {
 TEST_CASE("runtime: a profile records past a short loop at the start, as the pager's trace does") {
   // GPT 2.7B's deterministic mode initializes its layers in a 70-op loop: a profile stopped there
   // (results/s11-call3). Both record at least kLearnOps (runtime/runtime.cc).
-  Options options;
-  std::string error;
-  const char *env[] = {"VRAMCACHE_MODE=profile", nullptr};
-  REQUIRE(parse_options([](const char *n) { return std::string(n) == "VRAMCACHE_MODE" ? "profile" : nullptr; }, env,
-                        &options, &error));
-  Runtime rt(options, "cmd");
+  Runtime rt(profile_options(), "cmd");
   REQUIRE(rt.recorder() != nullptr);
   std::vector<std::string> names;
   for (int i = 0; i < 70; ++i) names.push_back("init" + std::to_string(i));
