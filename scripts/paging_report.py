@@ -59,9 +59,10 @@ def um_peak(s):
 
 def table(jobs):
     lines = ["| job | budget | in VRAM s/step | reactive s/step | predictive s/step | predictive vs reactive "
+             "| stall per step, s (r / p) "
              "| bitwise (reactive / predictive, steps) | moved in / out per step, GB (r / p) | misses r / p "
              "| waits p | peak resident: pager / driver's migrations (r; p) | unplanned migrations | GPU page faults p |",
-             "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+             "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     for j in jobs:
         pl, re_, pr = j.get("plain", {}), j.get("reactive", {}), j.get("predictive", {})
         rs, ps = re_.get("summary") or {}, pr.get("summary") or {}
@@ -70,11 +71,14 @@ def table(jobs):
         def per_step(run, s, key):
             return s.get(key, 0) / max(1, len(run.get("losses", []))) if s else None
 
+        def stall(run):  # what a step lost to paging: its time less the run without vramcache's
+            return f"{run['median_step_s'] - pl['median_step_s']:.3g}" if run.get("median_step_s") and pl.get("median_step_s") else "-"
+
         unplanned = [s.get("um_unplanned_h2d", 0) + s.get("um_unplanned_d2h", 0) for s in (rs, ps) if s]
         lines.append(
             f"| {j['job']} | {j['budget_bytes'] / GIB:.3g} GiB | {pl.get('median_step_s', 0):.3g} "
             f"| {re_.get('median_step_s', 0):.3g} | {pr.get('median_step_s', 0):.3g} | "
-            f"{f'**{speed:.2f}x**' if speed else '-'} "
+            f"{f'**{speed:.2f}x**' if speed else '-'} | {stall(re_)} / {stall(pr)} "
             f"| {re_.get('bitwise')} / {pr.get('bitwise')} ({len(re_.get('losses', []))} / {len(pr.get('losses', []))}) "
             f"| {gb(per_step(re_, rs, 'paging_h2d_bytes'))} / {gb(per_step(re_, rs, 'paging_d2h_bytes'))} ; "
             f"{gb(per_step(pr, ps, 'paging_h2d_bytes'))} / {gb(per_step(pr, ps, 'paging_d2h_bytes'))} "
@@ -203,7 +207,7 @@ def main():
               "after the warm-up and at least half its steps (it learns during the first ones). Peak resident by the "
               "driver's migrations: Note [Residency from migrations]. Moved per step: the pager's bytes for the whole run divided by its steps "
               "(the learning steps included). Unplanned migrations: CUPTI unified-memory migrations whose cause is not an "
-              "explicit prefetch of the pager. Waits: ops whose stream waited for a prefetch still in flight.", "",
+              "explicit prefetch of the pager. Waits: ops whose stream waited for a prefetch still in flight. Stall per step: the median step less the run without vramcache's (in VRAM), what paging cost each step.", "",
               "Sources: " + ", ".join(f"`{s}`" for s in sources), ""]
     with open(os.path.join(args.docs, "paging.md"), "w") as f:
         f.write("\n".join(lines))
