@@ -22,11 +22,22 @@ def row_name(j):
     return j["job"] + "".join(f" ({v})" for v in j.get("alloc_env", {}).values() if j["job"] != "tiny-async")
 
 
+def bypass_rows(jobs):
+    """A managed run with bypass (scripts/paging.py's +bypass suffix) is a row of its own: its
+    predictive column is the run with bypass, beside the plain run of its call."""
+    rows = []
+    for j in jobs:
+        for mode in [m for m in j if m.endswith("+bypass") and not m.startswith("explicit-")]:
+            rows.append({"job": j["job"] + " (bypass)", "budget_bytes": j["budget_bytes"], "plain": j.get("plain"),
+                         "predictive": j[mode]})
+    return rows
+
+
 def merge(paths):
     jobs, order = {}, []
     for path in paths:
         res = json.load(open(path))
-        for j in res["jobs"]:
+        for j in res["jobs"] + bypass_rows(res["jobs"]):
             if "error" in j:
                 continue
             name = row_name(j)
