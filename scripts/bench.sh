@@ -29,11 +29,10 @@
 #   charge alone (6ff6b38), 11.955 and 23.908 GiB with the headroom (fb185c7, ebaaa16); quick GPU suite 23 of 24.
 #   done (session 9, scripts/calls/s9b.sh and s9c.sh) the paging smoke with memcheck: 0 errors, layouts read
 #   from the images (results/s9-call2); start-up of reading them: 74 ms at 1.3B (results/s9-call3).
-#   Next: `scripts/calls/s10a.sh` (what session 9 changed after its last call: pages' device
-#   footprint, allocations made anew, the warning for memory outside the pager); then the DDP call
-#   (`scripts/ddp.sh`, x2 kind), which has not run with the headroom; the suite's
-#   explicit runs at 16 GiB ran deterministic in scripts/calls/s9d.sh (paging.py), not through
-#   this script.
+#   Sessions 10 and 11 measured through scripts/calls/s10*.sh and s11*.sh (paging.py, bench.py):
+#   session 11 ran explicit predictive against FSDP2 at 2.7B / 24 GiB (s11d.sh, 3.58x).
+#   Next: `scripts/calls/s12a.sh` (bypass, VRAMCACHE_BYPASS=1, against the same policy without it);
+#   then the DDP call (`scripts/ddp.sh`, x2 kind), which has not run with the headroom.
 # Runs not started for lack of time are reported as skipped (and keep an earlier call's result).
 # Usage: bash scripts/bench.sh [--out DIR] [scripts/bench.py options]   (BENCH_CALL_S: seconds for the
 # whole call, 540 by default; the report and packing get the last 40)
