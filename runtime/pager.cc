@@ -843,9 +843,17 @@ bool Pager::learn(const Trace &trace, std::string *why) {
   plan->period = s1 - s0;
   plan->first.push_back(0);
   plan->busy_ns.push_back(0);
+  // Note [Timed prefetch]: timed by its kernels' device times, or not at all. Copies and sets may
+  // have times where kernels have none (the managed backend keeps copy and set records), and a plan
+  // timed by those alone would take its kernels to run in no time.
+  bool kernel_times = false;
+  for (uint64_t s = s0; s < s1 && !kernel_times; ++s) {
+    const Op &op = trace.ops[index[s]];
+    kernel_times = (op.kind == OpKind::kKernel || op.kind == OpKind::kGraphKernel) && op.end_ns > op.start_ns;
+  }
   for (uint64_t s = s0; s < s1; ++s) {
     const Op &op = trace.ops[index[s]];
-    plan->busy_ns.push_back(plan->busy_ns.back() + (op.end_ns > op.start_ns ? op.end_ns - op.start_ns : 0));
+    plan->busy_ns.push_back(plan->busy_ns.back() + (kernel_times && op.end_ns > op.start_ns ? op.end_ns - op.start_ns : 0));
     OpKey key{op.kind, trace.names[op.name].c_str()};
     uint64_t h = op_hash(key);
     plan->positions_of[h].push_back(uint32_t(s - s0));

@@ -130,6 +130,7 @@ struct Device {
 struct Step {
   std::string name;
   std::vector<Touch> touches;
+  vc::OpKind kind = vc::OpKind::kKernel;
 };
 
 Touch at(uint64_t alloc, uint64_t page, uint64_t pages = 1) {
@@ -139,6 +140,7 @@ Touch at(uint64_t alloc, uint64_t page, uint64_t pages = 1) {
 // Appends op `s` to trace `t`, running `op_ns` on the device (0: not measured).
 void append_op(vc::Trace *t, const Step &s, uint64_t op_ns = 0) {
   vc::Op op;
+  op.kind = s.kind;
   op.name = t->intern(s.name);
   op.first_ref = uint32_t(t->refs.size());
   op.ref_count = uint32_t(s.touches.size());
@@ -190,7 +192,7 @@ struct Harness {
     size_t start = mover.log.size();
     uint64_t misses = stats().misses, remote = stats().remote, bypassed = stats().bypassed, absent = 0;
     for (uint64_t p : need) absent += dev.on.count(p) == 0;
-    pager.on_op({vc::OpKind::kKernel, s.name.c_str()}, stream, s.touches);
+    pager.on_op({s.kind, s.name.c_str()}, stream, s.touches);
     mover.enqueued[stream]++;
     dev.replay(mover.log);
     CHECK(stats().resident == dev.bytes);
@@ -793,6 +795,9 @@ TEST_CASE("pager: timed prefetch fetches a page when it is due") {
   CHECK(farthest(double(kPage) / 5e-3, 2'500'000) == untimed);
   // No kernel times in the trace: not timed.
   CHECK(farthest(double(kPage) / 1e-4, 2'500'000, 0) == untimed);
+  // Times for copies alone (the managed backend records no kernel times): not timed either.
+  for (Step &s : iter) s.kind = vc::OpKind::kCopy;
+  CHECK(farthest(double(kPage) / 1e-4, 2'500'000) == untimed);
 }
 
 // Note [Allocations made anew]: a buffer allocated and freed again every iteration gets the plan's
