@@ -450,7 +450,7 @@ struct PagerFigures {
 };
 struct PagerReplay {
   int iterations = 0;  // measured over; 0 = not available
-  PagerFigures reactive, predictive, bypass;  // bypass: predictive with VRAMCACHE_BYPASS=1
+  PagerFigures reactive, predictive, bypass;  // predictive without bypass (VRAMCACHE_BYPASS=0), and with it
 };
 
 PagerReplay replay_policies(const Analysis &a, uint64_t budget, uint64_t prefetch_ahead) {
@@ -480,8 +480,8 @@ std::string replay_text(const PagerReplay &p) {
   char buf[768];
   snprintf(buf, sizeof buf,
            "pager replay (the library's own pager on this trace, copies instant), per iteration over the last %d: "
-           "reactive %s in, %s out, %llu pages missed; predictive %s in, %s out, %llu pages missed; "
-           "predictive with bypass (VRAMCACHE_BYPASS=1) %s in, %s out, %s reached over the link\n",
+           "reactive %s in, %s out, %llu pages missed; predictive without bypass (VRAMCACHE_BYPASS=0) %s in, %s out, "
+           "%llu pages missed; predictive with bypass (the default) %s in, %s out, %s reached over the link\n",
            p.iterations, format_bytes(uint64_t(p.reactive.h2d)).c_str(), format_bytes(uint64_t(p.reactive.d2h)).c_str(),
            (unsigned long long)p.reactive.misses, format_bytes(uint64_t(p.predictive.h2d)).c_str(),
            format_bytes(uint64_t(p.predictive.d2h)).c_str(), (unsigned long long)p.predictive.misses,

@@ -56,10 +56,10 @@ namespace vc {
     "while learning, is within the link's time for what is queued ahead of it plus this many "       \
     "microseconds, and not before (within the window; a very large value: as far as the window "    \
     "allows)")                                                                                     \
-  X(kBypass, "VRAMCACHE_BYPASS", kBool, "0", "1",                                                   \
+  X(kBypass, "VRAMCACHE_BYPASS", kBool, "1", "0",                                                   \
     "with the predictive policy: a page an op needs that would be the first evicted if it came in "  \
     "(the plan uses it after every resident page) is reached where it is, over the link, instead "   \
-    "of moved; off until measured on a GPU")                                                         \
+    "of moved")                                                                                      \
   X(kBackend, "VRAMCACHE_BACKEND", kChoice, "explicit", "managed|explicit",                          \
     "with a budget: how data moves. `explicit`: address space in frames of device or pinned host "   \
     "memory, moved by copies at the link's rate and remapped (an evicted frame stays reachable at "  \

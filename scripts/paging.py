@@ -116,18 +116,22 @@ def job(name, args, out_dir, results):
         # window (VRAMCACHE_PREFETCH_AHEAD; explicit-predictive::192M only that), and a fourth field
         # the prefetch lead in microseconds (VRAMCACHE_PREFETCH_LEAD; managed-predictive:::1000000000
         # walks as far as the window allows, untimed). A suffix +bypass on the policy sets
-        # VRAMCACHE_BYPASS=1 (managed-predictive+bypass, explicit-predictive+bypass:64M).
-        base, _, rest = mode.partition(":")
+        # VRAMCACHE_BYPASS=1 (managed-predictive+bypass, explicit-predictive+bypass:64M), +nobypass
+        # sets it to 0 (it is on by default since session 12). A suffix @DIR runs the vramcache built
+        # in DIR (under the repository) instead of build/: two versions side by side in one call.
+        spec, _, build = mode.partition("@")
+        cli = os.path.join(ROOT, build, "vramcache") if build else CLI
+        base, _, rest = spec.partition(":")
         frame, ahead, lead = (rest.split(":") + ["", "", ""])[:3]
         base, _, extra = base.partition("+")
         backend, policy = base.split("-", 1) if "-" in base else ("managed", base)
         slow = policy == "reactive" and args.reactive_steps and name[0].isdigit()  # the GPT jobs
         n_steps = min(steps, args.reactive_steps) if slow else steps
         cmd = [c.replace("{steps}", str(n_steps)) for c in cmd_t]
-        tag = mode.replace(":", "-")
+        tag = mode.replace(":", "-").replace("@", "-at-")
         summary = os.path.join(out_dir, f"{name}-{tag}.json")
         report = os.path.join(out_dir, f"{name}-{tag}-report")
-        vc = [CLI, "run", "--budget", str(budget), "--backend", backend, "--policy", policy, "--summary-file", summary,
+        vc = [cli, "run", "--budget", str(budget), "--backend", backend, "--policy", policy, "--summary-file", summary,
               "--profile-iterations", "1", "--status-interval", "5", "--log-level", "info"]
         if frame:
             vc += ["--frame-size", frame]
@@ -135,8 +139,8 @@ def job(name, args, out_dir, results):
             vc += ["--prefetch-ahead", ahead]
         if lead:
             vc += ["--prefetch-lead", lead]
-        if extra == "bypass":
-            vc += ["--bypass", "1"]
+        if extra in ("bypass", "nobypass"):
+            vc += ["--bypass", "1" if extra == "bypass" else "0"]
         elif extra:
             sys.exit(f"paging.py: unknown suffix +{extra} in mode {mode}")
         if args.report and policy == "predictive":
