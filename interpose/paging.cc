@@ -77,7 +77,7 @@ class ManagedMover final : public Mover {
   uint64_t mark(uint64_t stream) override { return marks_.record(CUstream(stream)); }
   void drop_mark(uint64_t m) override { marks_.drop(m); }
   bool copy_after(uint64_t m) override { return api_->cuStreamWaitEvent(stream_, marks_.event(m), 0) == CUDA_SUCCESS; }
-  uint64_t fence(bool) override {  // one copy stream: both directions in issue order
+  uint64_t fence() override {
     uint64_t f = ++issued_;
     // The slot's previous fence must have passed before its event is recorded again.
     if (f > kEvents && !passed(f - kEvents)) {

@@ -18,23 +18,19 @@ namespace vc {
 //
 // A fetch takes a chunk and copies home -> chunk on the in stream; an eviction copies
 // chunk -> home on the out stream. When its copy is complete, a move remaps `va` (unmap, map, set
-// access); an eviction then returns its chunk to the pool. The moves of each direction complete in
-// issue order on a thread of the mover's own (its worker), so that remaps stay off the program's
-// launch path: the worker waits for its oldest move's copy, then remaps without holding the lock.
-// Two workers, because the two directions cost differently: setting access to a frame's home costs
-// ~12 us per MiB against ~0.5 for a device chunk (results/explicit-probe-s8), so with one queue a
-// fetch the program waits for sat behind the evictions issued before it, each 0.8 ms or more for
-// 64 MiB (Note [Fences of the frame mover]). The launch path waits only when an op needs a move
-// not yet complete (stream_wait), or when a chunk is needed and the chunks in use would pass the
-// capacity (until evictions return theirs). The pager leaves `headroom` of the budget free, so
-// that usually a fetch finds a chunk while the evictions that make its room are still in flight.
+// access); an eviction then returns its chunk to the pool. Moves complete in issue order, on the
+// mover's own thread (the worker), so that remaps (100-300 us each on the H200) stay off the
+// program's launch path: the worker waits for the oldest move's copy, then remaps without holding
+// the lock. The launch path waits only when an op needs a move not yet complete (stream_wait),
+// or when a chunk is needed and the chunks in use would pass the capacity (until evictions return
+// theirs). The pager leaves `headroom` of the budget free, so that usually a fetch finds a chunk
+// while the evictions that make its room are still in flight.
 //
-// Note [Fences of the frame mover]
-// A fence names a direction and a seq of it: every move of that direction issued up to it. It
-// passes once those moves are complete (remapped, or cancelled with their copy complete), whatever
-// the other direction's queue holds. What a remap needs of the other direction is kept without
-// fences: a fetch takes a chunk only once the eviction that held it is complete, and a frame has at
-// most one move that will remap it (a new move of a frame cancels the one in flight).
+// One worker, not one per direction: with a queue and a worker for each (so that a fetch would not
+// wait behind the evictions issued before it, whose remaps cost 4x more), GPT 2.7B at 16 GiB took
+// 2.94 s/step against 2.88 with one, side by side (results/s12-call2). The driver runs remaps one
+// at a time: the two workers' remaps took 85 s in all against 47 s for the one worker's, for the
+// same number of frames. Remapping, not its order, bounds the step.
 //
 // Why a launch never runs during a remap of a frame it uses: launches enqueued before a move that
 // used the frame come before its copy (the pager orders an eviction's copies after the op that
@@ -83,8 +79,7 @@ uint64_t now_ns() {
 FrameMover::FrameMover(VmmDevice *dev, uint64_t frame_size, uint64_t granularity, uint64_t capacity, bool worker)
     : dev_(dev), frame_size_(round_up(frame_size, granularity)), gran_(granularity), capacity_(capacity),
       threaded_(worker) {
-  if (worker)
-    for (int dir : {kIn, kOut}) workers_[dir] = std::thread(&FrameMover::work, this, dir);
+  if (worker) worker_ = std::thread(&FrameMover::work, this);
 }
 
 FrameMover::~FrameMover() { stop(); }
@@ -94,10 +89,9 @@ void FrameMover::stop() {
     std::lock_guard lock(mu_);
     stop_ = true;
   }
-  for (auto &q : queued_) q.notify_all();
+  queued_.notify_all();
   moved_.notify_all();
-  for (std::thread &w : workers_)
-    if (w.joinable() && w.get_id() != std::this_thread::get_id()) w.join();
+  if (worker_.joinable() && worker_.get_id() != std::this_thread::get_id()) worker_.join();
   std::lock_guard lock(mu_);
   threaded_ = false;  // callers complete moves from now on
   moved_.notify_all();
@@ -113,14 +107,13 @@ uint64_t FrameMover::footprint(uint64_t bytes) const { return round_up(bytes, gr
 
 uint64_t FrameMover::headroom() const { return capacity_ / 32 / frame_size_ * frame_size_; }
 
-void FrameMover::work(int dir) {
+void FrameMover::work() {
   Lock lock(mu_);
   if (!dev_->enter_thread()) fail("starting the mover's thread");
-  std::deque<Move> &moves = moves_[dir];
   while (true) {
-    queued_[dir].wait(lock, [&] { return stop_ || (!moves.empty() && !stats_.failed); });
+    queued_.wait(lock, [&] { return stop_ || (!moves_.empty() && !stats_.failed); });
     if (stop_) return;
-    uint64_t token = moves.front().token;
+    uint64_t token = moves_.front().token;
     lock.unlock();
     int p = dev_->poll(token, true);
     lock.lock();
@@ -129,8 +122,8 @@ void FrameMover::work(int dir) {
       fail("waiting for a copy");
       continue;
     }
-    complete(lock, &moves.front());  // a failure stops the mover (then nothing is queued)
-    moves.pop_front();
+    complete(lock, &moves_.front());  // a failure stops the mover (then nothing is queued)
+    moves_.pop_front();
     moved_.notify_all();
   }
 }
@@ -208,7 +201,7 @@ bool FrameMover::free(uint64_t va, bool synchronize) {
   if (it == allocs_.end()) return false;
   // The program's work on it is done before it goes (cudaFree synchronizes too), then every move.
   if (synchronize && !dev_->synchronize()) VC_WARN_CAPPED("synchronizing the device before a paged free failed");
-  for (int dir : {kIn, kOut}) finish(lock, true, dir, issued_[dir]);
+  finish(lock, true, issued_);
   Alloc *a = it->second.get();
   release(a);
   stats_.frames -= a->frames.size();
@@ -228,10 +221,9 @@ bool FrameMover::each_frame(uint64_t addr, uint64_t bytes, const std::function<b
 }
 
 FrameMover::Move *FrameMover::move_of(const Frame *f) {
-  std::deque<Move> &moves = moves_[f->where == Where::kFetching ? kIn : kOut];
-  auto it = std::lower_bound(moves.begin(), moves.end(), f->move,
+  auto it = std::lower_bound(moves_.begin(), moves_.end(), f->move,
                              [](const Move &m, uint64_t seq) { return m.seq < seq; });
-  return it != moves.end() && it->seq == f->move ? &*it : nullptr;
+  return it != moves_.end() && it->seq == f->move ? &*it : nullptr;
 }
 
 bool FrameMover::fetch(Lock &lock, Frame *f) {
@@ -254,12 +246,12 @@ bool FrameMover::fetch(Lock &lock, Frame *f) {
     return fail("a copy to the device");
   }
   Move m;
-  m.seq = ++issued_[kIn], m.token = token, m.frame = f, m.fetch = true;
+  m.seq = ++issued_, m.token = token, m.frame = f, m.fetch = true;
   m.chunk = c.handle, m.chunk_va = c.va, m.bytes = c.bytes;
-  moves_[kIn].push_back(m);
+  moves_.push_back(m);
   f->where = Where::kFetching, f->move = m.seq;
   stats_.in_bytes += f->bytes;
-  queued_[kIn].notify_one();
+  queued_.notify_one();
   return true;
 }
 
@@ -281,11 +273,11 @@ bool FrameMover::evict(Lock &lock, Frame *f, bool write_back) {
   if ((write_back && !dev_->copy(kOut, f->home_va, f->chunk_va, f->bytes)) || !(token = dev_->mark(kOut)))
     return fail("a copy to the host");
   Move m;
-  m.seq = ++issued_[kOut], m.token = token, m.frame = f;
-  moves_[kOut].push_back(m);
+  m.seq = ++issued_, m.token = token, m.frame = f;
+  moves_.push_back(m);
   f->where = Where::kEvicting, f->move = m.seq;
   (write_back ? stats_.out_bytes : stats_.clean_bytes) += f->bytes;
-  queued_[kOut].notify_one();
+  queued_.notify_one();
   return true;
 }
 
@@ -341,9 +333,8 @@ bool FrameMover::complete(Lock &lock, Move *m) {
   return true;
 }
 
-bool FrameMover::finish(Lock &lock, bool block, int dir, uint64_t upto) {
-  std::deque<Move> &moves = moves_[dir];
-  auto done = [&] { return stats_.failed || moves.empty() || moves.front().seq > upto; };
+bool FrameMover::finish(Lock &lock, bool block, uint64_t upto) {
+  auto done = [&] { return stats_.failed || moves_.empty() || moves_.front().seq > upto; };
   if (threaded_) {  // the worker completes them
     if (!block || done()) return !stats_.failed;
     stats_.host_waits++;
@@ -353,7 +344,7 @@ bool FrameMover::finish(Lock &lock, bool block, int dir, uint64_t upto) {
     if (threaded_) return !stats_.failed;
   }
   while (!done()) {
-    Move &m = moves.front();
+    Move &m = moves_.front();
     int p = dev_->poll(m.token, false);
     if (p == 0 && block) {
       stats_.host_waits++;
@@ -364,7 +355,7 @@ bool FrameMover::finish(Lock &lock, bool block, int dir, uint64_t upto) {
     if (p < 0) return fail("waiting for a copy");
     if (p == 0) return true;
     bool ok = complete(lock, &m);
-    moves.pop_front();
+    moves_.pop_front();
     if (!ok) return false;
   }
   return !stats_.failed;
@@ -393,13 +384,9 @@ bool FrameMover::release_free_chunk() {
 }
 
 bool FrameMover::take_chunk(Lock &lock, uint64_t bytes, Chunk *c) {
-  // Past the capacity, the oldest evictions complete first (they give their chunks back), then the
-  // oldest fetches (a cancelled one gives its chunk back).
-  while (in_use_ + bytes > limit()) {
-    const int dir = moves_[kOut].empty() ? kIn : kOut;
-    if (moves_[dir].empty()) break;
-    if (!finish(lock, true, dir, moves_[dir].front().seq)) return false;
-  }
+  // Past the capacity, the oldest moves complete first (evictions give their chunks back).
+  while (in_use_ + bytes > limit() && !moves_.empty())
+    if (!finish(lock, true, moves_.front().seq)) return false;
   auto it = free_chunks_.find(bytes);
   if (it != free_chunks_.end()) {
     *c = it->second;
@@ -430,8 +417,7 @@ bool FrameMover::take_chunk(Lock &lock, uint64_t bytes, Chunk *c) {
 
 bool FrameMover::to_device(uint64_t addr, uint64_t bytes) {
   Lock lock(mu_);
-  if (stats_.failed || !finish(lock, false, kIn, issued_[kIn]) || !finish(lock, false, kOut, issued_[kOut]))
-    return false;
+  if (stats_.failed || !finish(lock, false, issued_)) return false;
   return each_frame(addr, bytes, [&](Frame *f) { return fetch(lock, f); });
 }
 
@@ -462,25 +448,21 @@ bool FrameMover::copy_after(uint64_t m) {
   return dev_->copies_after(m) || fail("ordering copies after the program's work");
 }
 
-// Note [Fences of the frame mover]: a fence is 2 * (seq + 1) + direction, never 0.
-uint64_t FrameMover::fence(bool to_device) {
+uint64_t FrameMover::fence() {
   std::lock_guard lock(mu_);
-  const int dir = to_device ? kIn : kOut;
-  return stats_.failed ? 0 : 2 * (issued_[dir] + 1) + dir;
+  return stats_.failed ? 0 : std::max<uint64_t>(issued_, 1);
 }
 
 bool FrameMover::passed(uint64_t f) {
   Lock lock(mu_);
   if (stats_.failed) return true;
-  const int dir = int(f % 2);
-  const uint64_t seq = f / 2 - 1;
-  finish(lock, false, dir, seq);
-  return moves_[dir].empty() || moves_[dir].front().seq > seq;
+  finish(lock, false, f);
+  return moves_.empty() || moves_.front().seq > f;
 }
 
 bool FrameMover::stream_wait(uint64_t, uint64_t f) {
   Lock lock(mu_);
-  return !stats_.failed && finish(lock, true, int(f % 2), f / 2 - 1);
+  return !stats_.failed && finish(lock, true, f);
 }
 
 std::vector<std::pair<std::string, uint64_t>> FrameMover::figures() const {
@@ -510,7 +492,7 @@ std::string FrameMover::describe() const {
   size_t in_flight;
   {
     std::lock_guard lock(mu_);
-    in_flight = moves_[kIn].size() + moves_[kOut].size();
+    in_flight = moves_.size();
   }
   char line[320];
   snprintf(line, sizeof line,

@@ -1,7 +1,7 @@
 // The explicit-copy backend (VRAMCACHE_BACKEND=explicit): paged allocations are address space in
 // frames, each backed by pinned host memory (its home) and, while resident, by a device chunk;
-// frames move with copies on two copy streams and are remapped, by the mover's own threads (one
-// per direction), once their copy is complete. The
+// frames move with copies on two copy streams and are remapped, by the mover's own thread, once
+// their copy is complete. The
 // pager decides what moves (runtime/pager.h); FrameMover carries it out through VmmDevice, which
 // is the driver's VMM API in interpose/vmm.cc and a fake that keeps memory contents in the tests.
 // No CUDA here. Note [Frames] says what keeps a remap safe.
@@ -96,7 +96,7 @@ class FrameMover final : public Mover {
   uint64_t mark(uint64_t stream) override;
   void drop_mark(uint64_t m) override;
   bool copy_after(uint64_t m) override;
-  uint64_t fence(bool to_device) override;  // Note [Fences of the frame mover]
+  uint64_t fence() override;
   bool stream_wait(uint64_t stream, uint64_t f) override;  // waits here, on the host
   bool passed(uint64_t f) override;
   bool failed_and_logged() const override { return stats_.failed; }
@@ -127,9 +127,9 @@ class FrameMover final : public Mover {
     size_t mapped = 0;  // frames fully mapped (allocate, undo)
   };
   struct Move {
-    uint64_t seq = 0, token = 0;  // seq: in issue order among the moves of its direction
+    uint64_t seq = 0, token = 0;
     Frame *frame = nullptr;
-    bool fetch = false;  // to the device (kIn), else to the host (kOut)
+    bool fetch = false;
     bool cancelled = false;  // its remap is not to be made (the frame stays where its mapping is)
     bool remapping = false;  // the worker is remapping its frame, without the lock
     uint64_t chunk = 0, chunk_va = 0, bytes = 0;  // a fetch's chunk
@@ -144,15 +144,14 @@ class FrameMover final : public Mover {
   bool fetch(Lock &lock, Frame *f);
   bool evict(Lock &lock, Frame *f, bool write_back);
   Move *move_of(const Frame *f);
-  // Until the moves of direction `dir` up to seq `upto` are complete (block) or as far as their
-  // copies are (not block).
-  bool finish(Lock &lock, bool block, int dir, uint64_t upto);
+  // Until moves up to seq `upto` are complete (block) or as far as their copies are (not block).
+  bool finish(Lock &lock, bool block, uint64_t upto);
   bool complete(Lock &lock, Move *m);  // the front move, its copy complete
   bool remap(Frame *f, uint64_t from, uint64_t to);
   bool take_chunk(Lock &lock, uint64_t bytes, Chunk *c);
   uint64_t limit() const { return capacity_ > outside_ ? capacity_ - outside_ : 0; }  // of device chunks
   bool release_free_chunk();  // the smallest free chunk
-  void work(int dir);  // the worker of direction `dir`
+  void work();  // the worker
   void give_chunk(uint64_t handle, uint64_t va, uint64_t bytes);
   void release(Alloc *a);
   void undo(Alloc *a);
@@ -163,17 +162,17 @@ class FrameMover final : public Mover {
   FrameStats stats_;
 
   mutable std::mutex mu_;
-  std::condition_variable moved_;      // a move completed, or the mover failed or stops
-  std::condition_variable queued_[2];  // a move of that direction was issued (for its worker)
+  std::condition_variable moved_;  // a move completed, or the mover failed or stops
+  std::condition_variable queued_;  // a move was issued (for the worker)
   bool stop_ = false;
-  bool threaded_;  // moves complete on workers_ (until stop)
-  std::thread workers_[2];
+  bool threaded_;  // moves complete on worker_ (until stop)
+  std::thread worker_;
   std::map<uint64_t, std::unique_ptr<Alloc>> allocs_;  // by va
-  std::deque<Move> moves_[2];  // in flight, by seq: fetches (kIn) and evictions (kOut)
+  std::deque<Move> moves_;  // in flight, by seq
   std::multimap<uint64_t, Chunk> free_chunks_;  // by bytes
   uint64_t in_use_ = 0;  // device bytes of chunks held by frames or by fetches in flight
   uint64_t outside_ = 0;  // device bytes the program holds outside the pager (set_outside)
-  uint64_t issued_[2] = {0, 0};  // last seq of each direction
+  uint64_t issued_ = 0;  // last seq
 };
 
 }  // namespace vc

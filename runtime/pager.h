@@ -5,7 +5,6 @@
 // It never touches memory itself: placement of new allocations is the backend's (interpose/paging.cc).
 #pragma once
 
-#include <algorithm>
 #include <atomic>
 #include <cstdint>
 #include <deque>
@@ -25,9 +24,9 @@
 
 namespace vc {
 
-// The device side of paging. Moves are issued on vramcache's own copy streams and run in issue
-// order each way; an app stream is ordered after them with a fence, and the copy streams after an
-// app stream with a mark. Every call returns false (or a token of 0) on failure; the pager then stops moving
+// The device side of paging. Moves are issued on vramcache's own copy stream and run in issue
+// order; an app stream is ordered after them with a fence, and the copy stream after an app stream
+// with a mark. Every call returns false (or a token of 0) on failure; the pager then stops moving
 // anything (Note [Paging failures]).
 class Mover {
  public:
@@ -44,13 +43,11 @@ class Mover {
   virtual void drop_mark(uint64_t m) = 0;
   // The copy stream waits for mark `m` to pass before the moves issued next.
   virtual bool copy_after(uint64_t m) = 0;
-  // A fence after the moves issued so far to the device (`to_device`) or to the host: nonzero, and
-  // larger than every earlier fence of the same direction. Moves of the two directions may complete
-  // in any order between them (a mover with one copy stream may give both the same fences).
-  virtual uint64_t fence(bool to_device) = 0;
+  // A fence at the current end of the copy stream: nonzero, increasing with issue order.
+  virtual uint64_t fence() = 0;
   // `stream` waits for fence `f` before what it enqueues next.
   virtual bool stream_wait(uint64_t stream, uint64_t f) = 0;
-  // True once fence `f` has passed on the device (then every earlier fence of its direction has too).
+  // True once fence `f` has passed on the device (then every earlier fence has too).
   virtual bool passed(uint64_t f) = 0;
   // True if the mover failed and said why itself (the pager then logs nothing more).
   virtual bool failed_and_logged() const { return false; }
@@ -166,13 +163,13 @@ class Pager {
   // (bytes per second; 0, the default: unknown, the window alone bounds the walk), and the lead.
   void set_link_rate(double bytes_per_s, uint64_t lead_ns);
   double link_rate() const;
-  // Note [Bypass] (off by default).
+  // Note [Bypass]: off until set (the runtime sets VRAMCACHE_BYPASS, on by default).
   void set_bypass(bool on) { bypass_ = on; }
 
  private:
   struct Page {
     bool resident = false;  // on the device, or its to_device issued
-    uint64_t fence = 0;     // fence after its latest move (of the direction `resident` says); 0 once passed
+    uint64_t fence = 0;     // fence after its latest move; 0 once known passed
     uint64_t last_use = 0;  // op counter of its last access (LRU)
     uint64_t rank = 0;      // its key in order_ while resident
     // The last op that may have accessed it on each of the last two streams that did (op 0: none).
@@ -192,14 +189,6 @@ class Pager {
   using PageKey = std::pair<uint64_t, uint32_t>;  // (alloc id, page index)
 
   struct Plan;
-  // The fences an op waits for: the latest of each direction among its pages' (Mover::fence).
-  struct Waits {
-    uint64_t f[2] = {0, 0};  // [1]: moves to the device
-    void add(const Page &p) {
-      if (p.fence) f[p.resident] = std::max(f[p.resident], p.fence);
-    }
-    bool any() const { return f[0] || f[1]; }
-  };
 
   // All with mu_ held.
   uint64_t capacity() const { return budget_ > outside_seen_ ? budget_ - outside_seen_ : 0; }
@@ -230,7 +219,6 @@ class Pager {
   bool each_run(std::vector<PageKey> keys,
                 const std::function<bool(uint64_t, uint64_t, const std::vector<PageKey> &)> &move);
   bool evict(const std::vector<PageKey> &victims);
-  bool wait_for(uint64_t stream, const Waits &w);  // `stream` after those fences
   bool fetch(const std::vector<PageKey> &keys);
   bool fetch_missing(const std::vector<PageKey> &keys);
   bool order_after(uint64_t stream, uint64_t op);

@@ -17,7 +17,7 @@ struct InstantMover final : Mover {
   uint64_t mark(uint64_t) override { return 1; }
   void drop_mark(uint64_t) override {}
   bool copy_after(uint64_t) override { return true; }
-  uint64_t fence(bool) override { return ++fences; }
+  uint64_t fence() override { return ++fences; }
   bool stream_wait(uint64_t, uint64_t) override { return true; }
   bool passed(uint64_t) override { return true; }
 };

@@ -246,7 +246,7 @@ struct CountingMover : vc::Mover {
   uint64_t mark(uint64_t) override { return ++marks; }
   void drop_mark(uint64_t) override {}
   bool copy_after(uint64_t) override { return ++afters, true; }
-  uint64_t fence(bool) override { return ++fences; }
+  uint64_t fence() override { return ++fences; }
   bool stream_wait(uint64_t, uint64_t) override { return ++waits, true; }
   bool passed(uint64_t) override { return false; }
 };
