@@ -31,8 +31,9 @@
 #   from the images (results/s9-call2); start-up of reading them: 74 ms at 1.3B (results/s9-call3).
 #   Sessions 10 and 11 measured through scripts/calls/s10*.sh and s11*.sh (paging.py, bench.py):
 #   session 11 ran explicit predictive against FSDP2 at 2.7B / 24 GiB (s11d.sh, 3.58x).
-#   Next: `scripts/calls/s12a.sh` (bypass, VRAMCACHE_BYPASS=1, against the same policy without it);
-#   then the DDP call (`scripts/ddp.sh`, x2 kind), which has not run with the headroom.
+#   Session 12 (scripts/calls/s12a.sh to s12c.sh): bypass measured and made the default; a mover
+#   worker per direction measured against one (no faster, taken out); explicit against FSDP2 alone, 3.36x.
+#   Next: the DDP call (`scripts/ddp.sh`, x2 kind), which has not run with the headroom.
 # Runs not started for lack of time are reported as skipped (and keep an earlier call's result).
 # Usage: bash scripts/bench.sh [--out DIR] [scripts/bench.py options]   (BENCH_CALL_S: seconds for the
 # whole call, 540 by default; the report and packing get the last 40)
