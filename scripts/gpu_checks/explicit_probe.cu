@@ -13,6 +13,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <functional>
 #include <thread>
 #include <vector>
 
@@ -146,6 +147,41 @@ static void copy_all(Set *s, bool in, CUstream st) {
   }
 }
 
+// Remap time per frame of set `a` (its frames at home: to the device, then back), while the device
+// is busy (`busy`: enqueues work on set `b` that outlasts the remaps) or idle: whether the remaps
+// in a paging run (twice the idle figures, results/s12-call3) wait for the copies or kernels in
+// flight, and, for copies, whether smaller pieces shorten that wait.
+static void remap_while(const char *what, Set *a, const std::function<void()> &busy) {
+  const int n = 16;
+  if (busy) busy();
+  double t0 = now();
+  for (int i = 0; i < n; ++i) {
+    CK(cuMemUnmap(a->va + i * kFrame, kFrame));
+    map(a->va + i * kFrame, a->chunk[i]);
+  }
+  double t1 = now();
+  for (int i = 0; i < n; ++i) {
+    CK(cuMemUnmap(a->va + i * kFrame, kFrame));
+    map(a->va + i * kFrame, a->home[i]);
+  }
+  double t2 = now();
+  CK(cuCtxSynchronize());
+  printf("remap of a frame while %s: to device %.0f us, to home %.0f us (%.2f s until the device was idle)\n", what,
+         (t1 - t0) / n * 1e6, (t2 - t1) / n * 1e6, now() - t0);
+}
+
+// Copies of set `s` both ways at once (staging addresses: home <-> chunk), `rounds` times, in
+// pieces of `piece` bytes.
+static void copy_both(Set *s, CUstream in, CUstream out, size_t piece, int rounds) {
+  for (int r = 0; r < rounds; ++r)
+    for (int i = 0; i < kFrames; ++i)
+      for (size_t o = 0; o < kFrame; o += piece) {
+        CUdeviceptr h = s->home_va + i * kFrame + o, c = s->chunk_va + i * kFrame + o;
+        CK(cuMemcpyAsync(c, h, piece, in));
+        CK(cuMemcpyAsync(h, c, piece, out));
+      }
+}
+
 static bool check(Set *s, float want) {
   std::vector<float> v(kN);
   for (int i = 0; i < kFrames; i += 7) {
@@ -260,6 +296,14 @@ int main() {
     printf("remap to %s by two threads at once: %.0f us per frame\n", to_device ? "device" : "home",
            (now() - t) / kFrames * 1e6);
   }
+  // Set A is at home, set B's staging mappings are free to copy through (nothing reads them).
+  remap_while("the device is idle", &a, nullptr);
+  for (size_t piece : {size_t(kFrame), size_t(2) << 20})
+    remap_while(piece == kFrame ? "both copy streams copy (16 MiB pieces)" : "both copy streams copy (2 MiB pieces)", &a,
+                [&] { copy_both(&b, in, out, piece, 6); });
+  remap_while("a kernel on every SM writes device memory", &a, [&] {
+    for (int r = 0; r < 400; ++r) add<<<264, 512>>>(reinterpret_cast<float *>(b.chunk_va), kN * kFrames, 0.0f);
+  });
   for (size_t mib : {16, 64}) {
     access_cost(CU_MEM_LOCATION_TYPE_HOST_NUMA, numa, mib << 20, "host memory (NUMA node)");
     access_cost(CU_MEM_LOCATION_TYPE_HOST, 0, mib << 20, "host memory (no node)");
