@@ -150,24 +150,37 @@ static void copy_all(Set *s, bool in, CUstream st) {
 // Remap time per frame of set `a` (its frames at home: to the device, then back), while the device
 // is busy (`busy`: enqueues work on set `b` that outlasts the remaps) or idle: whether the remaps
 // in a paging run (twice the idle figures, results/s12-call3) wait for the copies or kernels in
-// flight, and, for copies, whether smaller pieces shorten that wait.
-static void remap_while(const char *what, Set *a, const std::function<void()> &busy) {
+// flight (results/s12-call4: they do, for copies), which part waits, and whether remapping 16
+// contiguous frames with one unmap and one set-access call (`batched`) waits less.
+static void remap_while(const char *what, Set *a, bool batched, const std::function<void()> &busy) {
   const int n = 16;
+  const CUmemAccessDesc acc = {{CU_MEM_LOCATION_TYPE_DEVICE, dev}, CU_MEM_ACCESS_FLAGS_PROT_READWRITE};
   if (busy) busy();
-  double t0 = now();
-  for (int i = 0; i < n; ++i) {
-    CK(cuMemUnmap(a->va + i * kFrame, kFrame));
-    map(a->va + i * kFrame, a->chunk[i]);
+  double part[2][3] = {};  // [to device, to home][unmap, map, set access], seconds
+  const double t0 = now();
+  for (int home = 0; home < 2; ++home) {
+    double t = now();
+    if (batched) {
+      CK(cuMemUnmap(a->va, n * kFrame));
+    } else {
+      for (int i = 0; i < n; ++i) CK(cuMemUnmap(a->va + i * kFrame, kFrame));
+    }
+    part[home][0] = now() - t, t = now();
+    for (int i = 0; i < n; ++i) CK(cuMemMap(a->va + i * kFrame, kFrame, 0, home ? a->home[i] : a->chunk[i], 0));
+    part[home][1] = now() - t, t = now();
+    if (batched) {
+      CK(cuMemSetAccess(a->va, n * kFrame, &acc, 1));
+    } else {
+      for (int i = 0; i < n; ++i) CK(cuMemSetAccess(a->va + i * kFrame, kFrame, &acc, 1));
+    }
+    part[home][2] = now() - t;
   }
-  double t1 = now();
-  for (int i = 0; i < n; ++i) {
-    CK(cuMemUnmap(a->va + i * kFrame, kFrame));
-    map(a->va + i * kFrame, a->home[i]);
-  }
-  double t2 = now();
   CK(cuCtxSynchronize());
-  printf("remap of a frame while %s: to device %.0f us, to home %.0f us (%.2f s until the device was idle)\n", what,
-         (t1 - t0) / n * 1e6, (t2 - t1) / n * 1e6, now() - t0);
+  auto us = [&](int home, int k) { return part[home][k] / n * 1e6; };
+  printf("remap of a frame while %s, %s: to device %.0f us (unmap %.0f, map %.0f, set access %.0f), to home %.0f us "
+         "(unmap %.0f, map %.0f, set access %.0f); %.2f s until the device was idle\n",
+         what, batched ? "16 frames per unmap and set-access call" : "a call per frame", us(0, 0) + us(0, 1) + us(0, 2),
+         us(0, 0), us(0, 1), us(0, 2), us(1, 0) + us(1, 1) + us(1, 2), us(1, 0), us(1, 1), us(1, 2), now() - t0);
 }
 
 // Copies of set `s` both ways at once (staging addresses: home <-> chunk), `rounds` times, in
@@ -297,13 +310,18 @@ int main() {
            (now() - t) / kFrames * 1e6);
   }
   // Set A is at home, set B's staging mappings are free to copy through (nothing reads them).
-  remap_while("the device is idle", &a, nullptr);
-  for (size_t piece : {size_t(kFrame), size_t(2) << 20})
-    remap_while(piece == kFrame ? "both copy streams copy (16 MiB pieces)" : "both copy streams copy (2 MiB pieces)", &a,
-                [&] { copy_both(&b, in, out, piece, 6); });
-  remap_while("a kernel on every SM writes device memory", &a, [&] {
-    for (int r = 0; r < 400; ++r) add<<<264, 512>>>(reinterpret_cast<float *>(b.chunk_va), kN * kFrames, 0.0f);
-  });
+  for (bool batched : {false, true}) {
+    remap_while("the device is idle", &a, batched, nullptr);
+    for (size_t piece : {size_t(kFrame), size_t(2) << 20})
+      remap_while(piece == kFrame ? "both copy streams copy (16 MiB pieces)" : "both copy streams copy (2 MiB pieces)", &a,
+                  batched, [&] { copy_both(&b, in, out, piece, 6); });
+    remap_while("only the copy stream to the device copies", &a, batched, [&] {
+      for (int r = 0; r < 12; ++r) copy_all(&b, true, in);
+    });
+    remap_while("a kernel on every SM writes device memory", &a, batched, [&] {
+      for (int r = 0; r < 400; ++r) add<<<264, 512>>>(reinterpret_cast<float *>(b.chunk_va), kN * kFrames, 0.0f);
+    });
+  }
   for (size_t mib : {16, 64}) {
     access_cost(CU_MEM_LOCATION_TYPE_HOST_NUMA, numa, mib << 20, "host memory (NUMA node)");
     access_cost(CU_MEM_LOCATION_TYPE_HOST, 0, mib << 20, "host memory (no node)");
