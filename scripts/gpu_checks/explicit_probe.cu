@@ -35,6 +35,12 @@ __global__ void spin(long long cycles) {
   }
 }
 
+// Copies `n` 16-byte words from `src` to `dst` (device to host memory: an eviction by the SMs
+// instead of a copy engine).
+__global__ void copy16(uint4 *dst, const uint4 *src, size_t n) {
+  for (size_t i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += size_t(gridDim.x) * blockDim.x) dst[i] = src[i];
+}
+
 __global__ void add(float *p, size_t n, float v) {
   for (size_t i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += size_t(gridDim.x) * blockDim.x) p[i] += v;
 }
@@ -310,18 +316,42 @@ int main() {
            (now() - t) / kFrames * 1e6);
   }
   // Set A is at home, set B's staging mappings are free to copy through (nothing reads them).
-  for (bool batched : {false, true}) {
-    remap_while("the device is idle", &a, batched, nullptr);
-    for (size_t piece : {size_t(kFrame), size_t(2) << 20})
-      remap_while(piece == kFrame ? "both copy streams copy (16 MiB pieces)" : "both copy streams copy (2 MiB pieces)", &a,
-                  batched, [&] { copy_both(&b, in, out, piece, 6); });
-    remap_while("only the copy stream to the device copies", &a, batched, [&] {
-      for (int r = 0; r < 12; ++r) copy_all(&b, true, in);
-    });
-    remap_while("a kernel on every SM writes device memory", &a, batched, [&] {
-      for (int r = 0; r < 400; ++r) add<<<264, 512>>>(reinterpret_cast<float *>(b.chunk_va), kN * kFrames, 0.0f);
+  // Batching 16 frames per call made no difference (results/s12-call5): a call per frame here.
+  const size_t words = kFrame * kFrames / sizeof(uint4);
+  auto kernel_out = [&](int blocks, int rounds, CUstream st) {
+    for (int r = 0; r < rounds; ++r)
+      copy16<<<blocks, 1024, 0, st>>>(reinterpret_cast<uint4 *>(b.home_va), reinterpret_cast<const uint4 *>(b.chunk_va), words);
+  };
+  for (int blocks : {32, 132}) {
+    kernel_out(blocks, 1, in);
+    CK(cuStreamSynchronize(in));
+    double t = now();
+    kernel_out(blocks, 4, in);
+    CK(cuStreamSynchronize(in));
+    printf("device -> home by a kernel of %d blocks of 1024 threads: %.1f GB/s\n", blocks, 4 * gb / (now() - t));
+  }
+  remap_while("the device is idle", &a, false, nullptr);
+  remap_while("both copy streams copy (16 MiB pieces)", &a, false, [&] { copy_both(&b, in, out, kFrame, 6); });
+  remap_while("only the copy stream to the device copies", &a, false, [&] {
+    for (int r = 0; r < 12; ++r) copy_all(&b, true, in);
+  });
+  remap_while("only the copy stream to the host copies", &a, false, [&] {
+    for (int r = 0; r < 12; ++r) copy_all(&b, false, out);
+  });
+  {
+    int least = 0, greatest = 0;
+    CK(cuCtxGetStreamPriorityRange(&least, &greatest));
+    CUstream hi;
+    CK(cuStreamCreateWithPriority(&hi, CU_STREAM_NON_BLOCKING, greatest));
+    remap_while("only a copy stream of the greatest priority copies to the host", &a, false, [&] {
+      for (int r = 0; r < 12; ++r) copy_all(&b, false, hi);
     });
   }
+  remap_while("a kernel of 32 blocks copies device memory to the host", &a, false, [&] { kernel_out(32, 12, out); });
+  remap_while("a kernel of 132 blocks copies device memory to the host", &a, false, [&] { kernel_out(132, 12, out); });
+  remap_while("a kernel on every SM writes device memory", &a, false, [&] {
+    for (int r = 0; r < 400; ++r) add<<<264, 512>>>(reinterpret_cast<float *>(b.chunk_va), kN * kFrames, 0.0f);
+  });
   for (size_t mib : {16, 64}) {
     access_cost(CU_MEM_LOCATION_TYPE_HOST_NUMA, numa, mib << 20, "host memory (NUMA node)");
     access_cost(CU_MEM_LOCATION_TYPE_HOST, 0, mib << 20, "host memory (no node)");
