@@ -67,8 +67,9 @@ namespace vc {
 // made them misses (on the 2.7B trace, 1307 pages missed in an iteration against 715 without
 // bypass). The kernel then reads and writes them at the link's rate, not the device's: a trade the
 // pager does not time. On by default (VRAMCACHE_BYPASS=0 turns it off): on the H200, GPT 2.7B ran
-// bitwise identical with it and no slower on either backend (results/s12-call1: managed at 16 GiB
-// 7.24 against 7.80 s/step, 6.7% fewer bytes moved; explicit at 24 GiB 2.056 against 2.134).
+// bitwise identical with it and faster on both backends, each pair side by side on one GPU
+// (results/s12-call1: managed at 16 GiB 7.24 against 7.80 s/step, 6.7% fewer bytes moved; explicit
+// at 24 GiB 2.056 against 2.134), though the same run varies by up to 10% between calls.
 //
 // Note [Timed prefetch]
 // The walk ahead (Note [Paging policies]) stops at the window (prefetch_limit), and, once the plan
