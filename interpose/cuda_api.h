@@ -26,6 +26,7 @@ namespace vc::interpose {
   X(cuMemGetInfo, 3020)               \
   X(cuMemAdvise, 12020)               \
   X(cuMemPrefetchAsync, 12020)        \
+  X(cuMemPrefetchBatchAsync, 13000)   \
   X(cuCtxGetCurrent, 4000)            \
   X(cuCtxSetCurrent, 4000)            \
   X(cuCtxGetDevice, 2000)             \

@@ -400,8 +400,7 @@ DEF(CUresult, cuStreamWaitEvent, CUstream, CUevent, unsigned) { return counted("
 DEF(CUresult, cuMemAdvise_v2, CUdeviceptr, size_t, CUmem_advise, CUmemLocation) { return counted("cuMemAdvise"); }
 // Prefetches move nothing; what would migrate (64 KiB granules not yet where they are sent) is
 // reported to the fake CUPTI as a migration record.
-DEF(CUresult, cuMemPrefetchAsync_v2, CUdeviceptr p, size_t n, CUmemLocation to, unsigned, CUstream) {
-  if (CUresult r = counted("cuMemPrefetchAsync")) return r;
+static CUresult prefetch(CUdeviceptr p, size_t n, CUmemLocation to) {
   if (getenv("FAKE_CUDA_FAIL_PREFETCH")) return CUDA_ERROR_INVALID_VALUE;
   const bool to_device = to.type == CU_MEM_LOCATION_TYPE_DEVICE;
   uint64_t moved = 0;
@@ -412,6 +411,21 @@ DEF(CUresult, cuMemPrefetchAsync_v2, CUdeviceptr p, size_t n, CUmemLocation to, 
       if (to_device ? g_on_device.insert(g).second : g_on_device.erase(g) > 0) moved += 1 << 16;
   }
   if (moved) call_cupti("fake_cupti_migration", int(to_device), moved);
+  return CUDA_SUCCESS;
+}
+DEF(CUresult, cuMemPrefetchAsync_v2, CUdeviceptr p, size_t n, CUmemLocation to, unsigned, CUstream) {
+  if (CUresult r = counted("cuMemPrefetchAsync")) return r;
+  return prefetch(p, n, to);
+}
+// Every range to the location of its index's entry (prefetchLocIdxs: where each location's ranges start).
+DEF(CUresult, cuMemPrefetchBatchAsync, CUdeviceptr *p, size_t *n, size_t count, CUmemLocation *locs, size_t *idxs,
+    size_t nlocs, unsigned long long flags, CUstream) {
+  if (CUresult r = counted("cuMemPrefetchBatchAsync")) return r;
+  if (!count || !nlocs || idxs[0] != 0 || flags) return CUDA_ERROR_INVALID_VALUE;
+  for (size_t i = 0, l = 0; i < count; ++i) {
+    while (l + 1 < nlocs && idxs[l + 1] <= i) ++l;
+    if (CUresult r = prefetch(p[i], n[i], locs[l])) return r;
+  }
   return CUDA_SUCCESS;
 }
 
@@ -626,6 +640,7 @@ const Entry kEntries[] = {
     E("cuStreamWaitEvent", 3020, false, cuStreamWaitEvent),
     E("cuMemAdvise", 12020, false, cuMemAdvise_v2),
     E("cuMemPrefetchAsync", 12020, false, cuMemPrefetchAsync_v2),
+    E("cuMemPrefetchBatchAsync", 13000, false, cuMemPrefetchBatchAsync),
     E("cuMemAlloc", 2000, false, cuMemAlloc),
     E("cuMemAlloc", 3020, false, cuMemAlloc_v2),
     E("cuMemAllocPitch", 3020, false, cuMemAllocPitch_v2),
