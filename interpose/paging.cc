@@ -46,6 +46,10 @@ namespace {
 // is free: resident bytes stay within the budget on the device as in the pager's count, and the
 // residency from migrations (Note [Residency from migrations]) sees no more. A fence is an event
 // on the device stream after such a wait, so it follows every move issued before it either way.
+// The other way, a page evicted while its fetch may still be in flight (fetched ahead, then taken
+// as a victim before any op used it) has its eviction wait for that fetch's fence (moves_after):
+// else it could leave before it arrived, and stay on the device uncounted. Otherwise the stream
+// to the host runs ahead: an eviction for the next fetch overlaps the fetch before it.
 class ManagedMover final : public Mover {
  public:
   // Needs a current context. False: paging cannot start (logged).
@@ -89,6 +93,9 @@ class ManagedMover final : public Mover {
     CUevent e = marks_.event(m);
     return issue() && api_->cuStreamWaitEvent(streams_[kOut], e, 0) == CUDA_SUCCESS &&
            api_->cuStreamWaitEvent(streams_[kIn], e, 0) == CUDA_SUCCESS;
+  }
+  bool moves_after(uint64_t f) override {  // a fence is an event on the device stream
+    return issue() && (passed(f) || api_->cuStreamWaitEvent(streams_[kOut], events_[f % kEvents], 0) == CUDA_SUCCESS);
   }
   uint64_t fence() override {
     if (!issue() || (out_since_join_ && !join())) return 0;

@@ -493,6 +493,10 @@ void Pager::used(Page *p, uint64_t stream) {
 bool Pager::evict(const std::vector<PageKey> &victims) {
   if (victims.empty()) return true;
   if (!order_after_users(victims)) return false;
+  uint64_t arriving = 0;  // the latest fetch of a victim still in flight: the eviction comes after it
+  for (PageKey k : victims)
+    if (Page *p = page(k); p->fence && !mover_->passed(p->fence)) arriving = std::max(arriving, p->fence);
+  if (arriving && !mover_->moves_after(arriving)) return fail("ordering an eviction after its fetch"), false;
   std::vector<PageKey> dirty, clean;
   for (PageKey k : victims) (page(k)->dirty ? dirty : clean).push_back(k);
   bool ok = true;

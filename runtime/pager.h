@@ -43,6 +43,10 @@ class Mover {
   virtual void drop_mark(uint64_t m) = 0;
   // The copy stream waits for mark `m` to pass before the moves issued next.
   virtual bool copy_after(uint64_t m) = 0;
+  // The moves issued next wait for fence `f` of this mover, not passed yet: the eviction of a page
+  // whose fetch may still be in flight. A mover whose moves of a page run in issue order, or that
+  // undoes such a fetch itself (the frame mover), needs nothing (Note [Managed moves]).
+  virtual bool moves_after(uint64_t /*f*/) { return true; }
   // A fence at the current end of the copy stream: nonzero, increasing with issue order.
   virtual uint64_t fence() = 0;
   // `stream` waits for fence `f` before what it enqueues next.

@@ -41,8 +41,9 @@ constexpr PagingPolicy kPredictive = PagingPolicy::kPredictive, kReactive = Pagi
 
 // One call the pager made on the copy stream (a move, an ordering, a fence) or an app stream's wait.
 struct Call {
-  enum Kind { kToDevice, kToHost, kAfter, kFence, kWait } kind;
-  uint64_t a = 0, b = 0;  // (addr, bytes), (stream, ops of it the mark covers), (fence), (stream, fence)
+  enum Kind { kToDevice, kToHost, kAfter, kFence, kWait, kAfterFence } kind;
+  // (addr, bytes), (stream, ops of it the mark covers), (fence), (stream, fence), (fence)
+  uint64_t a = 0, b = 0;
   bool clean = false;     // kToHost: to_host_clean (no write-back needed)
 };
 
@@ -73,6 +74,7 @@ class FakeMover : public vc::Mover {
   uint64_t fence() override { return add({Call::kFence, fences + 1}) ? ++fences : 0; }
   bool stream_wait(uint64_t stream, uint64_t f) override { return add({Call::kWait, stream, f}); }
   bool passed(uint64_t f) override { return ++calls, f <= completed; }
+  bool moves_after(uint64_t f) override { return add({Call::kAfterFence, f}); }
   uint64_t outside = 0;  // the latest set_outside
   void set_outside(uint64_t bytes) override { outside = bytes; }
   uint64_t granule = 1;  // footprint: whole granules
@@ -266,6 +268,31 @@ int optimal_fetches(uint32_t start, const std::vector<uint32_t> &seq, int slots,
 }
 
 }  // namespace
+
+// A page whose fetch may still be in flight when it is evicted: the eviction is ordered after that
+// fetch's fence (moves_after), for a mover whose two directions run on streams of their own (Note
+// [Managed moves] in interpose/paging.cc); once the fetch has passed, nothing is asked.
+TEST_CASE("pager: an eviction waits for its page's fetch still in flight") {
+  Harness h(2 * kPage, kReactive);
+  h.alloc(1, 4 * kPage);
+  h.run({"k", {at(1, 0)}});  // page 0 comes in; its fence has not passed
+  const uint64_t f0 = h.mover.fences;
+  h.run({"k", {at(1, 1)}});
+  size_t n = h.mover.log.size();
+  h.run({"k", {at(1, 2)}});  // page 0 (least recently used) leaves before its fetch is known done
+  auto kind_at = [&](Call::Kind k, size_t from) {
+    for (size_t i = from; i < h.mover.log.size(); ++i)
+      if (h.mover.log[i].kind == k) return i;
+    return h.mover.log.size();
+  };
+  const size_t after = kind_at(Call::kAfterFence, n), out = kind_at(Call::kToHost, n);
+  REQUIRE(after < h.mover.log.size());
+  CHECK((h.mover.log[after].a == f0 && after < out && h.mover.log[out].a == (1ull << 32)));
+  h.mover.completed = kAllPassed;
+  n = h.mover.log.size();
+  h.run({"k", {at(1, 3)}});  // page 1 leaves; its fetch has passed
+  CHECK((kind_at(Call::kToHost, n) < h.mover.log.size() && kind_at(Call::kAfterFence, n) == h.mover.log.size()));
+}
 
 TEST_CASE("pager: reactive LRU, coalesced moves, ops larger than the budget, frees") {
   Harness h(2 * kPage, kReactive);
