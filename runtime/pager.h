@@ -258,6 +258,9 @@ class Pager {
   std::unique_ptr<Plan> plan_;
   bool tracking_ = false;
   uint64_t pos_ = 0;     // absolute plan position of the next op (position pos_ % period)
+  // Note [Resync]: the position at which the program left the plan (~0: not since the plan was
+  // learned), and the ops seen since.
+  uint64_t lost_at_ = ~uint64_t(0), lost_ops_ = 0;
   uint64_t cursor_ = 0;  // absolute position up to which pages are fetched ahead
   std::deque<uint64_t> history_;  // hashes of the recent ops (kind and name), for resync
   std::deque<std::pair<uint64_t, uint64_t>> ahead_;  // (position, bytes) fetched ahead for ops still to come
