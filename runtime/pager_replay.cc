@@ -5,24 +5,7 @@
 #include <string>
 #include <utility>
 
-#include "runtime/pager.h"
-
 namespace vc {
-namespace {
-
-struct InstantMover final : Mover {
-  uint64_t fences = 0;
-  bool to_device(uint64_t, uint64_t) override { return true; }
-  bool to_host(uint64_t, uint64_t) override { return true; }
-  uint64_t mark(uint64_t) override { return 1; }
-  void drop_mark(uint64_t) override {}
-  bool copy_after(uint64_t) override { return true; }
-  uint64_t fence() override { return ++fences; }
-  bool stream_wait(uint64_t, uint64_t) override { return true; }
-  bool passed(uint64_t) override { return true; }
-};
-
-}  // namespace
 
 ReplayResult replay_trace(const Trace &t, uint64_t budget, uint64_t page_size, PagingPolicy policy,
                           uint64_t sample_every, uint64_t learn_at, uint64_t prefetch_ahead, bool bypass) {

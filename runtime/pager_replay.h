@@ -8,9 +8,23 @@
 #include <vector>
 
 #include "runtime/options.h"
+#include "runtime/pager.h"
 #include "runtime/trace.h"
 
 namespace vc {
+
+// A device whose moves complete at once (replays and tests).
+struct InstantMover final : Mover {
+  uint64_t fences = 0;
+  bool to_device(uint64_t, uint64_t) override { return true; }
+  bool to_host(uint64_t, uint64_t) override { return true; }
+  uint64_t mark(uint64_t) override { return 1; }
+  void drop_mark(uint64_t) override {}
+  bool copy_after(uint64_t) override { return true; }
+  uint64_t fence() override { return ++fences; }
+  bool stream_wait(uint64_t, uint64_t) override { return true; }
+  bool passed(uint64_t) override { return true; }
+};
 
 struct ReplayResult {
   // Cumulative pager figures before op k * sample_every, for every k with k * sample_every < ops.
