@@ -33,7 +33,8 @@
 #   session 11 ran explicit predictive against FSDP2 at 2.7B / 24 GiB (s11d.sh, 3.58x).
 #   Session 12 (scripts/calls/s12a.sh to s12c.sh): bypass measured and made the default; a mover
 #   worker per direction measured against one (no faster, taken out); explicit against FSDP2 alone, 3.36x.
-#   Next: the DDP call (`scripts/ddp.sh`, x2 kind), which has not run with the headroom.
+#   Next: `scripts/calls/s13a.sh` (the managed mover and the resync rule over 20 steps); then the DDP
+#   call (`scripts/ddp.sh`, x2 kind), which has not run with the headroom.
 # Runs not started for lack of time are reported as skipped (and keep an earlier call's result).
 # Usage: bash scripts/bench.sh [--out DIR] [scripts/bench.py options]   (BENCH_CALL_S: seconds for the
 # whole call, 540 by default; the report and packing get the last 40)
