@@ -81,11 +81,9 @@ namespace vc {
 // missed in the next 12688 ops, against about 650 per iteration without it). Now, after a
 // divergence, the matching position nearest to where the program would be had it added or
 // skipped a few ops (the position it left plus the ops seen since) is taken. Right after a plan is
-// learned nothing is expected, and the first match is taken: on the 2.7B trace it is in another
-// layer, and the pager departs 0.33 iterations later, having missed 9723 pages meanwhile, once per
-// run. (The plan's position of the program then could come from the trace's length, but the trace
-// is finished on another thread while the program goes on, and the pager does not see its syncs
-// and collectives: not done.)
+// learned nothing is expected, and the first match is taken (on the 2.7B trace it is the right
+// one: the pager next departs 0.33 iterations later, at a copy of the loss to the host that comes
+// at another place than in the learned iteration, and finds its place again at once).
 //
 // Note [Timed prefetch]
 // The walk ahead (Note [Paging policies]) stops at the window (prefetch_limit), and, once the plan
