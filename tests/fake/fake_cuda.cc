@@ -385,7 +385,25 @@ DEF(CUresult, cuDeviceGetAttribute, int *v, CUdevice_attribute a, CUdevice) {
 }
 DEF(CUresult, cuStreamCreate, CUstream *s, unsigned) { *s = reinterpret_cast<CUstream>(handle()); return counted("cuStreamCreate"); }
 DEF(CUresult, cuEventCreate, CUevent *e, unsigned) { *e = reinterpret_cast<CUevent>(handle()); return counted("cuEventCreate"); }
-DEF(CUresult, cuEventRecord, CUevent, CUstream) { return counted("cuEventRecord"); }
+// The order of the managed mover's prefetches across streams (Note [Managed moves]): each stream's
+// prefetches are numbered, an event remembers where its stream was, and a wait makes the waiting
+// stream follow that stream up to there. A prefetch to the device that does not follow every earlier
+// prefetch to the host on another stream is counted: it could arrive before its room was made.
+namespace {
+std::map<uint64_t, uint64_t> g_stream_moves;                    // stream -> prefetches enqueued
+std::map<uint64_t, std::pair<uint64_t, uint64_t>> g_event_at;    // event -> (stream, its prefetches then)
+std::map<uint64_t, std::map<uint64_t, uint64_t>> g_follows;      // stream -> (stream -> prefetches waited for)
+std::map<uint64_t, uint64_t> g_latest_out;                      // stream -> number of its latest prefetch to the host
+uint64_t g_unordered_fetches = 0;
+}  // namespace
+FAKE_EXPORT uint64_t fake_unordered_fetches() { return g_unordered_fetches; }
+DEF(CUresult, cuEventRecord, CUevent e, CUstream s) {
+  {
+    std::lock_guard<std::mutex> lock(g_fake_mu);
+    g_event_at[uint64_t(e)] = {uint64_t(s), g_stream_moves[uint64_t(s)]};
+  }
+  return counted("cuEventRecord");  // (takes the lock too)
+}
 // fake_events_pending(1): every event reads as not yet passed (a wait for one still ends).
 std::atomic<bool> g_events_pending{false};
 FAKE_EXPORT void fake_events_pending(int pending) { g_events_pending = pending != 0; }
@@ -396,16 +414,29 @@ DEF(CUresult, cuEventQuery, CUevent) {
 DEF(CUresult, cuEventSynchronize, CUevent) { return counted("cuEventSynchronize"); }
 DEF(CUresult, cuStreamSynchronize, CUstream) { return counted("cuStreamSynchronize"); }
 DEF(CUresult, cuEventElapsedTime_v2, float *ms, CUevent, CUevent) { *ms = 1.0f; return counted("cuEventElapsedTime"); }
-DEF(CUresult, cuStreamWaitEvent, CUstream, CUevent, unsigned) { return counted("cuStreamWaitEvent"); }
+DEF(CUresult, cuStreamWaitEvent, CUstream s, CUevent e, unsigned) {
+  {
+    std::lock_guard<std::mutex> lock(g_fake_mu);
+    if (auto it = g_event_at.find(uint64_t(e)); it != g_event_at.end()) {
+      uint64_t &upto = g_follows[uint64_t(s)][it->second.first];
+      upto = std::max(upto, it->second.second);
+    }
+  }
+  return counted("cuStreamWaitEvent");
+}
 DEF(CUresult, cuMemAdvise_v2, CUdeviceptr, size_t, CUmem_advise, CUmemLocation) { return counted("cuMemAdvise"); }
 // Prefetches move nothing; what would migrate (64 KiB granules not yet where they are sent) is
 // reported to the fake CUPTI as a migration record.
-static CUresult prefetch(CUdeviceptr p, size_t n, CUmemLocation to) {
+static CUresult prefetch(CUdeviceptr p, size_t n, CUmemLocation to, CUstream stream) {
   if (getenv("FAKE_CUDA_FAIL_PREFETCH")) return CUDA_ERROR_INVALID_VALUE;
   const bool to_device = to.type == CU_MEM_LOCATION_TYPE_DEVICE;
   uint64_t moved = 0;
   {
     std::lock_guard<std::mutex> lock(g_fake_mu);
+    const uint64_t s = uint64_t(stream), k = ++g_stream_moves[s];
+    if (!to_device) g_latest_out[s] = k;
+    for (const auto &[out, latest] : g_latest_out)
+      if (to_device && out != s && g_follows[s][out] < latest) ++g_unordered_fetches;
     g_prefetched[to_device] += n;
     for (uint64_t g = p >> 16; g < (p + n + 0xffff) >> 16; ++g)
       if (to_device ? g_on_device.insert(g).second : g_on_device.erase(g) > 0) moved += 1 << 16;
@@ -413,18 +444,18 @@ static CUresult prefetch(CUdeviceptr p, size_t n, CUmemLocation to) {
   if (moved) call_cupti("fake_cupti_migration", int(to_device), moved);
   return CUDA_SUCCESS;
 }
-DEF(CUresult, cuMemPrefetchAsync_v2, CUdeviceptr p, size_t n, CUmemLocation to, unsigned, CUstream) {
+DEF(CUresult, cuMemPrefetchAsync_v2, CUdeviceptr p, size_t n, CUmemLocation to, unsigned, CUstream s) {
   if (CUresult r = counted("cuMemPrefetchAsync")) return r;
-  return prefetch(p, n, to);
+  return prefetch(p, n, to, s);
 }
 // Every range to the location of its index's entry (prefetchLocIdxs: where each location's ranges start).
 DEF(CUresult, cuMemPrefetchBatchAsync, CUdeviceptr *p, size_t *n, size_t count, CUmemLocation *locs, size_t *idxs,
-    size_t nlocs, unsigned long long flags, CUstream) {
+    size_t nlocs, unsigned long long flags, CUstream s) {
   if (CUresult r = counted("cuMemPrefetchBatchAsync")) return r;
   if (!count || !nlocs || idxs[0] != 0 || flags) return CUDA_ERROR_INVALID_VALUE;
   for (size_t i = 0, l = 0; i < count; ++i) {
     while (l + 1 < nlocs && idxs[l + 1] <= i) ++l;
-    if (CUresult r = prefetch(p[i], n[i], locs[l])) return r;
+    if (CUresult r = prefetch(p[i], n[i], locs[l], s)) return r;
   }
   return CUDA_SUCCESS;
 }

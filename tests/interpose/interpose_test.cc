@@ -466,6 +466,10 @@ TEST_CASE("paging: managed allocations, budget, memory figures, host limit, fail
     // went in one batch call.
     CHECK(calls("libcuda.so.1", "cuda", "cuStreamWaitEvent") == 4);
     CHECK(calls("libcuda.so.1", "cuda", "cuMemPrefetchBatchAsync") == 1);
+    // Every prefetch to the device followed, on its stream, the prefetches to the host before it.
+    auto unordered = control<uint64_t (*)()>("libcuda.so.1", "fake_unordered_fetches");
+    REQUIRE((unordered != nullptr));
+    CHECK(unordered() == 0);
     // While a stream capture is open nothing is issued, for captured launches nor for a memset
     // (which the observer does not mark as captured): b, evicted above, stays where it is.
     auto begin = driver<PFN_cuStreamBeginCapture_v10010>("cuStreamBeginCapture");
