@@ -507,10 +507,9 @@ void Pager::used(Page *p, uint64_t stream) {
 bool Pager::evict(const std::vector<PageKey> &victims) {
   if (victims.empty()) return true;
   if (!order_after_users(victims)) return false;
-  uint64_t arriving = 0;  // the latest fetch of a victim still in flight: the eviction comes after it
-  for (PageKey k : victims)
-    if (Page *p = page(k); p->fence && !mover_->passed(p->fence)) arriving = std::max(arriving, p->fence);
-  if (arriving && !mover_->moves_after(arriving)) return fail("ordering an eviction after its fetch"), false;
+  // The latest fetch of a victim still in flight: the eviction comes after it.
+  if (uint64_t arriving = pending_fence(victims); arriving && !mover_->moves_after(arriving))
+    return fail("ordering an eviction after its fetch"), false;
   std::vector<PageKey> dirty, clean;
   for (PageKey k : victims) (page(k)->dirty ? dirty : clean).push_back(k);
   bool ok = true;
@@ -558,6 +557,17 @@ uint64_t Pager::choose_victims(uint64_t need, uint64_t horizon, const std::vecto
     found += page_bytes(it->second);
   }
   return found;
+}
+
+uint64_t Pager::pending_fence(const std::vector<PageKey> &keys) {
+  uint64_t latest = 0;
+  for (PageKey k : keys) {
+    Page *p = page(k);
+    if (!p->fence) continue;
+    if (mover_->passed(p->fence)) p->fence = 0;
+    else latest = std::max(latest, p->fence);
+  }
+  return latest;
 }
 
 bool Pager::fetch(const std::vector<PageKey> &keys) {
@@ -748,12 +758,7 @@ void Pager::on_op(const OpKey &key, uint64_t stream, const std::vector<Touch> &t
     }
     // Its pages, and those it may reach, are not remapped while it runs: their moves in flight
     // complete first.
-    for (PageKey k : reach) {
-      Page *p = page(k);
-      if (!p->fence) continue;
-      if (mover_->passed(p->fence)) p->fence = 0;
-      else wait = std::max(wait, p->fence);
-    }
+    wait = pending_fence(reach);
     if (wait) stats_.waits++;
     if (!missing.empty()) {
       stats_.misses += missing.size();
@@ -806,14 +811,13 @@ bool Pager::pin(uint64_t alloc_id, uint64_t stream) {
   std::vector<PageKey> all;
   for (uint32_t i = 0; i < a.pages.size(); ++i) all.push_back({alloc_id, i});
   if (!fetch_missing(all)) return false;
-  uint64_t wait = 0;
   for (PageKey k : all) {
     Page *p = page(k);
     order_.erase({p->rank, k});
     p->pinned = true;
-    wait = std::max(wait, p->fence);
   }
-  if (wait && !mover_->passed(wait) && !mover_->stream_wait(stream, wait)) return fail("ordering after a pinned fetch"), false;
+  if (uint64_t wait = pending_fence(all); wait && !mover_->stream_wait(stream, wait))
+    return fail("ordering after a pinned fetch"), false;
   a.pinned = true;
   stats_.pinned_bytes += a.size;
   return true;
@@ -841,10 +845,8 @@ bool Pager::place(const std::vector<Touch> &in, const std::vector<Touch> &out) {
   }
   if (need_in.empty() && need_out.empty()) return false;
   if (!evict(evicting) || !fetch_missing(need_in)) return false;
-  uint64_t wait = 0;
-  for (const auto *keys : {&need_in, &need_out})
-    for (PageKey k : *keys) wait = std::max(wait, page(k)->fence);
-  return !wait || mover_->passed(wait) || mover_->stream_wait(0, wait);
+  const uint64_t wait = std::max(pending_fence(need_in), pending_fence(need_out));
+  return !wait || mover_->stream_wait(0, wait);
 }
 
 bool Pager::learn(const Trace &trace, std::string *why) {

@@ -224,6 +224,8 @@ class Pager {
                 const std::function<bool(uint64_t, uint64_t, const std::vector<PageKey> &)> &move);
   bool evict(const std::vector<PageKey> &victims);
   bool fetch(const std::vector<PageKey> &keys);
+  // The latest fence of the moves of `keys` not yet passed (0: none); those passed are forgotten.
+  uint64_t pending_fence(const std::vector<PageKey> &keys);
   bool fetch_missing(const std::vector<PageKey> &keys);
   bool order_after(uint64_t stream, uint64_t op);
   bool mark_behind(uint64_t stream);
