@@ -6,9 +6,25 @@
 #include <utility>
 
 namespace vc {
+namespace {
+
+struct InstantMover final : Mover {
+  uint64_t fences = 0;
+  bool to_device(uint64_t, uint64_t) override { return true; }
+  bool to_host(uint64_t, uint64_t) override { return true; }
+  uint64_t mark(uint64_t) override { return 1; }
+  void drop_mark(uint64_t) override {}
+  bool copy_after(uint64_t) override { return true; }
+  uint64_t fence() override { return ++fences; }
+  bool stream_wait(uint64_t, uint64_t) override { return true; }
+  bool passed(uint64_t) override { return true; }
+};
+
+}  // namespace
 
 ReplayResult replay_trace(const Trace &t, uint64_t budget, uint64_t page_size, PagingPolicy policy,
-                          uint64_t sample_every, uint64_t learn_at, uint64_t prefetch_ahead, bool bypass) {
+                          uint64_t sample_every, uint64_t learn_at, uint64_t prefetch_ahead, bool bypass,
+                          const std::function<void(size_t, Pager &)> &before_op) {
   InstantMover mover;
   Pager pager(&mover, budget, page_size, policy);
   if (prefetch_ahead) pager.set_prefetch_limit(prefetch_ahead);
@@ -36,11 +52,13 @@ ReplayResult replay_trace(const Trace &t, uint64_t budget, uint64_t page_size, P
       r.misses.push_back(pager.stats().misses);
       r.bypassed.push_back(pager.stats().bypassed_bytes);
     }
+    if (before_op) before_op(i, pager);
     const Op &op = t.ops[i];
     if (op.kind == OpKind::kSync || (op.flags & kOpCaptured)) continue;
     touches.assign(t.refs.begin() + op.first_ref, t.refs.begin() + op.first_ref + op.ref_count);
     pager.on_op({op.kind, t.names[op.name].c_str()}, op.stream, touches);
   }
+  if (before_op) before_op(t.ops.size(), pager);
   r.peak_resident = pager.stats().peak_resident;
   r.tracking = pager.tracking();
   r.stand_ins = pager.stats().stand_ins;

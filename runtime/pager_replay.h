@@ -7,24 +7,13 @@
 #include <cstdint>
 #include <vector>
 
+#include <functional>
+
 #include "runtime/options.h"
 #include "runtime/pager.h"
 #include "runtime/trace.h"
 
 namespace vc {
-
-// A device whose moves complete at once (replays and tests).
-struct InstantMover final : Mover {
-  uint64_t fences = 0;
-  bool to_device(uint64_t, uint64_t) override { return true; }
-  bool to_host(uint64_t, uint64_t) override { return true; }
-  uint64_t mark(uint64_t) override { return 1; }
-  void drop_mark(uint64_t) override {}
-  bool copy_after(uint64_t) override { return true; }
-  uint64_t fence() override { return ++fences; }
-  bool stream_wait(uint64_t, uint64_t) override { return true; }
-  bool passed(uint64_t) override { return true; }
-};
 
 struct ReplayResult {
   // Cumulative pager figures before op k * sample_every, for every k with k * sample_every < ops.
@@ -39,8 +28,10 @@ struct ReplayResult {
 // Feeds the trace's allocations, frees and ops to a fresh pager in trace order. The predictive
 // policy learns from the whole trace after `learn_at` ops, as the library does once it has
 // recorded enough. `prefetch_ahead`: the pager's prefetch window (VRAMCACHE_PREFETCH_AHEAD; 0: its
-// default). `bypass`: Note [Bypass] in runtime/pager.cc.
+// default). `bypass`: Note [Bypass] in runtime/pager.cc. `before_op` (tests), if given, is called
+// before op i is fed (after its allocations, frees and the learning), and with i = ops at the end.
 ReplayResult replay_trace(const Trace &t, uint64_t budget, uint64_t page_size, PagingPolicy policy,
-                          uint64_t sample_every, uint64_t learn_at, uint64_t prefetch_ahead = 0, bool bypass = false);
+                          uint64_t sample_every, uint64_t learn_at, uint64_t prefetch_ahead = 0, bool bypass = false,
+                          const std::function<void(size_t, Pager &)> &before_op = nullptr);
 
 }  // namespace vc

@@ -92,30 +92,21 @@ TEST_CASE("pager on the deterministic GPT 2.7B trace: after a foreign op it find
   Trace t;
   std::string error;
   REQUIRE_MESSAGE(read_trace("samples/traces/gpt-2.7b-det.vctrace", &t, &error), error);
-  InstantMover mover;
   const uint64_t period = 7892, foreign = 3 * period;
-  Pager pager(&mover, uint64_t(16) << 30, t.page_size, PagingPolicy::kPredictive);
-  pager.set_prefetch_limit(uint64_t(1) << 30);
-  pager.set_bypass(true);
-  size_t next_alloc = 0;
-  uint64_t misses = 0, divergences = 0;
-  std::vector<Ref> touches;
-  for (size_t i = 0; i < t.ops.size(); ++i) {
-    for (; next_alloc < t.allocs.size() && t.allocs[next_alloc].alloc_seq <= i; ++next_alloc) {
-      const TraceAlloc &a = t.allocs[next_alloc];
-      pager.on_alloc({a.base, a.size, a.kind, a.id});
+  uint64_t divergences = 0, misses = 0, divergences_end = 0, misses_end = 0;
+  auto inject = [&](size_t i, Pager &pager) {
+    if (i == foreign) {
+      divergences = pager.stats().divergences;
+      pager.on_op({OpKind::kKernel, "foreign"}, 7, {});
     }
-    std::string why;
-    if (i == 2 * period) REQUIRE(pager.learn(t, &why));
-    if (i == foreign) divergences = pager.stats().divergences, pager.on_op({OpKind::kKernel, "foreign"}, 7, {});
     if (i == foreign + 500) misses = pager.stats().misses;
-    const Op &op = t.ops[i];
-    if (op.kind == OpKind::kSync || (op.flags & kOpCaptured)) continue;
-    touches.assign(t.refs.begin() + op.first_ref, t.refs.begin() + op.first_ref + op.ref_count);
-    pager.on_op({op.kind, t.names[op.name].c_str()}, op.stream, touches);
-  }
-  MESSAGE("pages missed from 500 ops after the foreign op to the end: ", pager.stats().misses - misses);
-  CHECK(pager.stats().divergences == divergences + 1);
-  CHECK(pager.tracking());
-  CHECK(pager.stats().misses - misses < 1000);
+    if (i == t.ops.size()) divergences_end = pager.stats().divergences, misses_end = pager.stats().misses;
+  };
+  ReplayResult r = replay_trace(t, uint64_t(16) << 30, t.page_size, PagingPolicy::kPredictive, 0, 2 * period,
+                                uint64_t(1) << 30, true, inject);
+  REQUIRE(r.learned);
+  MESSAGE("pages missed from 500 ops after the foreign op to the end: ", misses_end - misses);
+  CHECK(divergences_end == divergences + 1);
+  CHECK(r.tracking);
+  CHECK(misses_end - misses < 1000);
 }
