@@ -116,7 +116,7 @@ check: test layering asan-test
 
 # ---- Samples (built here, run on the GPU machine) ----
 samples: $(BUILD)/samples/mlp $(BUILD)/samples/managed_residency $(BUILD)/samples/explicit_probe $(BUILD)/samples/managed_probe
-$(BUILD)/samples/%: scripts/gpu_checks/%.cu
+$(BUILD)/samples/%: scripts/gpu_checks/%.cu scripts/gpu_checks/probe.h
 	@mkdir -p $(@D)
 	$(NVCC) -O2 -std=c++17 -gencode arch=compute_90,code=sm_90 -cudart shared \
 	  -Xlinker -rpath,$(CUDA)/lib64 $< -o $@ -lcuda

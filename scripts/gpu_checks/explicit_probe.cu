@@ -5,28 +5,12 @@
 // An earlier version that released application streams from a second thread through
 // cuStreamWaitValue32 hung (results/paging-explicit-debug/probe.txt). Under a 60 s watchdog.
 // Build: make samples (build/samples/explicit_probe).
-#include <cuda.h>
-#include <signal.h>
-#include <unistd.h>
-
 #include <algorithm>
-#include <chrono>
-#include <cstdio>
-#include <cstdlib>
 #include <functional>
 #include <thread>
 #include <vector>
 
-#define CK(x)                                                           \
-  do {                                                                  \
-    CUresult r_ = (x);                                                  \
-    if (r_ != CUDA_SUCCESS) {                                           \
-      const char *s_ = nullptr;                                         \
-      cuGetErrorString(r_, &s_);                                        \
-      printf("FAILED %s: %s (line %d)\n", #x, s_ ? s_ : "?", __LINE__); \
-      exit(2);                                                          \
-    }                                                                   \
-  } while (0)
+#include "probe.h"
 
 // Spins for about `cycles` clock cycles (one thread): a long kernel that touches no frame.
 __global__ void spin(long long cycles) {
@@ -59,8 +43,6 @@ static void map(CUdeviceptr at, CUmemGenericAllocationHandle h) {
   CUmemAccessDesc a = {{CU_MEM_LOCATION_TYPE_DEVICE, dev}, CU_MEM_ACCESS_FLAGS_PROT_READWRITE};
   CK(cuMemSetAccess(at, kFrame, &a, 1));
 }
-
-static double now() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
 
 static void make(Set *s, int numa) {
   CUmemAllocationProp p = {};
@@ -212,17 +194,7 @@ static bool check(Set *s, float want) {
 }
 
 int main() {
-  signal(SIGALRM, [](int) {
-    printf("HANG: the probe did not finish in 60 s\n");
-    fflush(stdout);
-    _exit(3);
-  });
-  alarm(60);
-  CK(cuInit(0));
-  CK(cuDeviceGet(&dev, 0));
-  CUcontext ctx;
-  CK(cuDevicePrimaryCtxRetain(&ctx, dev));
-  CK(cuCtxSetCurrent(ctx));
+  CUcontext ctx = probe_start(&dev);
   int numa = 0;
   cuDeviceGetAttribute(&numa, CU_DEVICE_ATTRIBUTE_HOST_NUMA_ID, dev);
   numa = numa < 0 ? 0 : numa;

@@ -6,32 +6,14 @@
 // each way (README, "What limits the managed backend"). 4 GiB of managed memory in all, far under
 // the device's free memory (checked first). Under a 60 s watchdog.
 // Build: make samples (build/samples/managed_probe).
-#include <cuda.h>
-#include <signal.h>
-#include <unistd.h>
-
-#include <chrono>
-#include <cstdio>
-#include <cstdlib>
 #include <cstring>
 #include <vector>
 
-#define CK(x)                                                           \
-  do {                                                                  \
-    CUresult r_ = (x);                                                  \
-    if (r_ != CUDA_SUCCESS) {                                           \
-      const char *s_ = nullptr;                                         \
-      cuGetErrorString(r_, &s_);                                        \
-      printf("FAILED %s: %s (line %d)\n", #x, s_ ? s_ : "?", __LINE__); \
-      exit(2);                                                          \
-    }                                                                   \
-  } while (0)
+#include "probe.h"
 
 static const size_t kSet = size_t(2) << 30;  // each of sets A and B
 static const size_t kRange = 32 << 20;       // about the backend's mean prefetch (26818 calls, 8 steps)
 static CUdevice dev;
-
-static double now() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
 
 // Every other range of a set: `count` ranges of kRange, not contiguous (the pager's runs seldom are).
 struct Ranges {
@@ -64,17 +46,7 @@ static void prefetch(const Ranges &r, bool device, bool batch, CUstream s) {
 }
 
 int main() {
-  signal(SIGALRM, [](int) {
-    printf("HANG: the probe did not finish in 60 s\n");
-    fflush(stdout);
-    _exit(3);
-  });
-  alarm(60);
-  CK(cuInit(0));
-  CK(cuDeviceGet(&dev, 0));
-  CUcontext ctx;
-  CK(cuDevicePrimaryCtxRetain(&ctx, dev));
-  CK(cuCtxSetCurrent(ctx));
+  probe_start(&dev);
   size_t free_b = 0, total_b = 0;
   CK(cuMemGetInfo(&free_b, &total_b));
   if (2 * kSet > free_b / 2) return printf("managed probe: %zu MiB free, too little to probe safely\n", free_b >> 20), 1;
