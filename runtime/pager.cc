@@ -648,7 +648,13 @@ void Pager::prefetch_ahead(const std::vector<PageKey> &keep) {
   }
   if (cursor_ < pos_) cursor_ = pos_;
   std::vector<PageKey> missing;
-  while (cursor_ < pos_ + plan.period && ahead_bytes_ < prefetch_limit_ && !stats_.failed) {
+  WalkStop stop = kWalkEnd;
+  while (!stats_.failed) {
+    if (cursor_ >= pos_ + plan.period) break;
+    if (ahead_bytes_ >= prefetch_limit_) {
+      stop = kWalkWindow;
+      break;
+    }
     uint64_t k = cursor_ % plan.period;
     missing.clear();
     uint64_t bytes = 0;
@@ -664,23 +670,31 @@ void Pager::prefetch_ahead(const std::vector<PageKey> &keep) {
       missing.push_back(key), bytes += page_bytes(key);
       reached |= std::binary_search(keep.begin(), keep.end(), key) || held_by_batch(key);
     }
-    if (reached) break;
+    if (reached) {
+      stop = kWalkReached;
+      break;
+    }
     // Note [Timed prefetch]: not due yet.
     if (!missing.empty() && link_rate_ > 0 && plan.busy_ns[plan.period] > 0 &&
-        double(busy_between(pos_, cursor_)) > double(ahead_bytes_ + bytes) / link_rate_ * 1e9 + double(lead_ns_))
+        double(busy_between(pos_, cursor_)) > double(ahead_bytes_ + bytes) / link_rate_ * 1e9 + double(lead_ns_)) {
+      stop = kWalkTimed;
       break;
+    }
     if (!missing.empty() && bytes <= capacity()) {
       std::vector<PageKey> protect = keep;
       protect.insert(protect.end(), missing.begin(), missing.end());
       std::sort(protect.begin(), protect.end());
-      if (!make_room(bytes, cursor_ - pos_, protect)) break;
-      if (!fetch(missing)) break;
+      if (!make_room(bytes, cursor_ - pos_, protect) || !fetch(missing)) {
+        stop = kWalkRoom;
+        break;
+      }
       ahead_.push_back({cursor_, bytes});
       ahead_bytes_ += bytes;
       stats_.prefetched += missing.size();
     }
     ++cursor_;
   }
+  stats_.walk_stops[stop]++;
 }
 
 void Pager::set_link_rate(double bytes_per_s, uint64_t lead_ns) {

@@ -86,6 +86,16 @@ struct OpKey {
   uint64_t batch = 0;
 };
 
+// Why a walk ahead of the plan stopped (PagerStats::walk_stops, the summary's paging_walk_stops_*).
+enum WalkStop : int {
+  kWalkEnd,      // a whole period ahead: nothing more to fetch
+  kWalkWindow,   // the prefetch window (VRAMCACHE_PREFETCH_AHEAD) is full
+  kWalkReached,  // a page the op being enqueued (or a batch) holds is needed next
+  kWalkTimed,    // the next fetch is not due yet (Note [Timed prefetch])
+  kWalkRoom,     // no room: every victim is needed sooner, or a move failed
+};
+inline constexpr const char *kWalkStopNames[] = {"end", "window", "reached", "timed", "room"};
+
 struct PagerStats {
   std::atomic<uint64_t> resident{0}, peak_resident{0};  // bytes on the device or on their way
   std::atomic<uint64_t> paged_allocs{0}, paged_bytes{0};
@@ -104,6 +114,8 @@ struct PagerStats {
   std::atomic<uint64_t> bypassed{0}, bypassed_bytes{0};
   std::atomic<uint64_t> planned_ops{0};   // ops matched to the learned plan
   std::atomic<uint64_t> prefetched{0};    // pages fetched ahead by the plan
+  // Why each walk ahead (an op followed) stopped, by WalkStop: a diagnostic of the plan's reach.
+  std::atomic<uint64_t> walk_stops[5] = {};
   std::atomic<uint64_t> divergences{0};   // times the program left the learned pattern
   std::atomic<uint64_t> resyncs{0};       // times it was found again
   std::atomic<uint64_t> plans{0};         // plans installed

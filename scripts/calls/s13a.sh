@@ -7,6 +7,8 @@
 #   GPU 1: GPT 2.7B / 24 GiB, the same; then the paging smoke (every mode of the MLP, memcheck).
 # Look at paging_prefetched against paging_misses in the predictive summaries: in call 9 the plan
 # prefetched far less than before for a reason not found (README, "The managed moves").
+# The predictive runs keep their report (--report: the trace the plan was learned from, so that the
+# plan can be replayed here), and the summary says why each walk ahead stopped (paging_walk_stops_*).
 # Packed into $OUT/s13a.tgz.
 set -u
 cd "$(dirname "$0")/../.."
@@ -16,12 +18,12 @@ cp build-gpu/libvramcache.so build-gpu/vramcache build/ && cp -r build-gpu/sampl
 (
   export CUDA_VISIBLE_DEVICES=1
   python3 scripts/paging.py --out "$res/2.7b-24" --jobs 2.7b-24 --steps 20 \
-    --policies managed-reactive,managed-predictive --timeout 250 > "$res/gpu1.log" 2>&1
+    --policies managed-reactive,managed-predictive --timeout 250 --report > "$res/gpu1.log" 2>&1
   bash scripts/paging_smoke.sh "$res/paging-smoke" > "$res/smoke.log" 2>&1
 ) &
 export CUDA_VISIBLE_DEVICES=0
 python3 scripts/paging.py --out "$res/2.7b-16" --jobs 2.7b-16 --steps 20 \
-  --policies managed-reactive,managed-predictive --timeout 260 > "$res/gpu0.log" 2>&1
+  --policies managed-reactive,managed-predictive --timeout 265 --report > "$res/gpu0.log" 2>&1
 wait
 cd "$(dirname "$res")" && tar czf s13a.tgz s13a && rm -rf s13a paging-smoke.tgz
 echo done

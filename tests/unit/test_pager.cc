@@ -751,6 +751,13 @@ TEST_CASE("pager: the plan's prefetches remove the misses of a cyclic sweep") {
     h.run(iter, 4);
     CHECK(h.pager.tracking() == (policy == kPredictive));
     *prefetched = h.stats().prefetched;
+    // A walk ahead at each op followed, each stopped by the window (a sixteenth of the budget, less
+    // than a page: full once the next op's page is on its way).
+    uint64_t walks = 0;
+    for (const auto &n : h.stats().walk_stops) walks += n;
+    CHECK(walks == h.stats().planned_ops);
+    CHECK(h.stats().walk_stops[vc::kWalkWindow] == walks);
+    CHECK((walks > 0) == (policy == kPredictive));
     return h.stats().misses - misses;
   };
   uint64_t predicted = 0, reacted = 0;
