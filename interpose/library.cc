@@ -99,21 +99,27 @@ std::string symbolize(uint64_t pc) {
 // written (or learned from) as soon as the wanted iterations are recorded, while the program goes
 // on. The second of waiting lets the GPU finish the recorded kernels, so their device times are in
 // the flushed activity records.
+// It stays for the recordings the pager asks for later (Note [Learning again] in runtime/pager.cc),
+// which have no device times.
 void profile_thread(Runtime *rt) {
   Recorder *rec = rt->recorder();
   int ticks = 0;
+  bool first = true;
   while (!g_stopping.load()) {
     usleep(250 * 1000);
     if (rec->enough()) {
-      sleep(1);  // device times of the recorded kernels
-      if (g_stopping.load()) return;
-      flush_activity(rt);
+      if (first) {
+        sleep(1);  // device times of the recorded kernels
+        if (g_stopping.load()) return;
+        flush_activity(rt);
+      }
       VC_INFO("%s", rec->progress().c_str());
       rt->finish_recording(symbolize);
-      stop_device_times(rt);
-      return;
+      if (first) stop_device_times(rt);
+      first = false;
+      continue;
     }
-    if (++ticks % 12 == 0) VC_INFO("%s", rec->progress().c_str());
+    if (rec->recording() && ++ticks % 12 == 0) VC_INFO("%s", rec->progress().c_str());
   }
 }
 

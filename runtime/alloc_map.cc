@@ -73,6 +73,14 @@ std::optional<AddressHit> AllocMap::find_locked(uint64_t address) const {
   return AddressHit{a, address - a.base};
 }
 
+std::vector<Allocation> AllocMap::all() const {
+  std::shared_lock lock(mu_);
+  std::vector<Allocation> out;
+  out.reserve(by_base_.size());
+  for (const auto &[base, a] : by_base_) out.push_back(a);
+  return out;
+}
+
 size_t AllocMap::count() const {
   std::shared_lock lock(mu_);
   return by_base_.size();

@@ -41,6 +41,7 @@ class AllocMap {
   std::vector<Allocation> erase_range(uint64_t base, uint64_t size);
   std::optional<AddressHit> find(uint64_t address) const;
   size_t count() const;
+  std::vector<Allocation> all() const;  // every tracked allocation, by base
 
   // Many lookups under one shared lock, taken only when a value passes the lock-free bounds
   // check (most 8-byte words of a parameter buffer are sizes and strides, far below any device

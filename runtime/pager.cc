@@ -85,6 +85,18 @@ namespace vc {
 // one: the pager next departs 0.33 iterations later, at a copy of the loss to the host that comes
 // at another place than in the learned iteration, and finds its place again at once).
 //
+// Note [Learning again]
+// Resync (above) finds the program again when it departs from the plan for a while: an evaluation
+// pass, a foreign op. A program that changes for good (another sequence length, layers frozen or
+// unfrozen, a new phase of training) is never found again, and would be paged reactively to its
+// end. So once the program has not followed the plan for kRelearnPeriods of the plan's periods, the
+// pager asks once (relearn_due) to be taught again: the runtime records the program anew, as at
+// its start (Recorder::restart, the live allocations first), and the new plan replaces the old one
+// when enough iterations are recorded (learn). Meanwhile paging stays reactive, and the old plan is
+// still looked for. A plan learned again has no kernel times (their records stop after the first
+// recording), so it is not timed (Note [Timed prefetch]). A failed attempt (no iteration found) is
+// made again after as many ops.
+//
 // Note [Timed prefetch]
 // The walk ahead (Note [Paging policies]) stops at the window (prefetch_limit), and, once the plan
 // knows how long its positions run and the runtime knows the link's rate, at the first position
@@ -745,6 +757,16 @@ void Pager::on_op(const OpKey &key, uint64_t stream, const std::vector<Touch> &t
     track(key, h);
     history_.push_back(h);
     if (history_.size() > kHistory) history_.pop_front();
+    // Note [Learning again]
+    if (tracking_) {
+      untracked_ops_ = 0, relearn_asked_ = false;
+    } else if (++untracked_ops_ >= kRelearnPeriods * plan_->period && !relearn_asked_) {
+      relearn_asked_ = true;
+      stats_.relearns++;
+      relearn_due_ = true;
+      VC_INFO("the program has not followed the learned plan for %llu ops (%llu periods): learning it again",
+              (unsigned long long)untracked_ops_, (unsigned long long)kRelearnPeriods);
+    }
   }
   if (!reach.empty()) {
     if (!need.empty()) stats_.ops++;
@@ -864,6 +886,10 @@ bool Pager::place(const std::vector<Touch> &in, const std::vector<Touch> &out) {
 }
 
 bool Pager::learn(const Trace &trace, std::string *why) {
+  {  // A failed attempt is made again after as many ops (Note [Learning again]).
+    std::lock_guard lock(mu_);
+    untracked_ops_ = 0, relearn_asked_ = false;
+  }
   if (policy_ == PagingPolicy::kReactive) {
     *why = "the reactive policy follows no plan";
     return false;
@@ -942,6 +968,7 @@ bool Pager::learn(const Trace &trace, std::string *why) {
   for (auto &[id, a] : allocs_) attach_uses(id, &a);
   tracking_ = false;
   lost_at_ = kNoUse;
+  untracked_ops_ = 0, relearn_asked_ = false;
   rerank_all();
   stats_.plans++;
   return true;

@@ -118,6 +118,7 @@ struct PagerStats {
   std::atomic<uint64_t> walk_stops[5] = {};
   std::atomic<uint64_t> divergences{0};   // times the program left the learned pattern
   std::atomic<uint64_t> resyncs{0};       // times it was found again
+  std::atomic<uint64_t> relearns{0};      // times it was not found for long: recorded again (Note [Learning again])
   std::atomic<uint64_t> plans{0};         // plans installed
   std::atomic<uint64_t> stand_ins{0};     // allocations standing for the plan's (Note [Allocations made anew])
   std::atomic<uint64_t> wildcards{0};     // ops that may have touched any page (not decoded)
@@ -158,9 +159,14 @@ class Pager {
   // failed. Pinned pages stay on the device.
   bool place(const std::vector<Touch> &in, const std::vector<Touch> &out);
   bool is_paged(uint64_t alloc_id) const;
-  // Predictive policy: learns the plan from a trace of the program's first iterations.
-  // Returns false (and says why in `why`) when the trace has no usable period, or the policy is reactive.
+  // Predictive policy: learns the plan from a trace of the program's first iterations (or, after
+  // relearn_due, of its latest ones), replacing any plan it had. Returns false (and says why in
+  // `why`) when the trace has no usable period, or the policy is reactive.
   bool learn(const Trace &trace, std::string *why);
+  // Note [Learning again]: true once each time the program has not followed the plan for
+  // kRelearnPeriods of its periods: the caller records the program again and calls learn.
+  bool relearn_due() { return relearn_due_.exchange(false, std::memory_order_relaxed); }
+  static constexpr uint64_t kRelearnPeriods = 4;
 
   // Stops paging for good, as a failed device call does (Note [Paging failures]); `why` is logged.
   void stop(const char *why);
@@ -275,6 +281,11 @@ class Pager {
   // Note [Resync]: the position at which the program left the plan (~0: not since the plan was
   // learned), and the ops seen since.
   uint64_t lost_at_ = ~uint64_t(0), lost_ops_ = 0;
+  // Note [Learning again]: ops seen since the plan was last followed (or learned), and whether
+  // learning again was asked for since.
+  uint64_t untracked_ops_ = 0;
+  bool relearn_asked_ = false;
+  std::atomic<bool> relearn_due_{false};
   uint64_t cursor_ = 0;  // absolute position up to which pages are fetched ahead
   std::deque<uint64_t> history_;  // hashes of the recent ops (kind and name), for resync
   std::deque<std::pair<uint64_t, uint64_t>> ahead_;  // (position, bytes) fetched ahead for ops still to come

@@ -38,17 +38,34 @@ uint64_t next_check(uint64_t ops) { return ops + std::max<uint64_t>(4096, ops / 
 const double Recorder::kMinCovered = 0.5;
 
 Recorder::Recorder(std::string command, uint64_t page_size, int iterations, uint64_t min_ops, uint64_t max_ops)
-    : iterations_(iterations), min_ops_(min_ops), max_ops_(max_ops) {
-  trace_.command = std::move(command);
-  trace_.page_size = page_size;
+    : command_(std::move(command)), page_size_(page_size), iterations_(iterations), min_ops_(min_ops), max_ops_(max_ops) {
+  std::lock_guard lock(mu_);
+  reset();
+}
+
+void Recorder::reset() {
+  trace_ = Trace{};
+  trace_.command = command_;
+  trace_.page_size = page_size_;
   trace_.start_ns = now_ns();
   trace_.callsites.emplace_back();  // index 0: unknown
-  callsite_pcs_.emplace_back();
+  callsite_pcs_.assign(1, {});
+  callsites_.clear(), name_ids_.clear(), alloc_index_.clear();
+  kernel_times_.clear(), copy_times_.clear(), graph_nodes_.clear();
+  next_check_ = 4096, period_ = 0, iterations_found_ = 0;
+}
+
+void Recorder::restart(const std::function<std::vector<Allocation>()> &live) {
+  std::lock_guard lock(mu_);
+  reset();
+  finished_ = false, enough_ = false;
+  recording_ = true;
+  for (const Allocation &a : live()) add_alloc(a, 0, 0);
 }
 
 void Recorder::on_alloc(const Allocation &a, uint64_t stream, const uint64_t *pcs, int depth) {
   std::lock_guard lock(mu_);
-  if (!recording_) return;
+  if (!recording_ || alloc_index_.count(a.id)) return;  // (restart may have seen it already)
   uint32_t site = 0;
   if (depth > 0) {
     std::vector<uint64_t> key(pcs, pcs + depth);
@@ -59,6 +76,10 @@ void Recorder::on_alloc(const Allocation &a, uint64_t stream, const uint64_t *pc
     }
     site = it->second;
   }
+  add_alloc(a, stream, site);
+}
+
+void Recorder::add_alloc(const Allocation &a, uint64_t stream, uint32_t site) {
   TraceAlloc t;
   t.id = a.id, t.base = a.base, t.size = a.size, t.kind = a.kind, t.stream = stream, t.callsite = site;
   t.alloc_seq = trace_.ops.size();
@@ -145,8 +166,7 @@ void Recorder::check_iterations() {
   } else if (max_ops_ && trace_.ops.size() >= max_ops_) {
     VC_WARN("no repeating iteration in the first %zu ops: recording stopped, paging stays reactive", trace_.ops.size());
     recording_ = false;
-    trace_ = Trace{};
-    graph_nodes_.clear();
+    reset();
   }
 }
 
@@ -202,8 +222,10 @@ Trace Recorder::finish(const std::function<std::string(uint64_t)> &symbolize) {
     trace_.callsites[s].frames.clear();
     for (uint64_t pc : callsite_pcs_[s]) trace_.callsites[s].frames.push_back(symbolize(pc));
   }
-  kernel_times_.clear(), copy_times_.clear();
-  return std::move(trace_);
+  Trace done = std::move(trace_);
+  reset();
+  enough_ = false;
+  return done;
 }
 
 }  // namespace vc

@@ -78,14 +78,22 @@ class Recorder {
   std::string progress() const;  // one line: ops, iterations found, period, bytes
 
   // The trace, device times joined, call sites symbolized by `symbolize` (pc -> "module!sym+0xoff").
-  // Stops recording; the recorder is empty afterwards (call once).
+  // Stops recording; the recorder is empty afterwards, and enough() false.
   Trace finish(const std::function<std::string(uint64_t)> &symbolize);
+  // Records anew from here (Note [Learning again] in runtime/pager.cc), with the allocations `live`
+  // returns (called with the recorder's lock held, so that none made meanwhile is missed) as made
+  // before the first op. Device times are joined only if they still come.
+  void restart(const std::function<std::vector<Allocation>()> &live);
 
  private:
   void check_iterations();  // with mu_ held
+  void reset();              // an empty trace (mu_ held)
+  void add_alloc(const Allocation &a, uint64_t stream, uint32_t site);  // mu_ held
 
   mutable std::mutex mu_;
   Trace trace_;
+  std::string command_;
+  uint64_t page_size_;
   int iterations_;
   uint64_t min_ops_, max_ops_;
   std::atomic<bool> recording_{true}, enough_{false};

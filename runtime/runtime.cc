@@ -218,6 +218,8 @@ void Runtime::page_op(const RecordedOp &op, bool captured) {
   bool kernel = op.kind == OpKind::kKernel || op.kind == OpKind::kGraphKernel;
   bool wildcard = kernel ? !(op.flags & kOpDecoded) || (op.flags & kOpIndirect) : op.bytes == 0 && !op.ranges;
   if (pg && !captured && !capture_open && op.kind != OpKind::kSync) pg->on_op({op.kind, op.name, wildcard, op.batch}, op.stream, refs);
+  // Note [Learning again] in runtime/pager.cc: the profile thread learns from it once it has enough.
+  if (pg && recorder_ && pg->relearn_due()) recorder_->restart([this] { return allocs_.all(); });
 }
 
 void Runtime::on_gemm(GemmApi api, const GemmOperand *ops, int n) {
@@ -285,7 +287,9 @@ void Runtime::on_copy_time(uint64_t correlation, uint64_t start_ns, uint64_t end
 bool Runtime::finish_recording(const std::function<std::string(uint64_t)> &symbolize, bool at_exit) {
   // A second caller (the exit path while the profile thread writes) waits for the first write.
   std::lock_guard lock(trace_mu_);
-  if (!recorder_ || trace_written_) return false;
+  // After the first, only a recording made to learn again (Note [Learning again]), never at exit.
+  if (!recorder_ || (trace_written_ && (at_exit || !recorder_->enough()))) return false;
+  const bool first = !trace_written_;
   trace_written_ = true;
   Trace trace = recorder_->finish(symbolize);
   std::string error;
@@ -294,7 +298,7 @@ bool Runtime::finish_recording(const std::function<std::string(uint64_t)> &symbo
     std::string why;
     if (!pg->learn(trace, &why)) VC_WARN("predictive paging: %s; paging stays reactive", why.c_str());
   }
-  if (options_.mode() != Mode::kProfile) return true;
+  if (!first || options_.mode() != Mode::kProfile) return true;
   std::string path = expand_path(options_.str[kTraceFile]);
   if (!write_trace(trace, path, &error)) {
     VC_ERROR("profile: %s", error.c_str());
@@ -637,6 +641,7 @@ std::string Runtime::summary_json() const {
     add("paging_planned_ops", s.planned_ops);
     add("paging_divergences", s.divergences);
     add("paging_resyncs", s.resyncs);
+    add("paging_relearns", s.relearns);
     add("paging_plans", s.plans);
     add("paging_stand_ins", s.stand_ins);
     add("paging_move_calls", s.move_calls);

@@ -126,6 +126,41 @@ TEST_CASE("recorder: stops once the wanted iterations follow a warm-up") {
   CHECK(rec.ops() == 4096);
 }
 
+// Note [Learning again] in runtime/pager.cc: after finish, restart records anew, the allocations
+// alive then first (made before its first op), each once though another thread reports it again.
+TEST_CASE("recorder: restarts with the live allocations, once each") {
+  AllocMap allocs;
+  Recorder rec("cmd", 2 << 20, 1);
+  allocs.insert(0x1000000, 1 << 20, AllocKind::kDevice);
+  rec.on_alloc(allocs.find(0x1000000)->alloc, 0, nullptr, 0);
+  const char *names[] = {"a", "b", "c"};
+  for (uint64_t i = 0; rec.recording() && i < 20000; ++i) rec.on_op(kernel(names[i % 3], i + 1), allocs);
+  REQUIRE(rec.enough());
+  Trace first = rec.finish([](uint64_t) { return std::string(); });
+  CHECK(first.allocs.size() == 1);
+  CHECK_FALSE(rec.enough());
+  CHECK(rec.ops() == 0);
+  rec.on_op(kernel("a", 1), allocs);  // not recording: ignored
+  CHECK(rec.ops() == 0);
+
+  allocs.insert(0x2000000, 1 << 20, AllocKind::kDevice);
+  rec.restart([&] { return allocs.all(); });
+  CHECK(rec.recording());
+  rec.on_alloc(allocs.find(0x2000000)->alloc, 0, nullptr, 0);  // reported after the restart saw it
+  const char *other[] = {"x", "y", "z", "w"};
+  for (uint64_t i = 0; rec.recording() && i < 20000; ++i) rec.on_op(kernel(other[i % 4], i + 1), allocs);
+  REQUIRE(rec.enough());
+  Trace t = rec.finish([](uint64_t) { return std::string(); });
+  REQUIRE(t.allocs.size() == 2);
+  CHECK(t.allocs[0].base == 0x1000000);
+  CHECK(t.allocs[1].base == 0x2000000);
+  CHECK(t.allocs[0].alloc_seq == 0);
+  CHECK(t.command == "cmd");
+  CHECK(t.page_size == (2u << 20));
+  CHECK(t.names.size() == 4);  // only the second recording's names
+  CHECK(t.ops.size() >= 4096);
+}
+
 TEST_CASE("recorder: with a minimum length, a layer that tiles the first ops does not pass for the step") {
   // 1000 distinct start-up ops, then steps of 100 layers of one 40-op pattern and 1000 distinct
   // backward ops (5000 ops). At the first check (4096 ops) the layer tiles three quarters of the

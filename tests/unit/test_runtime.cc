@@ -287,6 +287,75 @@ TEST_CASE("runtime: undecoded and pointer-array kernels reach the pager as wildc
   CHECK(json_values(*rt)["paging_wildcards"] == 3);
 }
 
+// Note [Learning again] in runtime/pager.cc: a program that changes for good is recorded again and
+// followed by a new plan. Program A (10 kernels a step) is learned; then the program runs B (13
+// other kernels, other pages) for good: after 4 of A's periods without following the plan, the
+// recorder starts again, with the allocations already made, and B's plan replaces A's.
+TEST_CASE("runtime: a program that leaves its plan for good is recorded again and its new plan followed") {
+  auto rt = make_runtime({{"VRAMCACHE_BUDGET", "8M"}, {"VRAMCACHE_PROFILE_ITERATIONS", "1"}});
+  CountingMover mover;
+  REQUIRE(rt->start_paging(&mover));
+  REQUIRE(rt->recorder() != nullptr);
+  const uint64_t base = 0x10000000, size = 2 << 20;  // a page each: eight through a budget of four
+  for (uint64_t i = 0; i < 8; ++i) rt->on_alloc(base + i * size, size, AllocKind::kDevice, 0, nullptr, 0, true);
+  std::vector<vc::ParamSlot> slots = {{0, 8}};
+  std::vector<uint8_t> buf(vc::param_buffer_size(slots), 0);
+  std::vector<std::string> names;
+  for (int i = 0; i < 10; ++i) names.push_back("a" + std::to_string(i));
+  for (int i = 0; i < 13; ++i) names.push_back("b" + std::to_string(i));
+  uint64_t step[2] = {0, 0};
+  auto run = [&](int program, uint64_t ops) {  // 0: A, 1: B
+    const int n = program ? 13 : 10, first = program ? 10 : 0;
+    for (uint64_t k = 0; k < ops; ++k, ++step[program]) {
+      const uint64_t i = step[program] % n;
+      put64(buf, 0, base + (program ? (i * 3) % 8 : i % 8) * size + 4096);
+      vc::Launch l;
+      l.func = 1 + first + i, l.decoded = true, l.params = buf.data(), l.params_size = buf.size(), l.slots = &slots;
+      l.name = names[first + i].c_str();
+      rt->on_launch(l);
+    }
+  };
+  auto symbolize = [](uint64_t) { return std::string(); };
+  const vc::Pager &pager = *rt->pager();
+  vc::Recorder &rec = *rt->recorder();
+  for (int k = 0; k < 100 && !rec.enough(); ++k) run(0, 500);
+  REQUIRE(rec.enough());
+  REQUIRE(rt->finish_recording(symbolize));
+  CHECK(pager.stats().plans == 1);
+  CHECK_FALSE(rec.recording());
+  run(0, 100);
+  CHECK(pager.tracking());
+
+  uint64_t misses = pager.stats().misses;
+  run(1, 39);  // B from now on: not asked before 4 periods of A
+  const uint64_t reactive_misses = pager.stats().misses - misses;  // (LRU: eight pages through four)
+  CHECK(pager.stats().relearns == 0);
+  CHECK_FALSE(rec.recording());
+  run(1, 2);
+  CHECK(pager.stats().relearns == 1);
+  CHECK(rec.recording());
+  CHECK_FALSE(pager.tracking());
+  CHECK_FALSE(rt->finish_recording(symbolize));  // not before it has enough
+  for (int k = 0; k < 100 && !rec.enough(); ++k) run(1, 500);
+  REQUIRE(rec.enough());
+  REQUIRE(rt->finish_recording(symbolize));
+  CHECK(pager.stats().plans == 2);
+  const uint64_t planned = pager.stats().planned_ops, bypassed = pager.stats().bypassed;
+  run(1, 26);  // two periods to find its place and settle
+  misses = pager.stats().misses;
+  run(1, 39);
+  CHECK(pager.tracking());
+  CHECK(pager.stats().planned_ops >= planned + 60);
+  // The plan knows B's pages (of allocations made before it was recorded): it keeps some resident
+  // for good and reaches the others where they are (Note [Bypass]), missing less than LRU did.
+  CHECK(pager.stats().bypassed > bypassed);
+  MESSAGE("B: misses in 39 ops, reactive ", reactive_misses, ", planned ", pager.stats().misses - misses);
+  CHECK(pager.stats().misses - misses < reactive_misses);
+  CHECK(pager.stats().relearns == 1);
+  CHECK(json_values(*rt)["paging_relearns"] == 1);
+  CHECK_FALSE(rt->finish_recording(symbolize, /*at_exit=*/true));  // the first trace was the one
+}
+
 // A collective (or a group of them) is one op touching exactly its buffers: the pager fetches
 // those pages, and only those.
 TEST_CASE("runtime: a collective pages exactly its ranges") {
