@@ -48,6 +48,8 @@ JOBS = {
     "1.3b-16": (GPT + ["--size", "1.3b", "--steps", "{steps}"], 16 * GIB, 20, 5),
     "2.7b-16": (GPT + ["--size", "2.7b", "--steps", "{steps}"], 16 * GIB, 20, 5),
     "2.7b-24": (GPT + ["--size", "2.7b", "--steps", "{steps}"], 24 * GIB, 20, 5),
+    # Autocast to float16 from step 8 on: other kernels from then on, for good (Note [Learning again]).
+    "1.3b-12-fp16": (GPT + ["--size", "1.3b", "--steps", "{steps}", "--fp16-from", "8"], 12 * GIB, 24, 5),
 }
 # JAX sizes its allocator's limit from the memory figures, which report the budget under vramcache:
 # let it go past them (its default is 75% of them). The same for the run without vramcache.

@@ -42,6 +42,9 @@ def parse_args():
     p.add_argument("--steps", type=int, default=20)
     p.add_argument("--warmup", type=int, default=3, help="first steps left out of the timing stats")
     p.add_argument("--deterministic", action="store_true")
+    p.add_argument("--fp16-from", type=int, metavar="STEP",
+                   help="autocast to float16 instead of bfloat16 from this step on: other kernels for every GEMM "
+                        "and cast, a program that changes for good (vramcache learns its plan again)")
     p.add_argument("--json", metavar="PATH", help="also write the summary, losses and times here")
     p.add_argument("--offload", choices=["none", "fsdp2", "save_on_cpu"], default="none",
                    help="the classic alternatives vramcache is compared with: fsdp2 = FSDP2 on one GPU with "
@@ -187,9 +190,9 @@ def start_ddp():
     return dist.get_rank(), dist.get_world_size()
 
 
-def train_step(model, opt, x, y, attention_backend, save_on_cpu=False):
+def train_step(model, opt, x, y, attention_backend, save_on_cpu=False, dtype=torch.bfloat16):
     saving = torch.autograd.graph.save_on_cpu(pin_memory=True) if save_on_cpu else contextlib.nullcontext()
-    with torch.autocast(device_type="cuda", dtype=torch.bfloat16), attention_backend(), saving:
+    with torch.autocast(device_type="cuda", dtype=dtype), attention_backend(), saving:
         logits = model(x)
         # 2-D logits: the 3-D form dispatches to nll_loss2d, which uses atomics.
         loss = F.cross_entropy(logits.view(-1, logits.shape[-1]), y.reshape(-1))
@@ -247,7 +250,9 @@ def run_steps(args, model, opt, tokens, attention_backend, losses, times, rank):
         x, y = tokens[i, :, :-1], tokens[i, :, 1:]
         torch.cuda.synchronize()
         start = time.perf_counter()
-        loss = train_step(model, opt, x, y, attention_backend, args.offload == "save_on_cpu")
+        fp16 = args.fp16_from is not None and i >= args.fp16_from
+        loss = train_step(model, opt, x, y, attention_backend, args.offload == "save_on_cpu",
+                          torch.float16 if fp16 else torch.bfloat16)
         torch.cuda.synchronize()
         times.append(time.perf_counter() - start)
         losses.append(loss.item())
