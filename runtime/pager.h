@@ -163,8 +163,8 @@ class Pager {
   // relearn_due, of its latest ones), replacing any plan it had. Returns false (and says why in
   // `why`) when the trace has no usable period, or the policy is reactive.
   bool learn(const Trace &trace, std::string *why);
-  // Note [Learning again]: true once each time the program has not followed the plan for
-  // kRelearnPeriods of its periods: the caller records the program again and calls learn.
+  // Note [Learning again]: true once each time the program has followed less than 3/4 of the plan
+  // in each of kRelearnPeriods periods in a row: the caller records it again and calls learn.
   bool relearn_due() { return relearn_due_.exchange(false, std::memory_order_relaxed); }
   static constexpr uint64_t kRelearnPeriods = 4;
 
@@ -281,9 +281,10 @@ class Pager {
   // Note [Resync]: the position at which the program left the plan (~0: not since the plan was
   // learned), and the ops seen since.
   uint64_t lost_at_ = ~uint64_t(0), lost_ops_ = 0;
-  // Note [Learning again]: ops seen since the plan was last followed (or learned), and whether
-  // learning again was asked for since.
-  uint64_t untracked_ops_ = 0;
+  // Note [Learning again]: ops of the current block of one period and those of them followed,
+  // blocks in a row in which the program followed less than 3/4 of the plan, and whether learning
+  // again was asked for since the plan was learned.
+  uint64_t block_ops_ = 0, block_followed_ = 0, poor_blocks_ = 0;
   bool relearn_asked_ = false;
   std::atomic<bool> relearn_due_{false};
   uint64_t cursor_ = 0;  // absolute position up to which pages are fetched ahead

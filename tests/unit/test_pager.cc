@@ -737,6 +737,40 @@ TEST_CASE("pager: after a divergence it resumes at the matching position nearest
   }
 }
 
+// Note [Learning again]: a foreign op once a period costs the sixteen ops the pager takes to find
+// its place again (84% of a 100-op period followed): the plan stays. One every twenty ops leaves
+// four of them followed: after four such periods in a row the pager asks, once, to learn again.
+TEST_CASE("pager: a program that follows its plan only in pieces is learned again, not one that strays now and then") {
+  std::vector<Step> iter = sweep(100, 8);
+  Harness h(4 * kPage, kPredictive);
+  h.alloc(1, 8 * kPage);
+  h.mover.completed = kAllPassed;
+  h.learn(iter, 0, 4);
+  h.run(iter, 2);
+  REQUIRE(h.pager.tracking());
+  auto run_straying = [&](int every, int periods) {
+    for (int i = 0; i < periods * 100; ++i) {
+      if (i % every == every - 1) h.run({"foreign", {}});
+      h.run(iter[i % 100]);
+    }
+  };
+  run_straying(100, 10);
+  CHECK(h.stats().divergences >= 10);
+  CHECK_FALSE(h.pager.relearn_due());
+  CHECK(h.stats().relearns == 0);
+  run_straying(20, 3);  // (the first block straddles the change, and three are not enough)
+  CHECK_FALSE(h.pager.relearn_due());
+  run_straying(20, 2);
+  CHECK(h.pager.relearn_due());
+  CHECK(h.stats().relearns == 1);
+  run_straying(20, 8);
+  CHECK_FALSE(h.pager.relearn_due());  // asked once
+  h.learn(iter, 0, 4);                  // taught (the same plan here): it may ask again
+  run_straying(20, 6);
+  CHECK(h.pager.relearn_due());
+  CHECK(h.stats().relearns == 2);
+}
+
 TEST_CASE("pager: the plan's prefetches remove the misses of a cyclic sweep") {
   // Eight pages through a budget of four, each op needing one page more than the previous one: LRU
   // misses at every op; the plan fetches the next op's page while the current one runs.
