@@ -118,7 +118,7 @@ struct PagerStats {
   std::atomic<uint64_t> walk_stops[5] = {};
   std::atomic<uint64_t> divergences{0};   // times the program left the learned pattern
   std::atomic<uint64_t> resyncs{0};       // times it was found again
-  std::atomic<uint64_t> relearns{0};      // times it was not found for long: recorded again (Note [Learning again])
+  std::atomic<uint64_t> relearns{0};      // times it followed too little of the plan: recorded again (Note [Learning again])
   std::atomic<uint64_t> plans{0};         // plans installed
   std::atomic<uint64_t> stand_ins{0};     // allocations standing for the plan's (Note [Allocations made anew])
   std::atomic<uint64_t> wildcards{0};     // ops that may have touched any page (not decoded)
@@ -165,7 +165,9 @@ class Pager {
   bool learn(const Trace &trace, std::string *why);
   // Note [Learning again]: true once each time the program has followed less than 3/4 of the plan
   // in each of kRelearnPeriods periods in a row: the caller records it again and calls learn.
-  bool relearn_due() { return relearn_due_.exchange(false, std::memory_order_relaxed); }
+  bool relearn_due() {  // (asked at every op: a load first, the exchange only when set)
+    return relearn_due_.load(std::memory_order_relaxed) && relearn_due_.exchange(false, std::memory_order_relaxed);
+  }
   static constexpr uint64_t kRelearnPeriods = 4;
 
   // Stops paging for good, as a failed device call does (Note [Paging failures]); `why` is logged.
