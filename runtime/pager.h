@@ -93,8 +93,9 @@ enum WalkStop : int {
   kWalkReached,  // a page the op being enqueued (or a batch) holds is needed next
   kWalkTimed,    // the next fetch is not due yet (Note [Timed prefetch])
   kWalkRoom,     // no room: every victim is needed sooner, or a move failed
+  kWalkStops     // (how many)
 };
-inline constexpr const char *kWalkStopNames[] = {"end", "window", "reached", "timed", "room"};
+inline constexpr const char *kWalkStopNames[kWalkStops] = {"end", "window", "reached", "timed", "room"};
 
 struct PagerStats {
   std::atomic<uint64_t> resident{0}, peak_resident{0};  // bytes on the device or on their way
@@ -115,7 +116,7 @@ struct PagerStats {
   std::atomic<uint64_t> planned_ops{0};   // ops matched to the learned plan
   std::atomic<uint64_t> prefetched{0};    // pages fetched ahead by the plan
   // Why each walk ahead (an op followed) stopped, by WalkStop: a diagnostic of the plan's reach.
-  std::atomic<uint64_t> walk_stops[5] = {};
+  std::atomic<uint64_t> walk_stops[kWalkStops] = {};
   std::atomic<uint64_t> divergences{0};   // times the program left the learned pattern
   std::atomic<uint64_t> resyncs{0};       // times it was found again
   std::atomic<uint64_t> relearns{0};      // times it followed too little of the plan: recorded again (Note [Learning again])

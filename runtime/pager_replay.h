@@ -5,9 +5,8 @@
 #pragma once
 
 #include <cstdint>
-#include <vector>
-
 #include <functional>
+#include <vector>
 
 #include "runtime/options.h"
 #include "runtime/pager.h"

@@ -637,7 +637,7 @@ std::string Runtime::summary_json() const {
     add("paging_bypassed", s.bypassed);
     add("paging_bypassed_bytes", s.bypassed_bytes);
     add("paging_prefetched", s.prefetched);
-    for (int i = 0; i <= kWalkRoom; ++i) add((std::string("paging_walk_stops_") + kWalkStopNames[i]).c_str(), s.walk_stops[i]);
+    for (int i = 0; i < kWalkStops; ++i) add((std::string("paging_walk_stops_") + kWalkStopNames[i]).c_str(), s.walk_stops[i]);
     add("paging_planned_ops", s.planned_ops);
     add("paging_divergences", s.divergences);
     add("paging_resyncs", s.resyncs);
