@@ -470,6 +470,7 @@ void on_driver_api(CUpti_CallbackId cbid, const CUpti_CallbackData *cb) {
     switch (cls) {
       case ApiClass::kLaunch: on_launch(cbid, cb); break;
       case ApiClass::kGraphLaunch: on_graph_launch(cb); break;
+      case ApiClass::kCaptureBegin: g_state->rt->before_capture(); break;
       case ApiClass::kCopy:
       case ApiClass::kSet:
       case ApiClass::kSync: {

@@ -266,7 +266,8 @@ bool ensure_paging(Runtime *rt) {
   Mover *mover = nullptr;
   CUcontext ctx = nullptr;
   if (explicit_backend(rt)) {
-    ExplicitBackend *b = start_explicit(api, frame_size(rt->options()), uint64_t(rt->options().num[kBudget]));
+    const Options &o = rt->options();
+    ExplicitBackend *b = start_explicit(api, frame_size(o), uint64_t(o.num[kBudget]), o.num[kHomeOnDemand] != 0);
     if (!b) {  // logged; not started yet: the next allocation starts the managed backend
       g_explicit_unavailable = true;
       return false;

@@ -216,7 +216,7 @@ class CudaVmm final : public VmmDevice {
 
 }  // namespace
 
-ExplicitBackend *start_explicit(const DriverApi *api, uint64_t frame_size, uint64_t budget) {
+ExplicitBackend *start_explicit(const DriverApi *api, uint64_t frame_size, uint64_t budget, bool home_on_demand) {
   auto vmm = std::make_unique<CudaVmm>();
   if (!api || !vmm->start(api)) return nullptr;
   // The link probe: at most 256 MiB, and a quarter of the budget (Note [Link rate]).
@@ -224,7 +224,8 @@ ExplicitBackend *start_explicit(const DriverApi *api, uint64_t frame_size, uint6
   auto *b = new ExplicitBackend;
   b->context = vmm->context();
   b->device = vmm->device();
-  b->mover = std::make_unique<FrameMover>(vmm.get(), frame_size, vmm->granularity(), budget, /*worker=*/true);
+  b->mover = std::make_unique<FrameMover>(vmm.get(), frame_size, vmm->granularity(), budget, /*worker=*/true,
+                                           home_on_demand);
   b->vmm = std::move(vmm);
   return b;
 }

@@ -18,6 +18,7 @@ struct ExplicitBackend {
 };
 
 // Needs a current context. Null (logged once) when the driver or the device cannot do it.
-ExplicitBackend *start_explicit(const DriverApi *api, uint64_t frame_size, uint64_t budget);
+// `home_on_demand`: Note [Home mapped on demand] in runtime/frames.cc.
+ExplicitBackend *start_explicit(const DriverApi *api, uint64_t frame_size, uint64_t budget, bool home_on_demand);
 
 }  // namespace vc::interpose

@@ -47,6 +47,29 @@ namespace vc {
 // proceed while the program waits in the driver (the probe: a remap by a second thread took 0.5 ms
 // while the first sat 200 ms in cuStreamSynchronize, results/paging-smoke-s4).
 //
+// Note [Home mapped on demand]
+// Mapping a frame home costs the driver far more than mapping it to the device: setting access on
+// 64 MiB of host memory takes 580 us on an idle H200, and 1.4 ms while copies to the host run,
+// against 30 us and 1 ms for device memory; an unmap alone takes 16-36 us (the probe at 64 MiB
+// frames, results/s14-call1/probe-64.txt). With `home_on_demand` an eviction only unmaps its frame,
+// and a fetch of an unmapped frame only maps its chunk: 50 us a round trip idle against 800, 1.1 ms
+// under copies against 2.8. A frame is mapped home only when it must be reachable there:
+//  - an op the pager lets through may reach it where it is (Pager::reach_away: a page bypassed or
+//    left remote, or one its pointers may reach beyond what it needs; every page for an undecoded
+//    launch), after its moves are complete: reach maps it, or marks its eviction in flight to map
+//    it home when complete. Such a frame is likely reached again at the next iteration, so its
+//    evictions from then on map it home, on the mover's thread rather than the program's. On the
+//    shipped GPT 2.7B trace at 24 GiB with 64 MiB frames the pager's replay evicts 38.9 GiB per
+//    iteration, of which ops reach 14.1 GiB at home (`vramcache simulate`);
+//  - ops pass without the pager (a stream capture is open, or paging stopped): hold_mappings waits
+//    for the moves in flight and maps every frame at home;
+//  - the mover failed: fail maps every frame at home that it can.
+// What is given up: an access vramcache does not see (through a pointer kept in device memory that
+// no hook decodes) to an evicted frame faults instead of reaching the home copy. Such an access to a
+// resident frame is already unsafe with either mapping (the frame may be remapped under it), which
+// is why undecoded and pointer-array launches are wildcards; VRAMCACHE_HOME_ON_DEMAND=0 keeps every
+// evicted frame mapped home.
+//
 // A move is cancelled when the pager changes its mind before the remap: a frame being evicted that is
 // needed again stays resident (the copy home is harmless), and a frame being fetched that is evicted
 // stays home (its chunk returns to the pool once the copy into it is complete).
@@ -76,9 +99,10 @@ uint64_t now_ns() {
 
 }  // namespace
 
-FrameMover::FrameMover(VmmDevice *dev, uint64_t frame_size, uint64_t granularity, uint64_t capacity, bool worker)
+FrameMover::FrameMover(VmmDevice *dev, uint64_t frame_size, uint64_t granularity, uint64_t capacity, bool worker,
+                       bool home_on_demand)
     : dev_(dev), frame_size_(round_up(frame_size, granularity)), gran_(granularity), capacity_(capacity),
-      threaded_(worker) {
+      threaded_(worker), on_demand_(home_on_demand) {
   if (worker) worker_ = std::thread(&FrameMover::work, this);
 }
 
@@ -97,10 +121,32 @@ void FrameMover::stop() {
   moved_.notify_all();
 }
 
+// With mu_ held.
 bool FrameMover::fail(const char *what) {
-  if (!stats_.failed.exchange(true)) VC_ERROR("explicit paging stopped: %s failed; every frame stays where it is", what);
+  if (stats_.failed.exchange(true)) return false;
+  VC_ERROR("explicit paging stopped: %s failed; every frame stays where it is", what);
+  if (!map_home_all()) VC_ERROR("some frames at home could not be mapped there: the program cannot reach their data");
   moved_.notify_all();
   return false;
+}
+
+bool FrameMover::map_home(Frame *f) {
+  const uint64_t t0 = now_ns();
+  if (!dev_->map(f->va, f->bytes, f->home)) return false;
+  f->mapped = true;
+  stats_.home_maps++;
+  stats_.home_map_ns += now_ns() - t0;
+  return true;
+}
+
+// Frames being remapped are left to their move (complete maps them home once held_ or failed).
+bool FrameMover::map_home_all() {
+  bool ok = true;
+  for (auto &[va, a] : allocs_)
+    for (Frame &f : a->frames)
+      if (!f.mapped && (f.where == Where::kHome || f.where == Where::kFetching) && !(f.move && move_of(&f)->remapping))
+        ok &= map_home(&f);
+  return ok;
 }
 
 uint64_t FrameMover::footprint(uint64_t bytes) const { return round_up(bytes, gran_); }
@@ -173,7 +219,7 @@ bool FrameMover::allocate(uint64_t size, uint64_t *va) {
 void FrameMover::release(Alloc *a) {
   bool ok = true;
   for (Frame &f : a->frames) {
-    bool unmapped = dev_->unmap(f.va, f.bytes);
+    bool unmapped = !f.mapped || dev_->unmap(f.va, f.bytes);
     ok &= unmapped;
     if (f.where == Where::kResident || f.where == Where::kEvicting) {
       if (unmapped) {
@@ -273,7 +319,7 @@ bool FrameMover::evict(Lock &lock, Frame *f, bool write_back) {
   if ((write_back && !dev_->copy(kOut, f->home_va, f->chunk_va, f->bytes)) || !(token = dev_->mark(kOut)))
     return fail("a copy to the host");
   Move m;
-  m.seq = ++issued_, m.token = token, m.frame = f;
+  m.seq = ++issued_, m.token = token, m.frame = f, m.home = f->reached;
   moves_.push_back(m);
   f->where = Where::kEvicting, f->move = m.seq;
   (write_back ? stats_.out_bytes : stats_.clean_bytes) += f->bytes;
@@ -282,18 +328,25 @@ bool FrameMover::evict(Lock &lock, Frame *f, bool write_back) {
 }
 
 bool FrameMover::remap(Frame *f, uint64_t from, uint64_t to) {
-  uint64_t t0 = now_ns();
-  if (!dev_->unmap(f->va, f->bytes)) return false;  // still mapped where it was
-  bool ok = dev_->map(f->va, f->bytes, to);
-  stats_.remap_ns += now_ns() - t0;
+  const uint64_t t0 = now_ns();
+  const bool was = f->mapped;
+  if (was && !dev_->unmap(f->va, f->bytes)) return false;  // still mapped where it was
+  f->mapped = false;
+  const bool ok = !to || dev_->map(f->va, f->bytes, to);
+  const uint64_t took = now_ns() - t0;
+  stats_.remap_ns += took;
+  if (from != f->home) stats_.remap_home_ns += took;
   if (ok) {
+    f->mapped = to != 0;
     stats_.remaps++;
+    if (!to) stats_.left_unmapped++;
     return true;
   }
-  if (!dev_->map(f->va, f->bytes, from))
+  if (was && dev_->map(f->va, f->bytes, from)) f->mapped = true;
+  else if (was)
     VC_ERROR("frame at 0x%llx is left unmapped: its data is complete at both places, but the program cannot reach it",
              (unsigned long long)f->va);
-  return false;
+  return false;  // (unmapped at home: fail maps it there)
 }
 
 bool FrameMover::complete(Lock &lock, Move *m) {
@@ -303,7 +356,8 @@ bool FrameMover::complete(Lock &lock, Move *m) {
     return true;
   }
   Frame *f = m->frame;
-  const uint64_t from = m->fetch ? f->home : f->chunk, to = m->fetch ? m->chunk : f->home;
+  const uint64_t from = m->fetch ? f->home : f->chunk;
+  const uint64_t to = m->fetch ? m->chunk : on_demand_ && !held_ && !m->home ? 0 : f->home;
   bool ok;
   if (threaded_) {  // fetch and evict wait for it meanwhile; nothing else touches the frame
     m->remapping = true;
@@ -329,6 +383,8 @@ bool FrameMover::complete(Lock &lock, Move *m) {
     }
     give_chunk(f->chunk, f->chunk_va, f->bytes);
     f->chunk = f->chunk_va = 0, f->where = Where::kHome;
+    // Held or failed while it was remapped without the lock: reachable at home after all.
+    if (!f->mapped && (held_ || m->home || stats_.failed) && !map_home(f)) return fail("mapping a frame home");
   }
   return true;
 }
@@ -436,7 +492,10 @@ bool FrameMover::to_host_clean(uint64_t addr, uint64_t bytes) {
 uint64_t FrameMover::mark(uint64_t stream) {
   if (stats_.failed) return 0;
   uint64_t m = dev_->mark_stream(stream);
-  if (!m) fail("marking the program's stream");
+  if (!m) {
+    std::lock_guard lock(mu_);
+    fail("marking the program's stream");
+  }
   return m;
 }
 
@@ -465,6 +524,26 @@ bool FrameMover::stream_wait(uint64_t, uint64_t f) {
   return !stats_.failed && finish(lock, true, f);
 }
 
+bool FrameMover::reach(uint64_t addr, uint64_t bytes) {
+  Lock lock(mu_);
+  if (stats_.failed) return false;
+  return each_frame(addr, bytes, [&](Frame *f) {
+    while (f->move && move_of(f)->remapping) moved_.wait(lock);
+    f->reached = true;
+    if (f->where == Where::kEvicting) return move_of(f)->home = true;
+    return f->mapped || map_home(f) || fail("mapping a frame home");
+  });
+}
+
+bool FrameMover::hold_mappings(bool on) {
+  Lock lock(mu_);
+  held_ = on;
+  if (!on || !on_demand_) return !stats_.failed;
+  // Every move complete (evictions now map their frames home), then the frames left unmapped.
+  if (!finish(lock, true, issued_)) return false;  // (failed: fail mapped them)
+  return map_home_all() || fail("mapping a frame home");
+}
+
 std::vector<std::pair<std::string, uint64_t>> FrameMover::figures() const {
   uint64_t in_bytes, in_ns, out_bytes, out_ns;
   dev_->copy_time(kIn, &in_bytes, &in_ns);
@@ -481,6 +560,10 @@ std::vector<std::pair<std::string, uint64_t>> FrameMover::figures() const {
           {"frames_clean_bytes", stats_.clean_bytes},
           {"frames_remaps", stats_.remaps},
           {"frames_remap_ns", stats_.remap_ns},
+          {"frames_remap_home_ns", stats_.remap_home_ns},
+          {"frames_left_unmapped", stats_.left_unmapped},
+          {"frames_home_maps", stats_.home_maps},
+          {"frames_home_map_ns", stats_.home_map_ns},
           {"frames_cancelled", stats_.cancelled},
           {"frames_host_waits", stats_.host_waits},
           {"frames_wait_ns", stats_.wait_ns},

@@ -67,6 +67,10 @@ struct FrameStats {
   std::atomic<uint64_t> host_waits{0};   // times a caller waited for a move to complete
   std::atomic<uint64_t> wait_ns{0};      // how long callers waited for moves, in all
   std::atomic<uint64_t> remap_ns{0};     // time spent remapping, in all
+  std::atomic<uint64_t> remap_home_ns{0};  // of it, remapping frames home (evictions)
+  // Note [Home mapped on demand]: evictions that left their frame unmapped, and frames mapped home
+  // later because an op may reach them there (with the time that took).
+  std::atomic<uint64_t> left_unmapped{0}, home_maps{0}, home_map_ns{0};
   std::atomic<uint64_t> over_budget{0};  // device chunks created past the capacity (rounding)
   std::atomic<bool> failed{false};
 };
@@ -76,8 +80,10 @@ class FrameMover final : public Mover {
   static constexpr int kIn = 0, kOut = 1;
   // `granularity`: of chunk sizes (the driver's); `capacity`: device bytes the chunks may take (the
   // budget). `worker`: moves complete on a thread of the mover's own, else on the callers' (the
-  // tests' deterministic mode). Note [Frames].
-  FrameMover(VmmDevice *dev, uint64_t frame_size, uint64_t granularity, uint64_t capacity, bool worker);
+  // tests' deterministic mode). `home_on_demand`: an evicted frame is left unmapped until an op may
+  // reach it (Note [Home mapped on demand]), else mapped home at once. Note [Frames].
+  FrameMover(VmmDevice *dev, uint64_t frame_size, uint64_t granularity, uint64_t capacity, bool worker,
+             bool home_on_demand);
   ~FrameMover() override;  // stops the worker
   // Stops the worker (at exit, before the driver goes): moves in flight are left as they are.
   void stop();
@@ -99,6 +105,8 @@ class FrameMover final : public Mover {
   uint64_t fence() override;
   bool stream_wait(uint64_t stream, uint64_t f) override;  // waits here, on the host
   bool passed(uint64_t f) override;
+  bool reach(uint64_t addr, uint64_t bytes) override;  // Note [Home mapped on demand]
+  bool hold_mappings(bool on) override;                // waits for the moves in flight
   bool failed_and_logged() const override { return stats_.failed; }
   uint64_t headroom() const override;
   // Keeps its chunks to the capacity less `bytes`, releasing free ones past it now.
@@ -119,6 +127,10 @@ class FrameMover final : public Mover {
     uint64_t home = 0, home_va = 0;    // pinned host chunk, and where it is mapped for copies
     uint64_t chunk = 0, chunk_va = 0;  // device chunk (kFetching, kResident, kEvicting)
     Where where = Where::kHome;
+    // `va` maps home or the chunk, as `where` says; false: nothing (at home, Note [Home mapped on
+    // demand]). Changed by a remap without the lock (Move::remapping).
+    bool mapped = true;
+    bool reached = false;  // mapped home on demand once: its evictions map it home (off the launch path)
     uint64_t move = 0;  // seq of its move in flight (kFetching, kEvicting), else 0
   };
   struct Alloc {
@@ -132,6 +144,7 @@ class FrameMover final : public Mover {
     bool fetch = false;
     bool cancelled = false;  // its remap is not to be made (the frame stays where its mapping is)
     bool remapping = false;  // the worker is remapping its frame, without the lock
+    bool home = false;       // an eviction that maps its frame home, even on demand (reach)
     uint64_t chunk = 0, chunk_va = 0, bytes = 0;  // a fetch's chunk
   };
   struct Chunk {
@@ -147,7 +160,9 @@ class FrameMover final : public Mover {
   // Until moves up to seq `upto` are complete (block) or as far as their copies are (not block).
   bool finish(Lock &lock, bool block, uint64_t upto);
   bool complete(Lock &lock, Move *m);  // the front move, its copy complete
-  bool remap(Frame *f, uint64_t from, uint64_t to);
+  bool remap(Frame *f, uint64_t from, uint64_t to);  // to 0: leaves `va` unmapped
+  bool map_home(Frame *f);
+  bool map_home_all();  // every frame away from the device not mapped (best effort)
   bool take_chunk(Lock &lock, uint64_t bytes, Chunk *c);
   uint64_t limit() const { return capacity_ > outside_ ? capacity_ - outside_ : 0; }  // of device chunks
   bool release_free_chunk();  // the smallest free chunk
@@ -166,6 +181,8 @@ class FrameMover final : public Mover {
   std::condition_variable queued_;  // a move was issued (for the worker)
   bool stop_ = false;
   bool threaded_;  // moves complete on worker_ (until stop)
+  const bool on_demand_;  // Note [Home mapped on demand]
+  bool held_ = false;     // hold_mappings
   std::thread worker_;
   std::map<uint64_t, std::unique_ptr<Alloc>> allocs_;  // by va
   std::deque<Move> moves_;  // in flight, by seq

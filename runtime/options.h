@@ -68,6 +68,11 @@ namespace vc {
   X(kFrameSize, "VRAMCACHE_FRAME_SIZE", kSize, "0", "32M",                                          \
     "with the explicit backend: the unit that moves, a power of two from 2M to 256M (the last "     \
     "frame of an allocation is smaller); 0: 1/128 of the budget, from 2M to 64M")                  \
+  X(kHomeOnDemand, "VRAMCACHE_HOME_ON_DEMAND", kBool, "1", "0",                                     \
+    "with the explicit backend: an evicted frame is left unmapped, and mapped at home only when an " \
+    "op vramcache sees may reach it there (mapping host memory costs the driver 10-20x more than "   \
+    "device memory); 0: mapped at home at each eviction, so that an access vramcache cannot see "    \
+    "(through a pointer kept in device memory) still finds it")                                     \
   X(kHostLimit, "VRAMCACHE_HOST_LIMIT", kSize, "0", "96G",                                           \
     "with a budget: most bytes of paged allocations in total (each may live on the host); past "    \
     "it an allocation fails with the out-of-memory code; 0: 85% of physical memory")              \

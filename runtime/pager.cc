@@ -397,12 +397,31 @@ bool Pager::bypass(PageKey k, uint64_t at, uint64_t adding) const {
 }
 
 void Pager::fail(const char *what) {
-  if (!stats_.failed.exchange(true) && !mover_->failed_and_logged())
-    VC_ERROR("paging stopped: %s failed; the program goes on with its data where it is", what);
+  if (stats_.failed.exchange(true)) return;
+  if (!mover_->failed_and_logged()) VC_ERROR("paging stopped: %s failed; the program goes on with its data where it is", what);
+  mover_->hold_mappings(true);  // ops reach everything where it is from now on
 }
 
 void Pager::stop(const char *why) {
-  if (!stats_.failed.exchange(true)) VC_ERROR("paging stopped: %s; the program goes on with its data where it is", why);
+  std::lock_guard lock(mu_);
+  if (stats_.failed.exchange(true)) return;
+  VC_ERROR("paging stopped: %s; the program goes on with its data where it is", why);
+  mover_->hold_mappings(true);  // (a failure of its own is logged by the mover)
+}
+
+void Pager::capture_open(bool open) {
+  std::lock_guard lock(mu_);
+  if (!stats_.failed && !mover_->hold_mappings(open)) fail("mapping memory home for a stream capture");
+}
+
+bool Pager::reach_away(const std::vector<PageKey> &keys) {
+  thread_local std::vector<PageKey> away;
+  away.clear();
+  for (PageKey k : keys)
+    if (!page(k)->resident) away.push_back(k);
+  return each_run(away, [&](uint64_t addr, uint64_t bytes, const std::vector<PageKey> &) {
+    return mover_->reach(addr, bytes);
+  });
 }
 
 // Calls `move(address, bytes, pages)` for each run of consecutive pages of one allocation among
@@ -417,7 +436,6 @@ bool Pager::each_run(std::vector<PageKey> keys,
     run.assign(keys.begin() + i, keys.begin() + j);
     uint64_t bytes = 0;
     for (PageKey k : run) bytes += page_bytes(k);
-    stats_.move_calls++;
     if (!move(allocs_.at(keys[i].first).base + uint64_t(keys[i].second) * page_size_, bytes, run)) return false;
     i = j;
   }
@@ -533,6 +551,7 @@ bool Pager::evict(const std::vector<PageKey> &victims) {
   bool ok = true;
   for (bool written : {true, false}) {
     ok = ok && each_run(written ? dirty : clean, [&](uint64_t addr, uint64_t bytes, const std::vector<PageKey> &run) {
+      stats_.move_calls++;
       if (!(written ? mover_->to_host(addr, bytes) : mover_->to_host_clean(addr, bytes)))
         return fail("a migration to the host"), false;
       for (PageKey k : run) {
@@ -591,6 +610,7 @@ uint64_t Pager::pending_fence(const std::vector<PageKey> &keys) {
 bool Pager::fetch(const std::vector<PageKey> &keys) {
   if (!order_after_users(keys)) return false;  // after the ops that may have used them where they were
   bool ok = each_run(keys, [&](uint64_t addr, uint64_t bytes, const std::vector<PageKey> &run) {
+    stats_.move_calls++;
     if (!mover_->to_device(addr, bytes)) return fail("a migration to the device"), false;
     // Counted and marked here, run by run, so that whatever fails next, the count and the pages
     // agree (a free then uncounts them).
@@ -810,6 +830,7 @@ void Pager::on_op(const OpKey &key, uint64_t stream, const std::vector<Touch> &t
       if (make_room(missing_bytes, 0, reach) && fetch(missing)) wait = std::max(wait, page(missing.front())->fence);
     }
     if (wait && !stats_.failed && !mover_->stream_wait(stream, wait)) fail("ordering a launch after its moves");
+    if (!stats_.failed && !reach_away(reach)) fail("mapping home what a launch may reach there");
     for (PageKey k : reach) used(page(k), stream);
     for (PageKey k : need) page(k)->last_use = clock_;
     for (PageKey k : writes) page(k)->dirty = true;
@@ -833,6 +854,10 @@ void Pager::on_op(const OpKey &key, uint64_t stream, const std::vector<Touch> &t
     for (const auto &e : order_) page(e.second)->dirty = true;
     uint64_t f = mover_->fence();
     if (!f || !mover_->stream_wait(stream, f)) return fail("ordering an undecoded launch after the moves");
+    std::vector<PageKey> all;
+    for (const auto &[id, a] : allocs_)
+      for (uint32_t i = 0; i < a.pages.size(); ++i) all.push_back({id, i});
+    if (!reach_away(all)) return fail("mapping home what an undecoded launch may reach there");
     wildcard_stream_ = stream;
   }
 }
@@ -891,7 +916,7 @@ bool Pager::place(const std::vector<Touch> &in, const std::vector<Touch> &out) {
   if (need_in.empty() && need_out.empty()) return false;
   if (!evict(evicting) || !fetch_missing(need_in)) return false;
   const uint64_t wait = std::max(pending_fence(need_in), pending_fence(need_out));
-  return !wait || mover_->stream_wait(0, wait);
+  return (!wait || mover_->stream_wait(0, wait)) && reach_away(need_out);
 }
 
 bool Pager::learn(const Trace &trace, std::string *why) {

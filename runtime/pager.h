@@ -68,6 +68,13 @@ class Mover {
   // Bytes per second it brings in while it evicts as much, if it measured that itself (Note [Timed
   // prefetch]); 0: it did not.
   virtual double link_rate() const { return 0; }
+  // Note [Home mapped on demand]: the op being enqueued may reach [addr, addr + bytes) where it is,
+  // away from the device, its moves complete: a mover that leaves evicted memory unmapped maps it
+  // there now. False on failure.
+  virtual bool reach(uint64_t /*addr*/, uint64_t /*bytes*/) { return true; }
+  // While `on`, all memory away from the device stays reachable there, as ops reach it without the
+  // pager (a stream capture is open, or paging stopped).
+  virtual bool hold_mappings(bool /*on*/) { return true; }
   // Its own figures for the run's summary (name, value).
   virtual std::vector<std::pair<std::string, uint64_t>> figures() const { return {}; }
 };
@@ -173,6 +180,9 @@ class Pager {
 
   // Stops paging for good, as a failed device call does (Note [Paging failures]); `why` is logged.
   void stop(const char *why);
+  // While a stream capture is open, ops pass without the pager (runtime.cc): all memory away from
+  // the device is kept reachable there (Mover::hold_mappings).
+  void capture_open(bool open);
 
   uint64_t budget() const { return budget_; }  // what it plans within (memory outside it is taken off at each op)
   const Mover *mover() const { return mover_; }
@@ -252,6 +262,8 @@ class Pager {
   bool mark_behind(uint64_t stream);
   bool add_mark(uint64_t stream, uint64_t op);
   bool order_after_users(const std::vector<PageKey> &keys);  // moves of `keys` after their users
+  // Those of `keys` away from the device are reached where they are (Mover::reach); false on failure.
+  bool reach_away(const std::vector<PageKey> &keys);
   void used(Page *p, uint64_t stream);  // op clock_ on `stream` may access it
   void fail(const char *what);
   void track(const OpKey &key, uint64_t hash);  // hash: op_hash(key)

@@ -3,15 +3,33 @@
 
 #include <algorithm>
 #include <string>
+#include <unordered_set>
 #include <utility>
 
 namespace vc {
 namespace {
 
+// Copies complete at once. It keeps which pages an eviction left unmapped, as the frame mover does
+// with home_on_demand, to count what ops then reach there.
 struct InstantMover final : Mover {
-  uint64_t fences = 0;
-  bool to_device(uint64_t, uint64_t) override { return true; }
-  bool to_host(uint64_t, uint64_t) override { return true; }
+  explicit InstantMover(uint64_t page) : page(page) {}
+  const uint64_t page;
+  uint64_t fences = 0, home_maps = 0;
+  std::unordered_set<uint64_t> unmapped;  // page addresses
+  template <class F>
+  bool each(uint64_t addr, uint64_t bytes, F f) {
+    for (uint64_t p = addr / page * page; p < addr + bytes; p += page) f(p);
+    return true;
+  }
+  bool to_device(uint64_t addr, uint64_t bytes) override {
+    return each(addr, bytes, [&](uint64_t p) { unmapped.erase(p); });
+  }
+  bool to_host(uint64_t addr, uint64_t bytes) override {
+    return each(addr, bytes, [&](uint64_t p) { unmapped.insert(p); });
+  }
+  bool reach(uint64_t addr, uint64_t bytes) override {
+    return each(addr, bytes, [&](uint64_t p) { home_maps += unmapped.erase(p) * std::min(page, addr + bytes - p); });
+  }
   uint64_t mark(uint64_t) override { return 1; }
   void drop_mark(uint64_t) override {}
   bool copy_after(uint64_t) override { return true; }
@@ -25,7 +43,7 @@ struct InstantMover final : Mover {
 ReplayResult replay_trace(const Trace &t, uint64_t budget, uint64_t page_size, PagingPolicy policy,
                           uint64_t sample_every, uint64_t learn_at, uint64_t prefetch_ahead, bool bypass,
                           const std::function<void(size_t, Pager &)> &before_op) {
-  InstantMover mover;
+  InstantMover mover(page_size);
   Pager pager(&mover, budget, page_size, policy);
   if (prefetch_ahead) pager.set_prefetch_limit(prefetch_ahead);
   pager.set_bypass(bypass);
@@ -51,6 +69,7 @@ ReplayResult replay_trace(const Trace &t, uint64_t budget, uint64_t page_size, P
       r.d2h.push_back(pager.stats().d2h_bytes);
       r.misses.push_back(pager.stats().misses);
       r.bypassed.push_back(pager.stats().bypassed_bytes);
+      r.home_maps.push_back(mover.home_maps);
     }
     if (before_op) before_op(i, pager);
     const Op &op = t.ops[i];

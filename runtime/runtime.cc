@@ -268,7 +268,10 @@ void Runtime::on_api(ApiClass cls, const ApiCall &call) {
     case ApiClass::kSet: counters_.sets++; break;
     case ApiClass::kSync: counters_.syncs++; break;
     case ApiClass::kCaptureBegin: counters_.captures_begun++; break;
-    case ApiClass::kCaptureEnd: counters_.captures_ended++; break;
+    case ApiClass::kCaptureEnd:
+      counters_.captures_ended++;
+      if (Pager *pg = pager(); pg && counters_.captures_begun <= counters_.captures_ended) pg->capture_open(false);
+      break;
     case ApiClass::kGraphLaunch: counters_.graph_launches++; break;
     case ApiClass::kNone:
     case ApiClass::kLaunch:

@@ -172,6 +172,11 @@ class Runtime {
   void on_batch_end(uint64_t stream);
   void on_gemm(GemmApi api, const GemmOperand *ops, int n);
   void on_api(ApiClass cls, const ApiCall &call);
+  // A stream capture is about to begin: until every capture has ended, ops reach memory without
+  // the pager (page_op), so it keeps all of it reachable where it is (Pager::capture_open).
+  void before_capture() {
+    if (Pager *pg = pager()) pg->capture_open(true);
+  }
   // A communication call (an NCCL collective, or a group of them) about to be enqueued on
   // `stream`, reading and writing `ranges`: recorded and paged as one copy op named `name`.
   void on_collective(const char *name, uint64_t stream, const std::vector<Range> &ranges);

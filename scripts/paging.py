@@ -119,13 +119,14 @@ def job(name, args, out_dir, results):
         # the prefetch lead in microseconds (VRAMCACHE_PREFETCH_LEAD; managed-predictive:::1000000000
         # walks as far as the window allows, untimed). A suffix +bypass on the policy sets
         # VRAMCACHE_BYPASS=1 (managed-predictive+bypass, explicit-predictive+bypass:64M), +nobypass
-        # sets it to 0 (it is on by default since session 12). A suffix @DIR runs the vramcache built
+        # sets it to 0 (it is on by default since session 12); +homemapped sets
+        # VRAMCACHE_HOME_ON_DEMAND=0 (session 14; suffixes combine). A suffix @DIR runs the vramcache built
         # in DIR (under the repository) instead of build/: two versions side by side in one call.
         spec, _, build = mode.partition("@")
         cli = os.path.join(ROOT, build, "vramcache") if build else CLI
         base, _, rest = spec.partition(":")
         frame, ahead, lead = (rest.split(":") + ["", "", ""])[:3]
-        base, _, extra = base.partition("+")
+        base, *extras = base.split("+")
         backend, policy = base.split("-", 1) if "-" in base else ("managed", base)
         slow = policy == "reactive" and args.reactive_steps and name[0].isdigit()  # the GPT jobs
         n_steps = min(steps, args.reactive_steps) if slow else steps
@@ -141,10 +142,13 @@ def job(name, args, out_dir, results):
             vc += ["--prefetch-ahead", ahead]
         if lead:
             vc += ["--prefetch-lead", lead]
-        if extra in ("bypass", "nobypass"):
-            vc += ["--bypass", "1" if extra == "bypass" else "0"]
-        elif extra:
-            sys.exit(f"paging.py: unknown suffix +{extra} in mode {mode}")
+        for extra in extras:
+            if extra in ("bypass", "nobypass"):
+                vc += ["--bypass", "1" if extra == "bypass" else "0"]
+            elif extra == "homemapped":
+                vc += ["--home-on-demand", "0"]
+            else:
+                sys.exit(f"paging.py: unknown suffix +{extra} in mode {mode}")
         if args.report and policy == "predictive":
             vc += ["--report", report]
         m = run(vc + ["--"] + cmd, env, os.path.join(out_dir, f"{name}-{tag}.log"), args.timeout)
@@ -167,7 +171,9 @@ def job(name, args, out_dir, results):
               f"misses {s.get('paging_misses')} waits {s.get('paging_waits')} peak resident "
               f"{s.get('peak_resident', 0) / GIB:.2f} GiB device used peak {s.get('device_used_peak', 0) / GIB:.2f} GiB by migrations {s.get('um_resident_peak', 0) / GIB:.2f} GiB GPU faults {s.get('um_gpu_faults')} "
               f"unplanned {s.get('um_unplanned_h2d', 0) / 1e9:.2f}/{s.get('um_unplanned_d2h', 0) / 1e9:.2f} GB "
-              f"remaps {s.get('frames_remaps')} ({s.get('frames_remap_ns', 0) / 1e9:.2f} s) host waits "
+              f"remaps {s.get('frames_remaps')} ({s.get('frames_remap_ns', 0) / 1e9:.2f} s, home "
+              f"{s.get('frames_remap_home_ns', 0) / 1e9:.2f} s; left unmapped {s.get('frames_left_unmapped')}, mapped "
+              f"home on demand {s.get('frames_home_maps')} in {s.get('frames_home_map_ns', 0) / 1e9:.2f} s) host waits "
               f"{s.get('frames_host_waits')} ({s.get('frames_wait_ns', 0) / 1e9:.2f} s) "
               f"{'' if m['rc'] == 0 else m['tail']}", flush=True)
     results["jobs"].append(r)

@@ -29,7 +29,8 @@ __global__ void add(float *p, size_t n, float v) {
   for (size_t i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += size_t(gridDim.x) * blockDim.x) p[i] += v;
 }
 
-static const size_t kFrame = 16 << 20, kN = kFrame / sizeof(float);
+// Frame bytes (the first argument, in MiB; 16 by default) and floats per frame.
+static size_t g_frame = 16 << 20, g_words = g_frame / sizeof(float);
 static const int kFrames = 64;  // per set: 1 GiB
 static CUdevice dev;
 
@@ -39,34 +40,34 @@ struct Set {
 };
 
 static void map(CUdeviceptr at, CUmemGenericAllocationHandle h) {
-  CK(cuMemMap(at, kFrame, 0, h, 0));
+  CK(cuMemMap(at, g_frame, 0, h, 0));
   CUmemAccessDesc a = {{CU_MEM_LOCATION_TYPE_DEVICE, dev}, CU_MEM_ACCESS_FLAGS_PROT_READWRITE};
-  CK(cuMemSetAccess(at, kFrame, &a, 1));
+  CK(cuMemSetAccess(at, g_frame, &a, 1));
 }
 
 static void make(Set *s, int numa) {
   CUmemAllocationProp p = {};
   p.type = CU_MEM_ALLOCATION_TYPE_PINNED;
-  size_t all = kFrame * kFrames;
-  CK(cuMemAddressReserve(&s->va, all, kFrame, 0, 0));
-  CK(cuMemAddressReserve(&s->home_va, all, kFrame, 0, 0));
-  CK(cuMemAddressReserve(&s->chunk_va, all, kFrame, 0, 0));
+  size_t all = g_frame * kFrames;
+  CK(cuMemAddressReserve(&s->va, all, g_frame, 0, 0));
+  CK(cuMemAddressReserve(&s->home_va, all, g_frame, 0, 0));
+  CK(cuMemAddressReserve(&s->chunk_va, all, g_frame, 0, 0));
   for (int i = 0; i < kFrames; ++i) {
     p.location = {CU_MEM_LOCATION_TYPE_HOST_NUMA, numa};
-    CK(cuMemCreate(&s->home[i], kFrame, &p, 0));
+    CK(cuMemCreate(&s->home[i], g_frame, &p, 0));
     p.location = {CU_MEM_LOCATION_TYPE_DEVICE, dev};
-    CK(cuMemCreate(&s->chunk[i], kFrame, &p, 0));
-    map(s->va + i * kFrame, s->home[i]);
-    map(s->home_va + i * kFrame, s->home[i]);
-    map(s->chunk_va + i * kFrame, s->chunk[i]);
+    CK(cuMemCreate(&s->chunk[i], g_frame, &p, 0));
+    map(s->va + i * g_frame, s->home[i]);
+    map(s->home_va + i * g_frame, s->home[i]);
+    map(s->chunk_va + i * g_frame, s->chunk[i]);
   }
 }
 
 static double remap_all(Set *s, bool to_device) {
   double t0 = now();
   for (int i = 0; i < kFrames; ++i) {
-    CK(cuMemUnmap(s->va + i * kFrame, kFrame));
-    map(s->va + i * kFrame, to_device ? s->chunk[i] : s->home[i]);
+    CK(cuMemUnmap(s->va + i * g_frame, g_frame));
+    map(s->va + i * g_frame, to_device ? s->chunk[i] : s->home[i]);
   }
   return (now() - t0) / kFrames * 1e6;
 }
@@ -76,14 +77,14 @@ static double remap_all(Set *s, bool to_device) {
 static void remap_parts(Set *s, bool to_device, bool access_once) {
   CUmemAccessDesc a = {{CU_MEM_LOCATION_TYPE_DEVICE, dev}, CU_MEM_ACCESS_FLAGS_PROT_READWRITE};
   double t0 = now();
-  for (int i = 0; i < kFrames; ++i) CK(cuMemUnmap(s->va + i * kFrame, kFrame));
+  for (int i = 0; i < kFrames; ++i) CK(cuMemUnmap(s->va + i * g_frame, g_frame));
   double t1 = now();
-  for (int i = 0; i < kFrames; ++i) CK(cuMemMap(s->va + i * kFrame, kFrame, 0, to_device ? s->chunk[i] : s->home[i], 0));
+  for (int i = 0; i < kFrames; ++i) CK(cuMemMap(s->va + i * g_frame, g_frame, 0, to_device ? s->chunk[i] : s->home[i], 0));
   double t2 = now();
   if (access_once) {
-    CK(cuMemSetAccess(s->va, kFrame * kFrames, &a, 1));
+    CK(cuMemSetAccess(s->va, g_frame * kFrames, &a, 1));
   } else {
-    for (int i = 0; i < kFrames; ++i) CK(cuMemSetAccess(s->va + i * kFrame, kFrame, &a, 1));
+    for (int i = 0; i < kFrames; ++i) CK(cuMemSetAccess(s->va + i * g_frame, g_frame, &a, 1));
   }
   double t3 = now();
   printf("remap parts to %s, access %s: unmap %.0f us, map %.0f us, set access %.0f us per frame\n",
@@ -130,8 +131,8 @@ static void access_cost(CUmemLocationType type, int id, size_t bytes, const char
 
 static void copy_all(Set *s, bool in, CUstream st) {
   for (int i = 0; i < kFrames; ++i) {
-    CUdeviceptr h = s->home_va + i * kFrame, c = s->chunk_va + i * kFrame;
-    CK(cuMemcpyAsync(in ? c : h, in ? h : c, kFrame, st));
+    CUdeviceptr h = s->home_va + i * g_frame, c = s->chunk_va + i * g_frame;
+    CK(cuMemcpyAsync(in ? c : h, in ? h : c, g_frame, st));
   }
 }
 
@@ -140,35 +141,46 @@ static void copy_all(Set *s, bool in, CUstream st) {
 // in a paging run (twice the idle figures, results/s12-call3) wait for the copies or kernels in
 // flight (results/s12-call4: they do, for copies), which part waits, and whether remapping 16
 // contiguous frames with one unmap and one set-access call (`batched`) waits less.
-static void remap_while(const char *what, Set *a, bool batched, const std::function<void()> &busy) {
+// `lazy`: what a mover that leaves an evicted frame unmapped until a launch may need it would pay
+// instead: to the device, map and set access on an unmapped range; to home, the unmap alone.
+static void remap_while(const char *what, Set *a, bool batched, const std::function<void()> &busy, bool lazy = false) {
   const int n = 16;
   const CUmemAccessDesc acc = {{CU_MEM_LOCATION_TYPE_DEVICE, dev}, CU_MEM_ACCESS_FLAGS_PROT_READWRITE};
+  if (lazy)
+    for (int i = 0; i < n; ++i) CK(cuMemUnmap(a->va + i * g_frame, g_frame));  // (untimed)
   if (busy) busy();
   double part[2][3] = {};  // [to device, to home][unmap, map, set access], seconds
   const double t0 = now();
   for (int home = 0; home < 2; ++home) {
     double t = now();
-    if (batched) {
-      CK(cuMemUnmap(a->va, n * kFrame));
+    if (lazy && !home) {
+      // nothing mapped: nothing to unmap
+    } else if (batched) {
+      CK(cuMemUnmap(a->va, n * g_frame));
     } else {
-      for (int i = 0; i < n; ++i) CK(cuMemUnmap(a->va + i * kFrame, kFrame));
+      for (int i = 0; i < n; ++i) CK(cuMemUnmap(a->va + i * g_frame, g_frame));
     }
     part[home][0] = now() - t, t = now();
-    for (int i = 0; i < n; ++i) CK(cuMemMap(a->va + i * kFrame, kFrame, 0, home ? a->home[i] : a->chunk[i], 0));
+    if (lazy && home) break;
+    for (int i = 0; i < n; ++i) CK(cuMemMap(a->va + i * g_frame, g_frame, 0, home ? a->home[i] : a->chunk[i], 0));
     part[home][1] = now() - t, t = now();
     if (batched) {
-      CK(cuMemSetAccess(a->va, n * kFrame, &acc, 1));
+      CK(cuMemSetAccess(a->va, n * g_frame, &acc, 1));
     } else {
-      for (int i = 0; i < n; ++i) CK(cuMemSetAccess(a->va + i * kFrame, kFrame, &acc, 1));
+      for (int i = 0; i < n; ++i) CK(cuMemSetAccess(a->va + i * g_frame, g_frame, &acc, 1));
     }
     part[home][2] = now() - t;
   }
   CK(cuCtxSynchronize());
+  const double t_end = now();
+  if (lazy)
+    for (int i = 0; i < n; ++i) map(a->va + i * g_frame, a->home[i]);  // back home, as it was (untimed)
   auto us = [&](int home, int k) { return part[home][k] / n * 1e6; };
-  printf("remap of a frame while %s, %s: to device %.0f us (unmap %.0f, map %.0f, set access %.0f), to home %.0f us "
+  printf("remap of a frame while %s, %s%s: to device %.0f us (unmap %.0f, map %.0f, set access %.0f), to home %.0f us "
          "(unmap %.0f, map %.0f, set access %.0f); %.2f s until the device was idle\n",
-         what, batched ? "16 frames per unmap and set-access call" : "a call per frame", us(0, 0) + us(0, 1) + us(0, 2),
-         us(0, 0), us(0, 1), us(0, 2), us(1, 0) + us(1, 1) + us(1, 2), us(1, 0), us(1, 1), us(1, 2), now() - t0);
+         what, batched ? "16 frames per unmap and set-access call" : "a call per frame", lazy ? ", lazy" : "",
+         us(0, 0) + us(0, 1) + us(0, 2), us(0, 0), us(0, 1), us(0, 2), us(1, 0) + us(1, 1) + us(1, 2), us(1, 0),
+         us(1, 1), us(1, 2), t_end - t0);
 }
 
 // Copies of set `s` both ways at once (staging addresses: home <-> chunk), `rounds` times, in
@@ -176,24 +188,25 @@ static void remap_while(const char *what, Set *a, bool batched, const std::funct
 static void copy_both(Set *s, CUstream in, CUstream out, size_t piece, int rounds) {
   for (int r = 0; r < rounds; ++r)
     for (int i = 0; i < kFrames; ++i)
-      for (size_t o = 0; o < kFrame; o += piece) {
-        CUdeviceptr h = s->home_va + i * kFrame + o, c = s->chunk_va + i * kFrame + o;
+      for (size_t o = 0; o < g_frame; o += piece) {
+        CUdeviceptr h = s->home_va + i * g_frame + o, c = s->chunk_va + i * g_frame + o;
         CK(cuMemcpyAsync(c, h, piece, in));
         CK(cuMemcpyAsync(h, c, piece, out));
       }
 }
 
 static bool check(Set *s, float want) {
-  std::vector<float> v(kN);
+  std::vector<float> v(g_words);
   for (int i = 0; i < kFrames; i += 7) {
-    CK(cuMemcpyDtoH(v.data(), s->va + i * kFrame, kFrame));
-    for (size_t j = 0; j < kN; j += 4099)
+    CK(cuMemcpyDtoH(v.data(), s->va + i * g_frame, g_frame));
+    for (size_t j = 0; j < g_words; j += 4099)
       if (v[j] != want) return printf("frame %d element %zu is %f, expected %f\n", i, j, v[j], want), false;
   }
   return true;
 }
 
-int main() {
+int main(int argc, char **argv) {
+  if (argc > 1) g_frame = size_t(atoi(argv[1])) << 20, g_words = g_frame / sizeof(float);
   CUcontext ctx = probe_start(&dev);
   int numa = 0;
   cuDeviceGetAttribute(&numa, CU_DEVICE_ATTRIBUTE_HOST_NUMA_ID, dev);
@@ -204,17 +217,17 @@ int main() {
   CUstream in, out;
   CK(cuStreamCreate(&in, CU_STREAM_NON_BLOCKING));
   CK(cuStreamCreate(&out, CU_STREAM_NON_BLOCKING));
-  const double gb = double(kFrame) * kFrames / 1e9;
+  const double gb = double(g_frame) * kFrames / 1e9;
   // A kernel writes set A at home (over the link), then A comes in.
-  CK(cuMemsetD32(a.va, 0, kN * kFrames));
-  add<<<264, 512>>>(reinterpret_cast<float *>(a.va), kN * kFrames, 1.0f);
+  CK(cuMemsetD32(a.va, 0, g_words * kFrames));
+  add<<<264, 512>>>(reinterpret_cast<float *>(a.va), g_words * kFrames, 1.0f);
   CK(cuCtxSynchronize());
   double t0 = now();
   copy_all(&a, true, in);
   CK(cuStreamSynchronize(in));
   double t_in = now() - t0;
   double remap_in = remap_all(&a, true);
-  add<<<264, 512>>>(reinterpret_cast<float *>(a.va), kN * kFrames, 1.0f);  // on the device now
+  add<<<264, 512>>>(reinterpret_cast<float *>(a.va), g_words * kFrames, 1.0f);  // on the device now
   CK(cuCtxSynchronize());
   // A goes out while B comes in: both directions at once.
   t0 = now();
@@ -239,7 +252,7 @@ int main() {
   double remap_during_sync_us = 0, remap_idle_us = 0;
   {
     double t = now();
-    CK(cuMemUnmap(b.va, kFrame));
+    CK(cuMemUnmap(b.va, g_frame));
     map(b.va, b.chunk[0]);
     remap_idle_us = (now() - t) * 1e6;
     CUstream s;
@@ -249,7 +262,7 @@ int main() {
       CK(cuCtxSetCurrent(ctx));
       usleep(20000);
       double t1 = now();
-      CK(cuMemUnmap(b.va, kFrame));
+      CK(cuMemUnmap(b.va, g_frame));
       map(b.va, b.home[0]);
       remap_during_sync_us = (now() - t1) * 1e6;
     });
@@ -265,11 +278,11 @@ int main() {
   remap_parts(&b, true, true);
   remap_parts(&b, false, true);
   {
-    CUresult r = cuMemUnmap(b.va, 4 * kFrame);
+    CUresult r = cuMemUnmap(b.va, 4 * g_frame);
     printf("one unmap over 4 mappings: %s\n", r == CUDA_SUCCESS ? "allowed" : "refused");
     for (int i = 0; i < 4; ++i) {
-      if (r != CUDA_SUCCESS) CK(cuMemUnmap(b.va + i * kFrame, kFrame));
-      map(b.va + i * kFrame, b.home[i]);
+      if (r != CUDA_SUCCESS) CK(cuMemUnmap(b.va + i * g_frame, g_frame));
+      map(b.va + i * g_frame, b.home[i]);
     }
   }
   // Two threads remapping at once (half the set each): whether more than one worker would help.
@@ -277,8 +290,8 @@ int main() {
     auto half = [&](int from, int to) {
       CK(cuCtxSetCurrent(ctx));
       for (int i = from; i < to; ++i) {
-        CK(cuMemUnmap(b.va + i * kFrame, kFrame));
-        map(b.va + i * kFrame, to_device ? b.chunk[i] : b.home[i]);
+        CK(cuMemUnmap(b.va + i * g_frame, g_frame));
+        map(b.va + i * g_frame, to_device ? b.chunk[i] : b.home[i]);
       }
     };
     double t = now();
@@ -289,7 +302,7 @@ int main() {
   }
   // Set A is at home, set B's staging mappings are free to copy through (nothing reads them).
   // Batching 16 frames per call made no difference (results/s12-call5): a call per frame here.
-  const size_t words = kFrame * kFrames / sizeof(uint4);
+  const size_t words = g_frame * kFrames / sizeof(uint4);
   auto kernel_out = [&](int blocks, int rounds, CUstream st) {
     for (int r = 0; r < rounds; ++r)
       copy16<<<blocks, 1024, 0, st>>>(reinterpret_cast<uint4 *>(b.home_va), reinterpret_cast<const uint4 *>(b.chunk_va), words);
@@ -303,7 +316,12 @@ int main() {
     printf("device -> home by a kernel of %d blocks of 1024 threads: %.1f GB/s\n", blocks, 4 * gb / (now() - t));
   }
   remap_while("the device is idle", &a, false, nullptr);
-  remap_while("both copy streams copy (16 MiB pieces)", &a, false, [&] { copy_both(&b, in, out, kFrame, 6); });
+  remap_while("both copy streams copy (frame-sized pieces)", &a, false, [&] { copy_both(&b, in, out, g_frame, 6); });
+  remap_while("the device is idle", &a, false, nullptr, true);
+  remap_while("both copy streams copy (frame-sized pieces)", &a, false, [&] { copy_both(&b, in, out, g_frame, 6); }, true);
+  remap_while("only the copy stream to the host copies", &a, false, [&] {
+    for (int r = 0; r < 12; ++r) copy_all(&b, false, out);
+  }, true);
   remap_while("only the copy stream to the device copies", &a, false, [&] {
     for (int r = 0; r < 12; ++r) copy_all(&b, true, in);
   });
@@ -322,7 +340,7 @@ int main() {
   remap_while("a kernel of 32 blocks copies device memory to the host", &a, false, [&] { kernel_out(32, 12, out); });
   remap_while("a kernel of 132 blocks copies device memory to the host", &a, false, [&] { kernel_out(132, 12, out); });
   remap_while("a kernel on every SM writes device memory", &a, false, [&] {
-    for (int r = 0; r < 400; ++r) add<<<264, 512>>>(reinterpret_cast<float *>(b.chunk_va), kN * kFrames, 0.0f);
+    for (int r = 0; r < 400; ++r) add<<<264, 512>>>(reinterpret_cast<float *>(b.chunk_va), g_words * kFrames, 0.0f);
   });
   for (size_t mib : {16, 64}) {
     access_cost(CU_MEM_LOCATION_TYPE_HOST_NUMA, numa, mib << 20, "host memory (NUMA node)");
@@ -335,7 +353,7 @@ int main() {
     if (f && fgets(line, sizeof line, f)) printf("transparent huge pages: %s", line);
     if (f) fclose(f);
   }
-  printf("frames of %zu MiB, %d per set\n", kFrame >> 20, kFrames);
+  printf("frames of %zu MiB, %d per set\n", g_frame >> 20, kFrames);
   printf("copy home -> device: %.1f GB/s (again %.1f GB/s); device -> home: %.1f GB/s; both at once: %.1f GB/s total\n",
          gb / t_in, gb / t_in2, gb / t_out, 2 * gb / t_both);
   printf("remap of one frame (unmap + map + set access): to device %.0f us, to home %.0f us\n", remap_in, remap_out);

@@ -195,7 +195,9 @@ class FakeVmm : public vc::VmmDevice {
 struct Rig {
   FakeVmm fake;
   vc::FrameMover mover;
-  Rig(uint64_t frame, uint64_t gran, uint64_t capacity) : mover(&fake, frame, gran, capacity, /*worker=*/false) {}
+  // `home_on_demand`: Note [Home mapped on demand].
+  Rig(uint64_t frame, uint64_t gran, uint64_t capacity, bool home_on_demand = false)
+      : mover(&fake, frame, gran, capacity, /*worker=*/false, home_on_demand) {}
   bool step() { return mover.passed(mover.fence()); }  // completes what has finished; never blocks
   void drain() {  // the device runs everything, then the moves complete
     fake.app_done();
@@ -232,20 +234,24 @@ struct Outcome {
   uint64_t calls = 0;  // device calls, the frees' included
   bool failed = false;
   uint64_t remaps = 0, evictions = 0, remote = 0, frees = 0, cancelled = 0, wildcards = 0, planned = 0;
+  uint64_t left_unmapped = 0, home_maps = 0;  // Note [Home mapped on demand]
   uint64_t clean = 0;            // bytes evicted without a write-back
   std::vector<std::string> log;  // the device calls
 };
-Outcome program(uint32_t seed, uint64_t fail_at) {
+// With `home_on_demand` (Note [Home mapped on demand]) the program reads an allocation through an
+// op before freeing it, and at the end a stream capture opens: the frames it reads at home are then
+// mapped there.
+Outcome program(uint32_t seed, uint64_t fail_at, bool home_on_demand = false) {
   std::mt19937 rng(seed);
   const bool predictive = seed % 4 >= 2;
   const uint64_t capacity = (3 + seed % 2 + 2 * predictive) * kFrame, budget = capacity - 2 * kFrame * predictive;
-  Rig r(kFrame, kGran, capacity);
+  Rig r(kFrame, kGran, capacity, home_on_demand);
   r.fake.fail_at = fail_at;
   vc::Pager pager(&r.mover, budget, kFrame, predictive ? vc::PagingPolicy::kPredictive : vc::PagingPolicy::kReactive);
   pager.set_prefetch_limit(budget / 2);
   std::map<uint64_t, std::pair<uint64_t, std::vector<uint8_t>>> live;  // id -> (va, shadow)
   uint64_t next_id = 1, moved = 0, remapped = 0;  // when the mover was first seen stopped: copies + 1, remaps
-  bool failed_in_free = false;
+  bool failed_in_free = false, held = false;  // held: all mapped where it is, for good (the end)
   Outcome out;
   // A failed unmap while freeing leaves its mapping, and so the reservation around it (the driver
   // refuses that unreserve too): nothing could undo it. Anything else is a violation. [1]: and its
@@ -275,6 +281,8 @@ Outcome program(uint32_t seed, uint64_t fail_at) {
     pager.on_alloc(vc::Allocation{va, size, vc::AllocKind::kDevice, next_id++});
   };
   auto release = [&](uint64_t id) {
+    if (home_on_demand && !held)
+      pager.on_op({vc::OpKind::kKernel, "read"}, 1, {{id, 0, live.at(id).second.size(), vc::Role::kRead}});
     frames(id, false);
     uint64_t before = r.fake.calls, va = live.at(id).first;
     CHECK((pager.on_free(id) && r.mover.free(va) && !r.mover.owns(va)));
@@ -364,6 +372,7 @@ Outcome program(uint32_t seed, uint64_t fail_at) {
   }
   r.drain();
   seen();
+  if (home_on_demand) pager.capture_open(true), held = true, seen();
   for (const auto &a : live) frames(a.first, false);
   out.failed = r.mover.stats().failed;
   if (out.failed) {  // nothing waits, nothing moves any more, and no device call says so
@@ -376,6 +385,7 @@ Outcome program(uint32_t seed, uint64_t fail_at) {
   CHECK(((failed_in_free || r.fake.device_peak <= capacity) && r.mover.stats().over_budget == 0));  // [1]
   out.remaps = r.mover.stats().remaps, out.evictions = pager.stats().evictions, out.remote = pager.stats().remote;
   out.clean = r.mover.stats().clean_bytes;
+  out.left_unmapped = r.mover.stats().left_unmapped, out.home_maps = r.mover.stats().home_maps;
   out.cancelled = r.mover.stats().cancelled, out.planned = pager.stats().planned_ops;
   while (!live.empty()) release(live.begin()->first);
   out.calls = r.fake.calls, out.log = r.fake.log;
@@ -555,7 +565,7 @@ TEST_CASE("frames: the device's link figures reach the summary and the status li
     }
     uint64_t probe_rate(int dir) const override { return dir == vc::FrameMover::kIn ? 50000000000 : 0; }
   } fake;
-  vc::FrameMover mover(&fake, 16 * kMiB, 2 * kMiB, 48 * kMiB, /*worker=*/false);
+  vc::FrameMover mover(&fake, 16 * kMiB, 2 * kMiB, 48 * kMiB, /*worker=*/false, false);
   const auto figures = mover.figures();
   std::map<std::string, uint64_t> f(figures.begin(), figures.end());
   CHECK((f["link_in_bytes"] == 40000000000 && f["link_in_ns"] == 1000000000 && f["link_out_bytes"] == 20000000000));
@@ -564,7 +574,7 @@ TEST_CASE("frames: the device's link figures reach the summary and the status li
   CHECK(mover.describe().find("; link while copying in 40.0 GB/s, out 20.0 GB/s (pinned copies at start: 50.0 / 0.0 GB/s)") !=
         std::string::npos);
   FakeVmm plain;  // a device that measures nothing: no link text
-  vc::FrameMover quiet(&plain, 16 * kMiB, 2 * kMiB, 48 * kMiB, /*worker=*/false);
+  vc::FrameMover quiet(&plain, 16 * kMiB, 2 * kMiB, 48 * kMiB, /*worker=*/false, false);
   CHECK(quiet.describe().find("link") == std::string::npos);
 }
 
@@ -651,20 +661,27 @@ TEST_CASE("frames: a range not starting at a frame moves every frame it covers")
 }
 
 TEST_CASE("frames: random programs paged by the pager keep their data within the capacity") {
-  Outcome total;
-  for (uint32_t seed = 0; seed < 40; ++seed) {
-    CAPTURE(seed);
-    Outcome o = program(seed, 0);
-    CHECK(!o.failed);
-    total.remaps += o.remaps, total.evictions += o.evictions, total.remote += o.remote, total.frees += o.frees;
-    total.cancelled += o.cancelled, total.wildcards += o.wildcards, total.planned += o.planned;
-    total.clean += o.clean;
+  for (bool on_demand : {false, true}) {
+    CAPTURE(on_demand);
+    Outcome total;
+    for (uint32_t seed = 0; seed < 40; ++seed) {
+      CAPTURE(seed);
+      Outcome o = program(seed, 0, on_demand);
+      CHECK(!o.failed);
+      total.remaps += o.remaps, total.evictions += o.evictions, total.remote += o.remote, total.frees += o.frees;
+      total.cancelled += o.cancelled, total.wildcards += o.wildcards, total.planned += o.planned;
+      total.clean += o.clean, total.left_unmapped += o.left_unmapped, total.home_maps += o.home_maps;
+    }
+    // Not vacuous: frames moved both ways, moves were cancelled, ops followed the plan, some did not
+    // fit, undecoded ops ran, allocations came and went, frames only read left without a copy; on
+    // demand, evictions left frames unmapped and ops reached others at home (every op's touches
+    // found their frames mapped: `touch` requires it).
+    CHECK((total.remaps > 1000 && total.evictions > 300 && total.cancelled > 10 && total.planned > 300));
+    CHECK(total.clean > 50 * kFrame);
+    CHECK((total.remote > 0 && total.wildcards > 50 && total.frees > 100));
+    if (on_demand) CHECK((total.left_unmapped > 300 && total.home_maps > 100));
+    else CHECK((total.left_unmapped == 0 && total.home_maps == 0));
   }
-  // Not vacuous: frames moved both ways, moves were cancelled, ops followed the plan, some did not
-  // fit, undecoded ops ran, allocations came and went, frames only read left without a copy.
-  CHECK((total.remaps > 1000 && total.evictions > 300 && total.cancelled > 10 && total.planned > 300));
-  CHECK(total.clean > 50 * kFrame);
-  CHECK((total.remote > 0 && total.wildcards > 50 && total.frees > 100));
 }
 
 // Also what the worker-thread mover got wrong: after a failure (of the stream's wait, say) it went on
@@ -672,16 +689,19 @@ TEST_CASE("frames: random programs paged by the pager keep their data within the
 TEST_CASE("frames: a device call failing at any point loses no data, and nothing moves after it") {
   vc::log_configure(vc::log_level(), "/dev/null");  // an error line per failed mover
   for (uint32_t seed : {1u, 2u, 23u}) {                // 23: moves cancelled
-    const Outcome clean = program(seed, 0);
-    REQUIRE(!clean.failed);
-    uint64_t stopped = 0;
-    for (uint64_t n = 1; n <= clean.calls; ++n) {
-      CAPTURE(seed);
-      CAPTURE(n);
-      CAPTURE(clean.log[n - 1]);  // the same calls up to the failure
-      stopped += program(seed, n).failed;
+    for (bool on_demand : {false, true}) {             // on demand: a failure maps home what was not
+      const Outcome clean = program(seed, 0, on_demand);
+      REQUIRE(!clean.failed);
+      uint64_t stopped = 0;
+      for (uint64_t n = 1; n <= clean.calls; ++n) {
+        CAPTURE(seed);
+        CAPTURE(on_demand);
+        CAPTURE(n);
+        CAPTURE(clean.log[n - 1]);  // the same calls up to the failure
+        stopped += program(seed, n, on_demand).failed;
+      }
+      CHECK(stopped > clean.calls / 2);  // most calls stop the mover: the failures reach its moves
     }
-    CHECK(stopped > clean.calls / 2);  // most calls stop the mover: the failures reach its moves
   }
   vc::log_configure(vc::log_level(), "/dev/stderr");
 }
@@ -775,12 +795,13 @@ class LockedVmm : public vc::VmmDevice {
 }  // namespace
 
 TEST_CASE("frames: with the worker, ops find their frames on the device and their data intact") {
-  for (uint32_t seed = 0; seed < 8; ++seed) {
+  for (uint32_t seed = 0; seed < 16; ++seed) {
+    const bool home_on_demand = seed % 2;
     CAPTURE(seed);
     std::mt19937 rng(seed);
     const uint64_t capacity = 6 * kFrame;
     LockedVmm dev;
-    vc::FrameMover mover(&dev, kFrame, kGran, capacity, /*worker=*/true);
+    vc::FrameMover mover(&dev, kFrame, kGran, capacity, /*worker=*/true, home_on_demand);
     vc::Pager pager(&mover, capacity - kFrame, kFrame, vc::PagingPolicy::kReactive);
     std::vector<std::pair<uint64_t, std::vector<uint8_t>>> live;  // (va, shadow), id = index + 1
     for (uint64_t id = 1; id <= 4; ++id) {
@@ -812,6 +833,7 @@ TEST_CASE("frames: with the worker, ops find their frames on the device and thei
     CHECK(dev.entered);
     CHECK((mover.stats().remaps > 0 && mover.stats().clean_bytes > 0 && !mover.stats().failed && !pager.stats().failed));
     REQUIRE(mover.stream_wait(1, mover.fence()));  // every move complete: all the data where it is mapped
+    REQUIRE(mover.hold_mappings(true));            // (on demand, some at home were unmapped)
     dev.with([&](FakeVmm &f) {
       for (auto &[va, shadow] : live)
         for (uint64_t o = 0; o < shadow.size(); o += kFrame) CHECK(std::memcmp(f.at(va + o, kFrame), &shadow[o], kFrame) == 0);
