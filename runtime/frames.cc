@@ -51,16 +51,17 @@ namespace vc {
 // Mapping a frame home costs the driver far more than mapping it to the device: setting access on
 // 64 MiB of host memory takes 580 us on an idle H200, and 1.4 ms while copies to the host run,
 // against 30 us and 1 ms for device memory; an unmap alone takes 16-36 us (the probe at 64 MiB
-// frames, results/s14-call1/probe-64.txt). With `home_on_demand` an eviction only unmaps its frame,
+// frames, results/s14-call1/s14a/probe-64.txt). With `home_on_demand` an eviction only unmaps its frame,
 // and a fetch of an unmapped frame only maps its chunk: 50 us a round trip idle against 800, 1.1 ms
 // under copies against 2.8. A frame is mapped home only when it must be reachable there:
 //  - an op the pager lets through may reach it where it is (Pager::reach_away: a page bypassed or
 //    left remote, or one its pointers may reach beyond what it needs; every page for an undecoded
 //    launch), after its moves are complete: reach maps it, or marks its eviction in flight to map
-//    it home when complete. Such a frame is likely reached again at the next iteration, so its
-//    evictions from then on map it home, on the mover's thread rather than the program's. On the
-//    shipped GPT 2.7B trace at 24 GiB with 64 MiB frames the pager's replay evicts 38.9 GiB per
-//    iteration, of which ops reach 14.1 GiB at home (`vramcache simulate`);
+//    it home when complete. On the shipped GPT 2.7B trace at 24 GiB with 64 MiB frames the pager's
+//    replay evicts 38.9 GiB per iteration, of which ops reach 14.1 GiB at home (`vramcache
+//    simulate`). Mapping such frames home at each eviction instead, on the mover's thread, was no
+//    faster (1.537 against 1.497 s/step on demand, results/s14-call3: the mover's remaps took 13.5
+//    s against 7.3, the program's thread 3.0 s mapping on demand);
 //  - ops pass without the pager (a stream capture is open, or paging stopped): hold_mappings waits
 //    for the moves in flight and maps every frame at home;
 //  - the mover failed: fail maps every frame at home that it can.
@@ -319,7 +320,7 @@ bool FrameMover::evict(Lock &lock, Frame *f, bool write_back) {
   if ((write_back && !dev_->copy(kOut, f->home_va, f->chunk_va, f->bytes)) || !(token = dev_->mark(kOut)))
     return fail("a copy to the host");
   Move m;
-  m.seq = ++issued_, m.token = token, m.frame = f, m.home = f->reached;
+  m.seq = ++issued_, m.token = token, m.frame = f;
   moves_.push_back(m);
   f->where = Where::kEvicting, f->move = m.seq;
   (write_back ? stats_.out_bytes : stats_.clean_bytes) += f->bytes;
@@ -529,7 +530,6 @@ bool FrameMover::reach(uint64_t addr, uint64_t bytes) {
   if (stats_.failed) return false;
   return each_frame(addr, bytes, [&](Frame *f) {
     while (f->move && move_of(f)->remapping) moved_.wait(lock);
-    f->reached = true;
     if (f->where == Where::kEvicting) return move_of(f)->home = true;
     return f->mapped || map_home(f) || fail("mapping a frame home");
   });

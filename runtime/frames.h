@@ -130,7 +130,6 @@ class FrameMover final : public Mover {
     // `va` maps home or the chunk, as `where` says; false: nothing (at home, Note [Home mapped on
     // demand]). Changed by a remap without the lock (Move::remapping).
     bool mapped = true;
-    bool reached = false;  // mapped home on demand once: its evictions map it home (off the launch path)
     uint64_t move = 0;  // seq of its move in flight (kFetching, kEvicting), else 0
   };
   struct Alloc {

@@ -51,11 +51,11 @@ namespace vc {
     "with the predictive policy: most bytes fetched ahead for kernels still to come; more hides "   \
     "more of the link behind compute but evicts more that is needed again; 0: 1/64 of the budget "  \
     "with the explicit backend, 1/16 with the managed one")                                         \
-  X(kPrefetchLead, "VRAMCACHE_PREFETCH_LEAD", kCount, "2000", "500",                                 \
+  X(kPrefetchLead, "VRAMCACHE_PREFETCH_LEAD", kCount, "1000000", "2000",                                 \
     "with the predictive policy: a page is fetched when the kernel time until its use, as measured " \
     "while learning, is within the link's time for what is queued ahead of it plus this many "       \
-    "microseconds, and not before (within the window; a very large value: as far as the window "    \
-    "allows)")                                                                                     \
+    "microseconds, and not before (within the window; a very large value, as the default: as far "  \
+    "as the window allows)")                                                                       \
   X(kBypass, "VRAMCACHE_BYPASS", kBool, "1", "0",                                                   \
     "with the predictive policy: a page an op needs that would be the first evicted if it came in "  \
     "(the plan uses it after every resident page) is reached where it is, over the link, instead "   \
@@ -67,7 +67,7 @@ namespace vc {
     "line. `managed`: allocations become managed memory moved by prefetches")                      \
   X(kFrameSize, "VRAMCACHE_FRAME_SIZE", kSize, "0", "32M",                                          \
     "with the explicit backend: the unit that moves, a power of two from 2M to 256M (the last "     \
-    "frame of an allocation is smaller); 0: 1/128 of the budget, from 2M to 64M")                  \
+    "frame of an allocation is smaller); 0: 1/128 of the budget, from 2M to 256M")                  \
   X(kHomeOnDemand, "VRAMCACHE_HOME_ON_DEMAND", kBool, "1", "0",                                     \
     "with the explicit backend: an evicted frame is left unmapped, and mapped at home only when an " \
     "op vramcache sees may reach it there (mapping host memory costs the driver 10-20x more than "   \

@@ -355,8 +355,11 @@ bool Runtime::paged(uint64_t ptr) { return paged_id(ptr).has_value(); }
 //   explicit, 2.7B / 24 GiB: budget/16 1.550, budget/64 1.332, budget/128 1.363;
 //   managed, 1.3B / 12 GiB: budget/16 1.912, budget/64 1.969.
 // A wider window evicts frames that are needed again before the prefetched ones are used; with
-// frames remapped at ~11 us/MiB that costs more than it hides. So the explicit backend defaults to
-// budget/64 and the managed one keeps budget/16.
+// frames remapped at ~11 us/MiB that costs more than it hides. So the explicit backend defaulted to
+// budget/64 and the managed one keeps budget/16. With frames mapped home on demand (Note [Home
+// mapped on demand] in frames.cc), 128 MiB frames, GPT 2.7B / 24 GiB, 20 deterministic steps, one
+// call (results/s14-call3): budget/64 1.537 s/step, budget/32 1.504, budget/16 1.958; budget/32
+// with the walk untimed (Note [Timed prefetch]) 1.342. So budget/32 now, untimed by default.
 Pager *Runtime::start_paging(Mover *mover) {
   // The pager plans within the budget less the mover's headroom; the mover keeps to the whole budget.
   const uint64_t budget = uint64_t(options_.num[kBudget]);
@@ -366,7 +369,7 @@ Pager *Runtime::start_paging(Mover *mover) {
                        &outside_bytes_);
   // The explicit backend's default window is narrower (Note [Prefetch window]).
   if (options_.num[kPrefetchAhead] > 0) pg->set_prefetch_limit(uint64_t(options_.num[kPrefetchAhead]));
-  else if (mover->unit()) pg->set_prefetch_limit(pg->budget() / 64);
+  else if (mover->unit()) pg->set_prefetch_limit(pg->budget() / 32);
   pg->set_bypass(options_.flag(kBypass));
   Pager *none = nullptr;
   if (!pager_.compare_exchange_strong(none, pg)) {

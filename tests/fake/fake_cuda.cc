@@ -273,16 +273,24 @@ DEF(CUresult, cuIpcGetMemHandle, CUipcMemHandle *h, CUdeviceptr p) {
   return CUDA_SUCCESS;
 }
 // Like the driver (scripts/gpu_checks/graph_memcpy_remap.cu), a graph's copy or set node is not
-// updated to memory of another type than at its instantiation. The fake's nodes say which: node 1
-// was made over host memory, any other over device memory.
+// updated to memory of another type than at its instantiation, nor to address space not mapped
+// (a frame evicted on demand, Note [Home mapped on demand]). The fake's nodes say which: node 1
+// was made over host memory, any other over device memory. Memory outside the fake's VMM
+// reservations is taken as what the node was made over.
 static bool other_type(CUgraphNode node, uint64_t va, uint64_t bytes) {
   const bool host = node == reinterpret_cast<CUgraphNode>(1);
   std::lock_guard<std::mutex> lock(g_vmm_mu);
   auto m = g_mapped.upper_bound(va);
   if (m != g_mapped.begin()) --m;
-  for (; m != g_mapped.end() && m->first < va + bytes; ++m)
-    if (m->first + m->second.bytes > va && g_chunks.at(m->second.handle).device == host) return true;
-  return false;
+  uint64_t covered = 0;
+  for (; m != g_mapped.end() && m->first < va + bytes; ++m) {
+    if (m->first + m->second.bytes <= va) continue;
+    if (g_chunks.at(m->second.handle).device == host) return true;
+    covered += std::min(m->first + m->second.bytes, va + bytes) - std::max(m->first, va);
+  }
+  auto r = g_reserved.upper_bound(va);
+  const bool reserved = r != g_reserved.begin() && std::prev(r)->first + std::prev(r)->second > va;
+  return reserved && covered < bytes;
 }
 DEF(CUresult, cuGraphExecMemcpyNodeSetParams, CUgraphExec, CUgraphNode node, const CUDA_MEMCPY3D *p, CUcontext) {
   if (CUresult r = counted("cuGraphExecMemcpyNodeSetParams")) return r;

@@ -206,11 +206,13 @@ else
 fi
 # With the Nth remap failing (the Nth cuMemMap off the main thread: the mover's thread remaps in the
 # order of its moves): 1 is the first remap of a frame to the device, 4 the first of one back to the
-# host. Paging stops with one line naming the call that failed, nothing more moves, and every byte is
-# still intact.
+# host, with frames mapped home at each eviction (VRAMCACHE_HOME_ON_DEMAND=0: on demand, the
+# mover's thread maps none home). Paging stops with one line naming the call that failed, nothing
+# more moves, and every byte is still intact (on demand too: the frames left unmapped are mapped
+# home then, or the test program's reads would fail).
 for case in "1:remapping a frame to the device" "4:remapping a frame to the host"; do
   n=${case%%:*} what=${case#*:} name=explicit-failure-${case%%:*}
-  explicit "$name" FAKE_CUDA_FAIL_REMAP="$n"; rc=$?
+  explicit "$name" FAKE_CUDA_FAIL_REMAP="$n" VRAMCACHE_HOME_ON_DEMAND=$([ "$n" = 1 ] && echo 1 || echo 0); rc=$?
   if [ $rc != 0 ]; then
     bad "explicit paging, remap $n failing: test program failed (rc $rc)"; tail -20 "$out/$name.log"; continue
   fi

@@ -305,7 +305,7 @@ TEST_CASE("options: the budget is 0 (off) or at least 8M; the policy is one of t
   CHECK(contains(policy.error, "predictive, reactive"));
 }
 
-TEST_CASE("options: the frame is 1/128 of the budget, from 2M to 64M, unless set") {
+TEST_CASE("options: the frame is 1/128 of the budget, from 2M to 256M, unless set") {
   auto frame = [](Env vars) {
     Parsed p = parse(std::move(vars));
     REQUIRE(p.ok);
@@ -313,7 +313,8 @@ TEST_CASE("options: the frame is 1/128 of the budget, from 2M to 64M, unless set
   };
   const uint64_t M = 1 << 20;
   CHECK(frame({{"VRAMCACHE_BUDGET", "12G"}}) == 64 * M);  // 96M, rounded down
-  CHECK(frame({{"VRAMCACHE_BUDGET", "24G"}}) == 64 * M);  // capped
+  CHECK(frame({{"VRAMCACHE_BUDGET", "24G"}}) == 128 * M);  // 192M, rounded down
+  CHECK(frame({{"VRAMCACHE_BUDGET", "80G"}}) == 256 * M);  // capped
   CHECK(frame({{"VRAMCACHE_BUDGET", "4G"}}) == 32 * M);
   CHECK(frame({{"VRAMCACHE_BUDGET", "1G"}}) == 8 * M);
   CHECK(frame({{"VRAMCACHE_BUDGET", "44M"}}) == 2 * M);  // at least 2M

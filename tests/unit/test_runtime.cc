@@ -432,7 +432,7 @@ TEST_CASE("runtime: device memory outside the pager is charged to the budget, an
   CHECK(json_values(*rt)["outside_unseen"] == (6u << 20));
 }
 
-// Note [Prefetch window]: 1/16 of the planned budget with managed pages, 1/64 with frames.
+// Note [Prefetch window]: 1/16 of the planned budget with managed pages, 1/32 with frames.
 TEST_CASE("runtime: the prefetch window by backend, or VRAMCACHE_PREFETCH_AHEAD") {
   CountingMover mover;
   auto rt = make_runtime({{"VRAMCACHE_BUDGET", "64M"}});
@@ -443,8 +443,8 @@ TEST_CASE("runtime: the prefetch window by backend, or VRAMCACHE_PREFETCH_AHEAD"
   } frames;
   auto framed = make_runtime({{"VRAMCACHE_BUDGET", "64M"}});
   REQUIRE(framed->start_paging(&frames));
-  CHECK(json_values(*framed)["prefetch_ahead"] == framed->pager()->budget() / 64);
-  CHECK(framed->pager()->budget() / 64 < (4u << 20));
+  CHECK(json_values(*framed)["prefetch_ahead"] == framed->pager()->budget() / 32);
+  CHECK(framed->pager()->budget() / 32 < (4u << 20));
   auto set = make_runtime({{"VRAMCACHE_BUDGET", "64M"}, {"VRAMCACHE_PREFETCH_AHEAD", "8M"}});
   REQUIRE(set->start_paging(&frames));
   CHECK(json_values(*set)["prefetch_ahead"] == (8u << 20));
