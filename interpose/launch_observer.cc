@@ -464,6 +464,18 @@ void on_graph_update(const char *name, const void *params) {
     if (k.node == p->hNode) k = std::move(updated);
 }
 
+// The address a pointer query asks about (ApiClass::kPointerQuery); 0 for one not known here.
+uint64_t queried_pointer(const char *name, const void *params) {
+  if (!strcmp(name, "cuPointerGetAttribute")) return static_cast<const cuPointerGetAttribute_params *>(params)->ptr;
+  if (!strcmp(name, "cuPointerGetAttributes")) return static_cast<const cuPointerGetAttributes_params *>(params)->ptr;
+  if (!strcmp(name, "cuMemGetAddressRange_v2")) return static_cast<const cuMemGetAddressRange_v2_params *>(params)->dptr;
+  if (!strcmp(name, "cuMemGetAddressRange")) return static_cast<const cuMemGetAddressRange_params *>(params)->dptr;
+  if (!strcmp(name, "cuMemGetAccess")) return static_cast<const cuMemGetAccess_params *>(params)->ptr;
+  if (!strcmp(name, "cuMemRetainAllocationHandle"))
+    return reinterpret_cast<uint64_t>(static_cast<const cuMemRetainAllocationHandle_params *>(params)->addr);
+  return 0;
+}
+
 void on_driver_api(CUpti_CallbackId cbid, const CUpti_CallbackData *cb) {
   ApiClass cls = g_state->classes[cbid];
   if (cb->callbackSite == CUPTI_API_ENTER) {
@@ -471,6 +483,9 @@ void on_driver_api(CUpti_CallbackId cbid, const CUpti_CallbackData *cb) {
       case ApiClass::kLaunch: on_launch(cbid, cb); break;
       case ApiClass::kGraphLaunch: on_graph_launch(cb); break;
       case ApiClass::kCaptureBegin: g_state->rt->before_capture(); break;
+      case ApiClass::kPointerQuery:
+        g_state->rt->on_pointer_query(queried_pointer(cb->functionName, cb->functionParams));
+        break;
       case ApiClass::kCopy:
       case ApiClass::kSet:
       case ApiClass::kSync: {

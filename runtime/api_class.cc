@@ -25,6 +25,9 @@ ApiClass classify_driver_api(const char *name) {
     return ApiClass::kSync;
   if (starts(name, "cuStreamBeginCapture")) return ApiClass::kCaptureBegin;
   if (starts(name, "cuStreamEndCapture")) return ApiClass::kCaptureEnd;
+  if (starts(name, "cuPointerGetAttribute") || starts(name, "cuMemGetAddressRange") ||
+      starts(name, "cuMemRetainAllocationHandle") || starts(name, "cuMemGetAccess"))
+    return ApiClass::kPointerQuery;
   return ApiClass::kNone;
 }
 
@@ -65,6 +68,7 @@ const char *api_class_name(ApiClass cls) {
     case ApiClass::kSync: return "sync";
     case ApiClass::kCaptureBegin: return "capture-begin";
     case ApiClass::kCaptureEnd: return "capture-end";
+    case ApiClass::kPointerQuery: return "pointer-query";
   }
   return "?";
 }

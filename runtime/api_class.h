@@ -17,6 +17,9 @@ enum class ApiClass : uint8_t {
   kSync,          // cuCtxSynchronize*, cuStreamSynchronize*, cuEventSynchronize
   kCaptureBegin,  // cuStreamBeginCapture*
   kCaptureEnd,    // cuStreamEndCapture*
+  // What the driver says of an address: cuPointerGetAttribute(s), cuMemGetAddressRange*,
+  // cuMemRetainAllocationHandle, cuMemGetAccess (Note [Home mapped on demand] in runtime/frames.cc)
+  kPointerQuery,
 };
 
 ApiClass classify_driver_api(const char *name);

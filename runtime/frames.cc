@@ -62,6 +62,9 @@ namespace vc {
 //    simulate`). Mapping such frames home at each eviction instead, on the mover's thread, was no
 //    faster (1.537 against 1.497 s/step on demand, results/s14-call3: the mover's remaps took 13.5
 //    s against 7.3, the program's thread 3.0 s mapping on demand);
+//  - the program asks the driver about an address in it (cuPointerGetAttribute and the like,
+//    ApiClass::kPointerQuery): the answer would differ, or be an error, for address space with
+//    nothing mapped (Runtime::on_pointer_query);
 //  - ops pass without the pager (a stream capture is open, or paging stopped): hold_mappings waits
 //    for the moves in flight and maps every frame at home;
 //  - the mover failed: fail maps every frame at home that it can.

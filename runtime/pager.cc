@@ -417,6 +417,13 @@ void Pager::capture_open(bool open) {
   if (!stats_.failed && !mover_->hold_mappings(open)) fail("mapping memory home for a stream capture");
 }
 
+void Pager::reach_at(uint64_t alloc_id, uint64_t offset) {
+  std::lock_guard lock(mu_);
+  auto it = allocs_.find(alloc_id);
+  if (stats_.failed || it == allocs_.end() || offset >= it->second.size) return;
+  if (!reach_away({{alloc_id, uint32_t(offset / page_size_)}})) fail("mapping home a page the program asked the driver about");
+}
+
 bool Pager::reach_away(const std::vector<PageKey> &keys) {
   thread_local std::vector<PageKey> away;
   away.clear();

@@ -183,6 +183,8 @@ class Pager {
   // While a stream capture is open, ops pass without the pager (runtime.cc): all memory away from
   // the device is kept reachable there (Mover::hold_mappings).
   void capture_open(bool open);
+  // The page at `offset` of paged allocation `alloc_id` is reached where it is (a pointer query).
+  void reach_at(uint64_t alloc_id, uint64_t offset);
 
   uint64_t budget() const { return budget_; }  // what it plans within (memory outside it is taken off at each op)
   const Mover *mover() const { return mover_; }

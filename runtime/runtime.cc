@@ -242,6 +242,12 @@ void Runtime::on_collective(const char *name, uint64_t stream, const std::vector
   page_op(op, false);
 }
 
+void Runtime::on_pointer_query(uint64_t ptr) {
+  Pager *pg = pager();
+  if (!pg) return;
+  if (auto hit = allocs_.find(ptr)) pg->reach_at(hit->alloc.id, hit->offset);
+}
+
 void Runtime::on_api(ApiClass cls, const ApiCall &call) {
   if ((pager() || (recorder_ && recorder_->recording())) && !call.in_collective &&
       (cls == ApiClass::kCopy || cls == ApiClass::kSet || cls == ApiClass::kSync)) {
@@ -275,7 +281,8 @@ void Runtime::on_api(ApiClass cls, const ApiCall &call) {
     case ApiClass::kGraphLaunch: counters_.graph_launches++; break;
     case ApiClass::kNone:
     case ApiClass::kLaunch:
-    case ApiClass::kGraphUpdate: break;
+    case ApiClass::kGraphUpdate:
+    case ApiClass::kPointerQuery: break;
   }
 }
 

@@ -177,6 +177,10 @@ class Runtime {
   void before_capture() {
     if (Pager *pg = pager()) pg->capture_open(true);
   }
+  // The driver is about to be asked about `ptr` (ApiClass::kPointerQuery): the page holding it is
+  // made reachable where it is, so that the answer is what it would be with every evicted frame
+  // mapped home (Note [Home mapped on demand] in runtime/frames.cc).
+  void on_pointer_query(uint64_t ptr);
   // A communication call (an NCCL collective, or a group of them) about to be enqueued on
   // `stream`, reading and writing `ranges`: recorded and paged as one copy op named `name`.
   void on_collective(const char *name, uint64_t stream, const std::vector<Range> &ranges);

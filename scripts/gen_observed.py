@@ -22,7 +22,8 @@ import sys
 FAMILIES = ("cuLaunch", "cuGraphLaunch", "cuGraphExecUpdate", "cuGraphExecKernelNodeSetParams",
             "cuGraphExecChildGraphNodeSetParams", "cuGraphExecNodeSetParams", "cuMemcpy",
             "cuMemset", "cuCtxSynchronize", "cuStreamSynchronize", "cuEventSynchronize", "cuStreamBeginCapture",
-            "cuStreamEndCapture")
+            "cuStreamEndCapture", "cuPointerGetAttribute", "cuMemGetAddressRange", "cuMemRetainAllocationHandle",
+            "cuMemGetAccess")
 # What CUPTI's resource callbacks report, as calls (launch_observer.cc, on_resource).
 RESOURCE = ("cuGraphInstantiate", "cuGraphExecDestroy", "cuModuleUnload", "cuLibraryUnload")
 

@@ -249,6 +249,20 @@ FAKE_EXPORT int fake_vmm_reachable(uint64_t va) {
   return at(va, &run) != nullptr;
 }
 
+// Like the driver, no answer for reserved address space that nothing is mapped at; memory outside
+// the fake's reservations is device memory.
+DEF(CUresult, cuPointerGetAttribute, void *data, CUpointer_attribute attribute, CUdeviceptr ptr) {
+  cuPointerGetAttribute_params p = {data, attribute, ptr};
+  return traced(CUPTI_DRIVER_TRACE_CBID_cuPointerGetAttribute, "cuPointerGetAttribute", p, [=] {
+    std::lock_guard<std::mutex> lock(g_vmm_mu);
+    uint64_t run = 0;
+    if (!at(ptr, &run) && in_reservation(ptr, 1)) return CUDA_ERROR_INVALID_VALUE;
+    if (attribute != CU_POINTER_ATTRIBUTE_MEMORY_TYPE || !data) return CUDA_ERROR_INVALID_VALUE;
+    *static_cast<unsigned *>(data) = CU_MEMORYTYPE_DEVICE;
+    return CUDA_SUCCESS;
+  });
+}
+
 DEF(CUresult, cuMemGetAllocationGranularity, size_t *g, const CUmemAllocationProp *, CUmemAllocationGranularity_flags) {
   *g = kGranularity;
   return counted("cuMemGetAllocationGranularity");
@@ -288,9 +302,7 @@ static bool other_type(CUgraphNode node, uint64_t va, uint64_t bytes) {
     if (g_chunks.at(m->second.handle).device == host) return true;
     covered += std::min(m->first + m->second.bytes, va + bytes) - std::max(m->first, va);
   }
-  auto r = g_reserved.upper_bound(va);
-  const bool reserved = r != g_reserved.begin() && std::prev(r)->first + std::prev(r)->second > va;
-  return reserved && covered < bytes;
+  return covered < bytes && in_reservation(va, 1);
 }
 DEF(CUresult, cuGraphExecMemcpyNodeSetParams, CUgraphExec, CUgraphNode node, const CUDA_MEMCPY3D *p, CUcontext) {
   if (CUresult r = counted("cuGraphExecMemcpyNodeSetParams")) return r;
@@ -703,6 +715,7 @@ const Entry kEntries[] = {
     E("cuGraphExecMemsetNodeSetParams", 10020, false, cuGraphExecMemsetNodeSetParams),
     E("cuMemMap", 10020, false, cuMemMap),
     E("cuMemUnmap", 10020, false, cuMemUnmap),
+    E("cuPointerGetAttribute", 4000, false, cuPointerGetAttribute),
     E("cuMemSetAccess", 10020, false, cuMemSetAccess),
     E("cuMemGetAllocationGranularity", 10020, false, cuMemGetAllocationGranularity),
     E("cuFuncGetName", 12030, false, cuFuncGetName),

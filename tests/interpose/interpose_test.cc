@@ -605,6 +605,25 @@ TEST_CASE("explicit paging: frames under a budget keep every byte") {
       adds[k]++, adds[(k + 1) % 3]++;
     }
   }
+  // Note [Home mapped on demand]: a frame left unmapped at home is mapped there before the driver is
+  // asked about an address in it, so that the answer is what it would be with every frame mapped.
+  {
+    auto query = driver<PFN_cuPointerGetAttribute_v4000>("cuPointerGetAttribute");
+    REQUIRE((query != nullptr));
+    int unmapped = 0;
+    for (void *b : buf)
+      for (size_t off = 0; off < size; off += 16 * mib) {
+        const uint64_t p = uint64_t(b) + off;
+        unmapped += !reachable(p);
+        unsigned type = 0;
+        CHECK(query(&type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, p) == CUDA_SUCCESS);
+        CHECK(type == CU_MEMORYTYPE_DEVICE);
+        CHECK(reachable(p));
+      }
+    const char *on_demand = getenv("VRAMCACHE_HOME_ON_DEMAND");
+    if (!failing && !getenv("FAKE_CUDA_UNWRAPPED_LAUNCH") && !(on_demand && !strcmp(on_demand, "0")))
+      CHECK(unmapped > 0);  // not vacuous: some were unmapped
+  }
   check_all("after the kernels");
 
   if (!failing && !getenv("FAKE_CUDA_UNWRAPPED_LAUNCH")) {

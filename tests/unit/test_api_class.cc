@@ -51,6 +51,12 @@ TEST_CASE("api_class: classify_driver_api") {
       {"cuStreamBeginCapture_v2_ptsz", ApiClass::kCaptureBegin},
       {"cuStreamEndCapture", ApiClass::kCaptureEnd},
       {"cuStreamEndCapture_ptsz", ApiClass::kCaptureEnd},
+      {"cuPointerGetAttribute", ApiClass::kPointerQuery},
+      {"cuPointerGetAttributes", ApiClass::kPointerQuery},
+      {"cuMemGetAddressRange_v2", ApiClass::kPointerQuery},
+      {"cuMemRetainAllocationHandle", ApiClass::kPointerQuery},
+      {"cuMemGetAccess", ApiClass::kPointerQuery},
+      {"cuPointerSetAttribute", ApiClass::kNone},
       {"cuStreamIsCapturing", ApiClass::kNone},
       {"cuStreamWaitEvent", ApiClass::kNone},
       {"cuEventRecord", ApiClass::kNone},
@@ -100,6 +106,7 @@ TEST_CASE("api_class: api_class_name") {
   CHECK(std::string(vc::api_class_name(ApiClass::kSync)) == "sync");
   CHECK(std::string(vc::api_class_name(ApiClass::kCaptureBegin)) == "capture-begin");
   CHECK(std::string(vc::api_class_name(ApiClass::kCaptureEnd)) == "capture-end");
+  CHECK(std::string(vc::api_class_name(ApiClass::kPointerQuery)) == "pointer-query");
 }
 
 // The wrappers used when CUPTI cannot be had (interpose/observed.def, generated) must cover the
