@@ -108,7 +108,8 @@ def probe_rate(path):
 
 
 def explicit_table(paths, jobs):
-    """A row per explicit-backend run (every mode of every results file: policies, frame sizes), with
+    """A row per explicit-backend run (every mode of every results file, as scripts/paging.py names it:
+    policy, then frame size, prefetch window and lead where set, suffixes, and @DIR), with
     the managed runs of the same call beside it when that call has them (else the merged ones, marked †)."""
     merged = {j["job"]: j for j in jobs}
     lines = ["| job | budget | mode | frame | s/step | bitwise (steps) | vs managed reactive / predictive "
@@ -140,7 +141,7 @@ def explicit_table(paths, jobs):
                 waits = (f"{s['frames_host_waits'] / steps:.0f} ({s.get('frames_wait_ns', 0) / steps / 1e9:.2f})"
                          if "frames_wait_ns" in s else "-")
                 lines.append(
-                    f"| {row_name(j)} | {j['budget_bytes'] / GIB:.3g} GiB | {mode.split(':')[0]} | {frame >> 20} MiB "
+                    f"| {row_name(j)} | {j['budget_bytes'] / GIB:.3g} GiB | {mode} | {frame >> 20} MiB "
                     f"| {f'{t:.3g}' if t else 'did not finish (rc ' + str(run.get('rc')) + ')'} "
                     f"| {run.get('bitwise')} ({len(run.get('losses', []))}) | **{cells[0]}** / {cells[1]} "
                     f"| {gb(moved_in)} / {gb(moved_out)} | {rate} | {remaps} | {waits} "
