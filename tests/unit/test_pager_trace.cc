@@ -31,6 +31,12 @@ TEST_CASE("pager on the GPT 1.3B trace: the plan moves far less than LRU and mis
   CHECK(lru > uint64_t(3) * (25ull << 30));  // least recently used refetches nearly everything
   CHECK(plan * 10 < lru * 6);                // the plan moves less than 60% of that
   CHECK(p.misses[n - 1] == p.misses[n - 4]);  // everything arrives ahead of its op
+  // Note [Home mapped on demand]: ops reach some of what was evicted where it is (pointers whose
+  // extent runs to the allocation's end), and far from all of it.
+  uint64_t home = p.home_maps[n - 1] - p.home_maps[n - 4], out = p.d2h[n - 1] - p.d2h[n - 4];
+  MESSAGE("mapped home on demand per iteration: ", home / 3 / double(1 << 30), " GiB of ", out / 3 / double(1 << 30), " evicted");
+  CHECK(home > 0);
+  CHECK(home * 4 < out);
 }
 
 // JAX on XLA's stream-ordered allocator (samples/traces/jax.vctrace, recorded on the GPU:

@@ -287,6 +287,33 @@ TEST_CASE("runtime: undecoded and pointer-array kernels reach the pager as wildc
   CHECK(json_values(*rt)["paging_wildcards"] == 3);
 }
 
+// Note [Home mapped on demand] in runtime/frames.cc: the runtime tells the mover when ops will reach
+// memory without the pager (a stream capture, from just before it begins until every one has
+// ended) and which page the program asks the driver about; nothing for an address not paged.
+TEST_CASE("runtime: captures hold the mappings, and a pointer query reaches its page where it is") {
+  struct HoldingMover : CountingMover {
+    std::vector<int> holds;  // 1: on, 0: off
+    std::vector<std::pair<uint64_t, uint64_t>> reached;
+    bool hold_mappings(bool on) override { return holds.push_back(on), true; }
+    bool reach(uint64_t addr, uint64_t bytes) override { return reached.push_back({addr, bytes}), true; }
+  } mover;
+  auto rt = make_runtime({{"VRAMCACHE_BUDGET", "64M"}, {"VRAMCACHE_PAGE_SIZE", "2M"}});
+  REQUIRE(rt->start_paging(&mover));
+  rt->on_alloc(0x10000000, 8 << 20, AllocKind::kDevice, 0, nullptr, 0, true);
+  rt->before_capture();
+  rt->on_api(ApiClass::kCaptureBegin, 0);
+  rt->before_capture();  // a second capture, on another stream
+  rt->on_api(ApiClass::kCaptureBegin, 0);
+  rt->on_api(ApiClass::kCaptureEnd, 0);
+  CHECK(mover.holds == std::vector<int>{1, 1});  // one is still open
+  rt->on_api(ApiClass::kCaptureEnd, 0);
+  CHECK(mover.holds == std::vector<int>{1, 1, 0});
+  rt->on_pointer_query(0x10000000 + (5 << 20));  // page 2 of the allocation, not resident
+  rt->on_pointer_query(0x30000000);              // not paged
+  REQUIRE(mover.reached.size() == 1);
+  CHECK(mover.reached[0] == std::make_pair(uint64_t(0x10000000 + (4 << 20)), uint64_t(2) << 20));
+}
+
 // Note [Learning again] in runtime/pager.cc: a program that changes for good is recorded again and
 // followed by a new plan. Program A (10 kernels a step) is learned; then the program runs B (13
 // other kernels, other pages) for good: after 4 of A's periods without following the plan, the
