@@ -2,19 +2,70 @@
 #include "runtime/pager_replay.h"
 
 #include <algorithm>
+#include <map>
 #include <string>
+#include <unordered_map>
 #include <unordered_set>
 #include <utility>
 
 namespace vc {
 namespace {
 
+// Which of the trace's pages (of t.page_size) the next op to reach them overwrites whole: what a
+// fetch could leave uncopied if it filled the rest of its frame only (ReplayResult::fetched_dead).
+// An op reaches a page through an exact ref overlapping it, or a pointer of unknown extent at or
+// before it (to its allocation's end, as the pager assumes); it overwrites the page whole when an
+// exact written ref covers it and nothing else of that op reaches it.
+class NextReach {
+ public:
+  explicit NextReach(const Trace &t) : page_(t.page_size) {
+    for (uint32_t i = 0; i < t.ops.size(); ++i)
+      for (uint32_t r = t.ops[i].first_ref; r < t.ops[i].first_ref + t.ops[i].ref_count; ++r) {
+        const Ref &ref = t.refs[r];
+        events_[ref.alloc_id].push_back({i, ref.offset, ref.bytes ? ref.offset + ref.bytes : ~uint64_t(0),
+                                         ref.bytes && ref.role == Role::kWritten});
+      }
+  }
+  // Whether [lo, hi) of allocation `id` is overwritten whole by the first op from `op` on that
+  // reaches it (not if no op of the trace reaches it again: past its end, that is not known).
+  bool dead(uint64_t id, uint64_t lo, uint64_t hi, uint64_t op) const {
+    auto it = events_.find(id);
+    if (it == events_.end()) return false;
+    const std::vector<Event> &ev = it->second;
+    auto e = std::lower_bound(ev.begin(), ev.end(), op, [](const Event &x, uint64_t o) { return x.op < o; });
+    for (; e != ev.end(); ++e) {
+      if (e->lo >= hi || e->hi <= lo) continue;
+      bool covered = false, other = false;  // within the first op that reaches it
+      for (auto f = e; f != ev.end() && f->op == e->op; ++f) {
+        if (f->lo >= hi || f->hi <= lo) continue;
+        if (f->write && f->lo <= lo && f->hi >= hi) covered = true;
+        else if (!f->write) other = true;
+      }
+      return covered && !other;
+    }
+    return false;
+  }
+  uint64_t page() const { return page_; }
+
+ private:
+  struct Event {
+    uint32_t op;
+    uint64_t lo, hi;  // hi ~0: to the allocation's end
+    bool write;       // an exact written extent
+  };
+  uint64_t page_;
+  std::unordered_map<uint64_t, std::vector<Event>> events_;  // by allocation, in op order
+};
+
 // Copies complete at once. It keeps which pages an eviction left unmapped, as the frame mover does
-// with home_on_demand, to count what ops then reach there.
+// with home_on_demand, to count what ops then reach there, and what of each fetch is dead on arrival.
 struct InstantMover final : Mover {
-  explicit InstantMover(uint64_t page) : page(page) {}
+  InstantMover(uint64_t page, const NextReach &next) : page(page), next(next) {}
   const uint64_t page;
-  uint64_t fences = 0, home_maps = 0;
+  const NextReach &next;
+  uint64_t fences = 0, home_maps = 0, fetched_dead = 0;
+  uint64_t op = 0;                                          // the op being fed
+  std::map<uint64_t, std::pair<uint64_t, uint64_t>> live;  // base -> (id, size)
   std::unordered_set<uint64_t> unmapped;  // page addresses
   template <class F>
   bool each(uint64_t addr, uint64_t bytes, F f) {
@@ -22,6 +73,13 @@ struct InstantMover final : Mover {
     return true;
   }
   bool to_device(uint64_t addr, uint64_t bytes) override {
+    if (auto a = live.upper_bound(addr); a != live.begin()) {
+      --a;
+      const auto [id, size] = a->second;
+      const uint64_t g = next.page();
+      for (uint64_t lo = addr - a->first; lo < std::min(addr + bytes - a->first, size); lo += g)
+        if (next.dead(id, lo, std::min(lo + g, size), op)) fetched_dead += std::min(g, size - lo);
+    }
     return each(addr, bytes, [&](uint64_t p) { unmapped.erase(p); });
   }
   bool to_host(uint64_t addr, uint64_t bytes) override {
@@ -43,7 +101,8 @@ struct InstantMover final : Mover {
 ReplayResult replay_trace(const Trace &t, uint64_t budget, uint64_t page_size, PagingPolicy policy,
                           uint64_t sample_every, uint64_t learn_at, uint64_t prefetch_ahead, bool bypass,
                           const std::function<void(size_t, Pager &)> &before_op) {
-  InstantMover mover(page_size);
+  NextReach next(t);
+  InstantMover mover(page_size, next);
   Pager pager(&mover, budget, page_size, policy);
   if (prefetch_ahead) pager.set_prefetch_limit(prefetch_ahead);
   pager.set_bypass(bypass);
@@ -53,13 +112,20 @@ ReplayResult replay_trace(const Trace &t, uint64_t budget, uint64_t page_size, P
   std::sort(frees.begin(), frees.end());
   ReplayResult r;
   size_t next_alloc = 0, next_free = 0;
+  std::unordered_map<uint64_t, uint64_t> base_of;  // allocation id -> base
   std::vector<Ref> touches;
   for (size_t i = 0; i < t.ops.size(); ++i) {
     for (; next_alloc < t.allocs.size() && t.allocs[next_alloc].alloc_seq <= i; ++next_alloc) {
       const TraceAlloc &a = t.allocs[next_alloc];
       pager.on_alloc({a.base, a.size, a.kind, a.id});
+      mover.live[a.base] = {a.id, a.size};
+      base_of[a.id] = a.base;
     }
-    for (; next_free < frees.size() && frees[next_free].first <= i; ++next_free) pager.on_free(frees[next_free].second);
+    for (; next_free < frees.size() && frees[next_free].first <= i; ++next_free) {
+      pager.on_free(frees[next_free].second);
+      mover.live.erase(base_of[frees[next_free].second]);
+    }
+    mover.op = i;
     if (policy == PagingPolicy::kPredictive && i == learn_at) {
       std::string why;
       r.learned = pager.learn(t, &why);
@@ -70,6 +136,7 @@ ReplayResult replay_trace(const Trace &t, uint64_t budget, uint64_t page_size, P
       r.misses.push_back(pager.stats().misses);
       r.bypassed.push_back(pager.stats().bypassed_bytes);
       r.home_maps.push_back(mover.home_maps);
+      r.fetched_dead.push_back(mover.fetched_dead);
     }
     if (before_op) before_op(i, pager);
     const Op &op = t.ops[i];

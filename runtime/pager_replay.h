@@ -21,6 +21,9 @@ struct ReplayResult {
   // Bytes a mover that maps evicted pages home on demand would map there (Note [Home mapped on
   // demand] in runtime/frames.cc): what ops may reach away from the device after it left.
   std::vector<uint64_t> home_maps;
+  // Bytes fetched that the next op to reach them overwrites whole, in pages of the trace's page
+  // size (2 MiB): what a fetch that filled only the rest of its frame would leave uncopied.
+  std::vector<uint64_t> fetched_dead;
   uint64_t peak_resident = 0;
   bool learned = false;  // predictive: the plan was installed
   bool tracking = false;  // ... and followed at the end of the trace

@@ -116,3 +116,30 @@ TEST_CASE("pager on the deterministic GPT 2.7B trace: after a foreign op it find
   CHECK(r.tracking);
   CHECK(misses_end - misses < 1000);
 }
+
+// ReplayResult::fetched_dead on a trace of three ops over one allocation of two 2 MiB pages: op 0
+// reads page 0; op 1 writes page 1 whole through an exact extent, and, in the second trace, also
+// passes a pointer of unknown extent into page 0, which may reach page 1 (to the allocation's end).
+TEST_CASE("pager replay: a fetch is dead on arrival only where the next op to reach it overwrites it whole") {
+  const uint64_t mib = 1 << 20;
+  auto fetched_dead = [&](bool pointer_too) {
+    Trace t;
+    t.page_size = 2 * mib;
+    t.allocs.push_back({1, 0x10000000, 4 * mib});
+    std::vector<std::vector<Ref>> refs = {{{1, 0, 2 * mib, Role::kRead}}, {{1, 2 * mib, 2 * mib, Role::kWritten}}, {}};
+    if (pointer_too) refs[1].push_back({1, 0, 0, Role::kUnknown});
+    for (const auto &op_refs : refs) {
+      Op op;
+      op.name = t.intern("k");
+      op.first_ref = uint32_t(t.refs.size()), op.ref_count = uint32_t(op_refs.size());
+      t.refs.insert(t.refs.end(), op_refs.begin(), op_refs.end());
+      t.ops.push_back(op);
+    }
+    ReplayResult r = replay_trace(t, 4 * mib, t.page_size, PagingPolicy::kReactive, 1, 0);
+    REQUIRE(r.fetched_dead.size() == 3);
+    REQUIRE(r.h2d[2] == 4 * mib);  // both pages came in
+    return r.fetched_dead[2];
+  };
+  CHECK(fetched_dead(false) == 2 * mib);  // page 1
+  CHECK(fetched_dead(true) == 0);         // page 1 may be read through the pointer first
+}
