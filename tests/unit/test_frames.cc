@@ -5,7 +5,8 @@
 // their copy is complete, on the caller's thread; that moves are cancelled both ways; that device
 // chunks never take more than the capacity; that copies wait for the program's stream; and, paged by
 // a Pager with each device call failing in turn, that the program's data stays mapped and intact and
-// that nothing moves after a failure.
+// that nothing moves after a failure; the last two also with frames mapped home on demand (Note
+// [Home mapped on demand]).
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -679,6 +680,8 @@ TEST_CASE("frames: random programs paged by the pager keep their data within the
     CHECK((total.remaps > 1000 && total.evictions > 300 && total.cancelled > 10 && total.planned > 300));
     CHECK(total.clean > 50 * kFrame);
     CHECK((total.remote > 0 && total.wildcards > 50 && total.frees > 100));
+    MESSAGE("on demand ", on_demand, ": ", total.remaps, " remaps, ", total.left_unmapped, " evictions left unmapped, ",
+            total.home_maps, " frames mapped home on demand");
     if (on_demand) CHECK((total.left_unmapped > 300 && total.home_maps > 100));
     else CHECK((total.left_unmapped == 0 && total.home_maps == 0));
   }
