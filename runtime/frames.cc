@@ -59,9 +59,10 @@ namespace vc {
 //    launch), after its moves are complete: reach maps it, or marks its eviction in flight to map
 //    it home when complete. On the shipped GPT 2.7B trace at 24 GiB with 64 MiB frames the pager's
 //    replay evicts 38.9 GiB per iteration, of which ops reach 14.1 GiB at home (`vramcache
-//    simulate`). Mapping such frames home at each eviction instead, on the mover's thread, was no
-//    faster (1.537 against 1.497 s/step on demand, results/s14-call3: the mover's remaps took 13.5
-//    s against 7.3, the program's thread 3.0 s mapping on demand);
+//    simulate`). Mapping a frame once reached at home there at each of its later evictions, on the
+//    mover's thread, was no faster: 1.537 s/step with that rule, 1.497 without (results/s14-call3;
+//    with it the mover's remaps took 13.5 s and the program's thread 0.3 s mapping on demand,
+//    without it 7.3 s and 3.0 s);
 //  - the program asks the driver about an address in it (cuPointerGetAttribute and the like,
 //    ApiClass::kPointerQuery): the answer would differ, or be an error, for address space with
 //    nothing mapped (Runtime::on_pointer_query);
