@@ -389,7 +389,7 @@ bool FrameMover::complete(Lock &lock, Move *m) {
     give_chunk(f->chunk, f->chunk_va, f->bytes);
     f->chunk = f->chunk_va = 0, f->where = Where::kHome;
     // Held or failed while it was remapped without the lock: reachable at home after all.
-    if (!f->mapped && (held_ || m->home || stats_.failed) && !map_home(f)) return fail("mapping a frame home");
+    if (!f->mapped && (held_ || stats_.failed) && !map_home(f)) return fail("mapping a frame home");
   }
   return true;
 }

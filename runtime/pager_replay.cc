@@ -106,24 +106,24 @@ ReplayResult replay_trace(const Trace &t, uint64_t budget, uint64_t page_size, P
   Pager pager(&mover, budget, page_size, policy);
   if (prefetch_ahead) pager.set_prefetch_limit(prefetch_ahead);
   pager.set_bypass(bypass);
-  std::vector<std::pair<uint64_t, uint64_t>> frees;  // (seq, id)
-  for (const TraceAlloc &a : t.allocs)
-    if (a.free_seq != kNever) frees.push_back({a.free_seq, a.id});
+  std::vector<std::pair<uint64_t, size_t>> frees;  // (seq, index in t.allocs)
+  for (size_t k = 0; k < t.allocs.size(); ++k)
+    if (t.allocs[k].free_seq != kNever) frees.push_back({t.allocs[k].free_seq, k});
   std::sort(frees.begin(), frees.end());
   ReplayResult r;
   size_t next_alloc = 0, next_free = 0;
-  std::unordered_map<uint64_t, uint64_t> base_of;  // allocation id -> base
   std::vector<Ref> touches;
   for (size_t i = 0; i < t.ops.size(); ++i) {
     for (; next_alloc < t.allocs.size() && t.allocs[next_alloc].alloc_seq <= i; ++next_alloc) {
       const TraceAlloc &a = t.allocs[next_alloc];
       pager.on_alloc({a.base, a.size, a.kind, a.id});
       mover.live[a.base] = {a.id, a.size};
-      base_of[a.id] = a.base;
     }
     for (; next_free < frees.size() && frees[next_free].first <= i; ++next_free) {
-      pager.on_free(frees[next_free].second);
-      mover.live.erase(base_of[frees[next_free].second]);
+      const TraceAlloc &a = t.allocs[frees[next_free].second];
+      pager.on_free(a.id);
+      // (not an allocation made since at the same address, which the driver may reuse)
+      if (auto it = mover.live.find(a.base); it != mover.live.end() && it->second.first == a.id) mover.live.erase(it);
     }
     mover.op = i;
     if (policy == PagingPolicy::kPredictive && i == learn_at) {
