@@ -445,6 +445,7 @@ std::string budget_json(const Analysis &a, const BudgetResult &r) {
 // period or when the trace is too short to show a learned iteration.
 struct PagerFigures {
   double h2d = 0, d2h = 0;  // bytes per iteration
+  double clean = 0;         // of d2h, bytes evicted clean (no write-back)
   double bypassed = 0;      // bytes per iteration reached where they were (Note [Bypass])
   double home_maps = 0;     // bytes per iteration mapped home on demand (Note [Home mapped on demand])
   double fetched_dead = 0;  // of h2d, bytes the next op to reach overwrites whole (ReplayResult)
@@ -466,6 +467,7 @@ PagerReplay replay_policies(const Analysis &a, uint64_t budget, uint64_t prefetc
     out.iterations = int(n - 1 - from);
     f->h2d = double(r.h2d[n - 1] - r.h2d[from]) / out.iterations;
     f->d2h = double(r.d2h[n - 1] - r.d2h[from]) / out.iterations;
+    f->clean = double(r.clean[n - 1] - r.clean[from]) / out.iterations;
     f->bypassed = double(r.bypassed[n - 1] - r.bypassed[from]) / out.iterations;
     f->home_maps = double(r.home_maps[n - 1] - r.home_maps[from]) / out.iterations;
     f->fetched_dead = double(r.fetched_dead[n - 1] - r.fetched_dead[from]) / out.iterations;
@@ -485,13 +487,14 @@ std::string replay_text(const PagerReplay &p) {
   snprintf(buf, sizeof buf,
            "pager replay (the library's own pager on this trace, copies instant), per iteration over the last %d: "
            "reactive %s in, %s out, %llu pages missed; predictive without bypass (VRAMCACHE_BYPASS=0) %s in, %s out, "
-           "%llu pages missed; predictive with bypass (the default) %s in, %s out, %s reached over the link, %s mapped "
+           "%llu pages missed; predictive with bypass (the default) %s in, %s out (%s of it clean, not copied), %s reached over the link, %s mapped "
            "home for ops that may reach it there (the explicit backend's frames: Note [Home mapped on demand]); "
            "of what it brings in, %s are pages of the trace that the next op to reach them overwrites whole\n",
            p.iterations, format_bytes(uint64_t(p.reactive.h2d)).c_str(), format_bytes(uint64_t(p.reactive.d2h)).c_str(),
            (unsigned long long)p.reactive.misses, format_bytes(uint64_t(p.predictive.h2d)).c_str(),
            format_bytes(uint64_t(p.predictive.d2h)).c_str(), (unsigned long long)p.predictive.misses,
            format_bytes(uint64_t(p.bypass.h2d)).c_str(), format_bytes(uint64_t(p.bypass.d2h)).c_str(),
+           format_bytes(uint64_t(p.bypass.clean)).c_str(),
            format_bytes(uint64_t(p.bypass.bypassed)).c_str(), format_bytes(uint64_t(p.bypass.home_maps)).c_str(),
            format_bytes(uint64_t(p.bypass.fetched_dead)).c_str());
   return buf;

@@ -133,6 +133,7 @@ ReplayResult replay_trace(const Trace &t, uint64_t budget, uint64_t page_size, P
     if (sample_every && i % sample_every == 0) {
       r.h2d.push_back(pager.stats().h2d_bytes);
       r.d2h.push_back(pager.stats().d2h_bytes);
+      r.clean.push_back(pager.stats().clean_bytes);
       r.misses.push_back(pager.stats().misses);
       r.bypassed.push_back(pager.stats().bypassed_bytes);
       r.home_maps.push_back(mover.home_maps);

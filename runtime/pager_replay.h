@@ -17,6 +17,7 @@ namespace vc {
 struct ReplayResult {
   // Cumulative pager figures before op k * sample_every, for every k with k * sample_every < ops.
   std::vector<uint64_t> h2d, d2h, misses;
+  std::vector<uint64_t> clean;     // of d2h, bytes evicted clean: no write-back (Note [Clean evictions])
   std::vector<uint64_t> bypassed;  // bytes ops reached where they were (Note [Bypass])
   // Bytes a mover that maps evicted pages home on demand would map there (Note [Home mapped on
   // demand] in runtime/frames.cc): what ops may reach away from the device after it left.
