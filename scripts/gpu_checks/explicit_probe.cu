@@ -136,6 +136,70 @@ static void copy_all(Set *s, bool in, CUstream st) {
   }
 }
 
+// Whether remapping slows the copies, not only the remaps: copies of set `b` (`rounds` times its
+// frames) on `out` (device -> home) and, with `both`, on `in` too, timed by events, first alone,
+// then while this thread remaps set `a`'s frames as a mover leaving evicted frames unmapped does
+// (map a chunk and set access; unmap), until the copies end. `pause`: before each map and set
+// access, wait for the copies to the host issued so far (they are issued a frame at a time here,
+// the next only after the remap): whether a remap is cheap while nothing is copied to the host,
+// and what holding those copies back costs them.
+static void copies_under_remaps(Set *a, Set *b, CUstream in, CUstream out, bool both, bool pause, int rounds) {
+  CUevent e[4];
+  for (CUevent &x : e) CK(cuEventCreate(&x, 0));
+  for (int i = 0; i < kFrames; ++i) CK(cuMemUnmap(a->va + i * g_frame, g_frame));  // as left unmapped
+  const CUmemAccessDesc acc = {{CU_MEM_LOCATION_TYPE_DEVICE, dev}, CU_MEM_ACCESS_FLAGS_PROT_READWRITE};
+  double rate[2][2] = {};  // [alone, remapping][in, out], GB/s
+  double set_us = 0, unmap_us = 0;
+  int remaps = 0;
+  for (int remapping = 0; remapping < 2; ++remapping) {
+    CK(cuCtxSynchronize());
+    CK(cuEventRecord(e[0], out));
+    if (both) CK(cuEventRecord(e[2], in));
+    int issued = 0;  // frames of copies to the host issued
+    auto issue_out = [&](int n) {
+      for (; n > 0 && issued < rounds * kFrames; --n, ++issued) {
+        const int i = issued % kFrames;
+        CK(cuMemcpyAsync(b->home_va + i * g_frame, b->chunk_va + i * g_frame, g_frame, out));
+      }
+    };
+    if (both)
+      for (int r = 0; r < rounds; ++r) copy_all(b, true, in);
+    issue_out(pause && remapping ? 2 : rounds * kFrames);
+    if (remapping) {
+      for (int i = 0; cuStreamQuery(out) == CUDA_ERROR_NOT_READY || issued < rounds * kFrames; i = (i + 1) % kFrames) {
+        if (pause) CK(cuStreamSynchronize(out));
+        double t = now();
+        CK(cuMemMap(a->va + i * g_frame, g_frame, 0, a->chunk[i], 0));
+        CK(cuMemSetAccess(a->va + i * g_frame, g_frame, &acc, 1));
+        set_us += (now() - t) * 1e6;
+        issue_out(2);
+        t = now();
+        CK(cuMemUnmap(a->va + i * g_frame, g_frame));
+        unmap_us += (now() - t) * 1e6;
+        ++remaps;
+      }
+    }
+    CK(cuEventRecord(e[1], out));
+    if (both) CK(cuEventRecord(e[3], in));
+    CK(cuCtxSynchronize());
+    const double gb = double(g_frame) * kFrames * rounds / 1e9;
+    float ms = 0;
+    CK(cuEventElapsedTime(&ms, e[0], e[1]));
+    rate[remapping][1] = gb / (ms / 1e3);
+    if (both) {
+      CK(cuEventElapsedTime(&ms, e[2], e[3]));
+      rate[remapping][0] = gb / (ms / 1e3);
+    }
+  }
+  for (int i = 0; i < kFrames; ++i) map(a->va + i * g_frame, a->home[i]);  // back home, as it was
+  for (CUevent &x : e) CK(cuEventDestroy(x));
+  printf("copies %s, alone: in %.1f, out %.1f GB/s; while remapping%s: in %.1f, out %.1f GB/s; %d remaps, map and "
+         "set access %.0f us, unmap %.0f us each\n",
+         both ? "both ways" : "to the host", rate[0][0], rate[0][1],
+         pause ? " (copies to the host held back during each map and set access)" : "", rate[1][0], rate[1][1], remaps,
+         remaps ? set_us / remaps : 0, remaps ? unmap_us / remaps : 0);
+}
+
 // Remap time per frame of set `a` (its frames at home: to the device, then back), while the device
 // is busy (`busy`: enqueues work on set `b` that outlasts the remaps) or idle: whether the remaps
 // in a paging run (twice the idle figures, results/s12-call3) wait for the copies or kernels in
@@ -339,6 +403,10 @@ int main(int argc, char **argv) {
   }
   remap_while("a kernel of 32 blocks copies device memory to the host", &a, false, [&] { kernel_out(32, 12, out); });
   remap_while("a kernel of 132 blocks copies device memory to the host", &a, false, [&] { kernel_out(132, 12, out); });
+  copies_under_remaps(&a, &b, in, out, false, false, 4);
+  copies_under_remaps(&a, &b, in, out, true, false, 4);
+  copies_under_remaps(&a, &b, in, out, false, true, 4);
+  copies_under_remaps(&a, &b, in, out, true, true, 4);
   remap_while("a kernel on every SM writes device memory", &a, false, [&] {
     for (int r = 0; r < 400; ++r) add<<<264, 512>>>(reinterpret_cast<float *>(b.chunk_va), g_words * kFrames, 0.0f);
   });
