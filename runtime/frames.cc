@@ -75,19 +75,6 @@ namespace vc {
 // is why undecoded and pointer-array launches are wildcards; VRAMCACHE_HOME_ON_DEMAND=0 keeps every
 // evicted frame mapped home.
 //
-// Note [Mapped early]
-// A fetch of a frame left unmapped only maps its chunk, and that mapping may be made while the copy
-// into the chunk runs: until the fetch is complete, nothing reaches `va`. An op enqueued before the
-// fetch could not reach the unmapped frame (reach maps a frame home first, and a frame mapped home
-// is not mapped early); one enqueued after it that may reach the frame waits for the move first
-// (stream_wait, or reach itself). So while the oldest move's copy runs, the worker maps the chunks
-// of the fetches behind it, oldest first, and a fetch is complete once its copy is. Setting access
-// takes about 1 ms while copies to the host run, whatever the frame's size, against 0.1 ms with
-// none (results/s15-call2/s15c/probe-128.txt); the copy of a 128 MiB frame takes 2.4 ms. Remapping
-// does not slow the copies themselves (the same probe: 55.3 GB/s to the host alone, 55.0 while
-// remapping). A fetch mapped early that is cancelled is unmapped again at once; if the mover fails,
-// it is mapped home (map_home_all).
-//
 // A move is cancelled when the pager changes its mind before the remap: a frame being evicted that is
 // needed again stays resident (the copy home is harmless), and a frame being fetched that is evicted
 // stays home (its chunk returns to the pool once the copy into it is complete).
@@ -101,7 +88,7 @@ namespace vc {
 // the rate the link sustains both ways in the same run. (Until session 15 it timed one copy each
 // way, which read 54.7 / 54.4 GB/s at GPT 2.7B, results/s14-call4: about the rate of one way
 // alone, 55.3 GB/s on the explicit probe, where four copies each way back to back sustain 50.6;
-// results/s15-call2/s15c/probe-128.txt.)
+// results/s15-call2/s15c/probe-128.txt. With four it reads 52.5 / 51.5, results/s15-call3.)
 //
 // A failed device call stops the mover (logged once): nothing moves any more and every frame stays
 // mapped where it is, its data complete there. A failed remap first maps the frame back. Without a
@@ -164,12 +151,9 @@ bool FrameMover::map_home(Frame *f) {
 bool FrameMover::map_home_all() {
   bool ok = true;
   for (auto &[va, a] : allocs_)
-    for (Frame &f : a->frames) {
-      Move *m = f.where == Where::kFetching && f.move ? move_of(&f) : nullptr;
-      if (m && m->early && !m->remapping && dev_->unmap(f.va, f.bytes)) f.mapped = false, m->early = false;
+    for (Frame &f : a->frames)
       if (!f.mapped && (f.where == Where::kHome || f.where == Where::kFetching) && !(f.move && move_of(&f)->remapping))
         ok &= map_home(&f);
-    }
   return ok;
 }
 
@@ -185,16 +169,9 @@ void FrameMover::work() {
     if (stop_) return;
     uint64_t token = moves_.front().token;
     lock.unlock();
-    int p = dev_->poll(token, false);
+    int p = dev_->poll(token, true);
     lock.lock();
     if (stop_) return;
-    if (p == 0 && map_early(lock)) continue;  // the oldest copy runs: a later fetch is mapped meanwhile
-    if (p == 0) {
-      lock.unlock();
-      p = dev_->poll(token, true);
-      lock.lock();
-      if (stop_) return;
-    }
     if (p < 0) {
       fail("waiting for a copy");
       continue;
@@ -337,15 +314,11 @@ bool FrameMover::evict(Lock &lock, Frame *f, bool write_back) {
   switch (f->where) {
     case Where::kHome:
     case Where::kEvicting: return true;
-    case Where::kFetching: {  // evicted before it arrived: it stays home
-      Move *m = move_of(f);
-      if (m->early && !dev_->unmap(f->va, f->bytes)) return fail("unmapping a frame mapped early");
-      if (m->early) f->mapped = false, m->early = false;  // unmapped at home, as before the fetch
-      m->cancelled = true;
+    case Where::kFetching:  // evicted before it arrived: it stays home
+      move_of(f)->cancelled = true;
       f->where = Where::kHome, f->move = 0;
       stats_.cancelled++;
       return true;
-    }
     case Where::kResident: break;
   }
   // Clean: its home holds what the chunk does. The event still follows the program's work that the
@@ -384,36 +357,6 @@ bool FrameMover::remap(Frame *f, uint64_t from, uint64_t to) {
   return false;  // (unmapped at home: fail maps it there)
 }
 
-// With mu_ held; without it while mapping on the worker (Move::remapping, as complete).
-bool FrameMover::map_early(Lock &lock) {
-  if (!on_demand_ || held_ || stats_.failed) return false;
-  auto it = std::find_if(moves_.begin(), moves_.end(), [](const Move &m) {
-    return m.fetch && !m.cancelled && !m.early && !m.remapping && !m.frame->mapped;
-  });
-  if (it == moves_.end()) return false;
-  Move *m = &*it;  // (a deque: moves issued meanwhile leave it where it is; only this thread pops)
-  Frame *f = m->frame;
-  const uint64_t t0 = now_ns();
-  bool ok;
-  if (threaded_) {
-    m->remapping = true;
-    lock.unlock();
-    ok = dev_->map(f->va, f->bytes, m->chunk);
-    lock.lock();
-    m->remapping = false;
-    moved_.notify_all();  // fetch, evict and reach wait for it
-  } else {
-    ok = dev_->map(f->va, f->bytes, m->chunk);
-  }
-  stats_.remap_ns += now_ns() - t0;
-  if (!ok) return fail("mapping a frame to the device");  // (unmapped at home: fail maps it there)
-  f->mapped = true, m->early = true;
-  stats_.remaps++, stats_.mapped_early++;
-  // Failed while it was mapped without the lock: reachable at home after all.
-  if (stats_.failed && !map_home_all()) VC_ERROR("a frame mapped early could not be mapped home");
-  return !stats_.failed;
-}
-
 bool FrameMover::complete(Lock &lock, Move *m) {
   dev_->drop(m->token);
   if (m->cancelled) {
@@ -421,11 +364,6 @@ bool FrameMover::complete(Lock &lock, Move *m) {
     return true;
   }
   Frame *f = m->frame;
-  if (m->early) {  // Note [Mapped early]
-    f->move = 0;
-    f->chunk = m->chunk, f->chunk_va = m->chunk_va, f->where = Where::kResident;
-    return true;
-  }
   const uint64_t from = m->fetch ? f->home : f->chunk;
   const uint64_t to = m->fetch ? m->chunk : on_demand_ && !held_ && !m->home ? 0 : f->home;
   bool ok;
@@ -472,10 +410,6 @@ bool FrameMover::finish(Lock &lock, bool block, uint64_t upto) {
   while (!done()) {
     Move &m = moves_.front();
     int p = dev_->poll(m.token, false);
-    if (p == 0)  // as the worker does while the oldest copy runs
-      while (map_early(lock)) {
-      }
-    if (stats_.failed) return false;
     if (p == 0 && block) {
       stats_.host_waits++;
       uint64_t t0 = now_ns();
@@ -604,7 +538,6 @@ bool FrameMover::reach(uint64_t addr, uint64_t bytes) {
   return each_frame(addr, bytes, [&](Frame *f) {
     while (f->move && move_of(f)->remapping) moved_.wait(lock);
     if (f->where == Where::kEvicting) return move_of(f)->home = true;
-    if (f->where == Where::kFetching && move_of(f)->early) return finish(lock, true, f->move);  // its data first
     return f->mapped || map_home(f) || fail("mapping a frame home");
   });
 }
@@ -638,7 +571,6 @@ std::vector<std::pair<std::string, uint64_t>> FrameMover::figures() const {
           {"frames_left_unmapped", stats_.left_unmapped},
           {"frames_home_maps", stats_.home_maps},
           {"frames_home_map_ns", stats_.home_map_ns},
-          {"frames_mapped_early", stats_.mapped_early},
           {"frames_cancelled", stats_.cancelled},
           {"frames_host_waits", stats_.host_waits},
           {"frames_wait_ns", stats_.wait_ns},

@@ -71,7 +71,6 @@ struct FrameStats {
   // Note [Home mapped on demand]: evictions that left their frame unmapped, and frames mapped home
   // later because an op may reach them there (with the time that took).
   std::atomic<uint64_t> left_unmapped{0}, home_maps{0}, home_map_ns{0};
-  std::atomic<uint64_t> mapped_early{0};  // fetches mapped to their chunk while the copy ran (Note [Mapped early])
   std::atomic<uint64_t> over_budget{0};  // device chunks created past the capacity (rounding)
   std::atomic<bool> failed{false};
 };
@@ -128,9 +127,8 @@ class FrameMover final : public Mover {
     uint64_t home = 0, home_va = 0;    // pinned host chunk, and where it is mapped for copies
     uint64_t chunk = 0, chunk_va = 0;  // device chunk (kFetching, kResident, kEvicting)
     Where where = Where::kHome;
-    // `va` maps home or the chunk, as `where` says (kFetching: the move's chunk if Move::early);
-    // false: nothing (at home, Note [Home mapped on demand]). Changed by a remap without the lock
-    // (Move::remapping).
+    // `va` maps home or the chunk, as `where` says; false: nothing (at home, Note [Home mapped on
+    // demand]). Changed by a remap without the lock (Move::remapping).
     bool mapped = true;
     uint64_t move = 0;  // seq of its move in flight (kFetching, kEvicting), else 0
   };
@@ -146,7 +144,6 @@ class FrameMover final : public Mover {
     bool cancelled = false;  // its remap is not to be made (the frame stays where its mapping is)
     bool remapping = false;  // the worker is remapping its frame, without the lock
     bool home = false;       // an eviction that maps its frame home, even on demand (reach)
-    bool early = false;      // a fetch whose frame is already mapped to its chunk (Note [Mapped early])
     uint64_t chunk = 0, chunk_va = 0, bytes = 0;  // a fetch's chunk
   };
   struct Chunk {
@@ -163,7 +160,6 @@ class FrameMover final : public Mover {
   bool finish(Lock &lock, bool block, uint64_t upto);
   bool complete(Lock &lock, Move *m);  // the front move, its copy complete
   bool remap(Frame *f, uint64_t from, uint64_t to);  // to 0: leaves `va` unmapped
-  bool map_early(Lock &lock);  // the oldest fetch that may be mapped early; false: none (Note [Mapped early])
   bool map_home(Frame *f);
   bool map_home_all();  // every frame away from the device not mapped (best effort)
   bool take_chunk(Lock &lock, uint64_t bytes, Chunk *c);

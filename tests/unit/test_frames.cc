@@ -236,7 +236,6 @@ struct Outcome {
   bool failed = false;
   uint64_t remaps = 0, evictions = 0, remote = 0, frees = 0, cancelled = 0, wildcards = 0, planned = 0;
   uint64_t left_unmapped = 0, home_maps = 0;  // Note [Home mapped on demand]
-  uint64_t mapped_early = 0;                  // Note [Mapped early]
   uint64_t clean = 0;            // bytes evicted without a write-back
   std::vector<std::string> log;  // the device calls
 };
@@ -388,7 +387,6 @@ Outcome program(uint32_t seed, uint64_t fail_at, bool home_on_demand = false) {
   out.remaps = r.mover.stats().remaps, out.evictions = pager.stats().evictions, out.remote = pager.stats().remote;
   out.clean = r.mover.stats().clean_bytes;
   out.left_unmapped = r.mover.stats().left_unmapped, out.home_maps = r.mover.stats().home_maps;
-  out.mapped_early = r.mover.stats().mapped_early;
   out.cancelled = r.mover.stats().cancelled, out.planned = pager.stats().planned_ops;
   while (!live.empty()) release(live.begin()->first);
   out.calls = r.fake.calls, out.log = r.fake.log;
@@ -622,58 +620,6 @@ TEST_CASE("frames: a move is cancelled when the frame is wanted back before its 
   CHECK_MESSAGE(r.fake.violations == 0, r.fake.last_violation);
 }
 
-// Note [Mapped early]: with frames left unmapped at eviction, a fetch's chunk is mapped while its
-// copy runs (here: when the mover is asked and finds the copy held), and the fetch completes with
-// the copy, with no remap then. Cancelled, the frame is unmapped again at once; reached by an op
-// before the copy ends, the op waits for the copy.
-TEST_CASE("frames: a fetch of a frame left unmapped is mapped to its chunk while its copy runs") {
-  Rig r(16 * kMiB, 2 * kMiB, 32 * kMiB, /*home_on_demand=*/true);
-  uint64_t va = 0;
-  REQUIRE(r.mover.allocate(32 * kMiB, &va));
-  const uint64_t x = va, y = va + 16 * kMiB;
-  fill(r.fake, x, 16 * kMiB, 1), fill(r.fake, y, 16 * kMiB, 2);
-  REQUIRE(r.mover.to_device(va, 32 * kMiB));
-  r.drain();
-  REQUIRE(r.mover.to_host(va, 32 * kMiB));
-  r.drain();
-  CHECK((!r.fake.at(x) && !r.fake.at(y) && r.mover.stats().left_unmapped == 2));
-  // X comes back: asked while the copy is held, the mover maps X's chunk (no unmap: nothing mapped).
-  REQUIRE(r.mover.to_device(x, 16 * kMiB));
-  const uint64_t fx = r.mover.fence();
-  r.fake.log.clear();
-  CHECK(!r.mover.passed(fx));
-  CHECK(r.fake.log == std::vector<std::string>{"poll", "map"});
-  CHECK((r.fake.on_device(x) && r.mover.stats().mapped_early == 1));
-  CHECK(!r.mover.passed(fx));  // mapped once
-  CHECK(r.mover.stats().mapped_early == 1);
-  // The copy runs: complete, with no other call than the poll and the event's drop.
-  r.fake.run_copies(1);
-  r.fake.log.clear();
-  CHECK(r.mover.passed(fx));
-  CHECK(r.fake.log.size() == 2);
-  CHECK(r.fake.log[0] == "poll");
-  CHECK(r.fake.log[1].rfind("drop ", 0) == 0);
-  CHECK((r.fake.on_device(x) && holds(r.fake, x, 16 * kMiB, 1)));
-  // Y mapped early, then evicted before its copy ran: unmapped again, its data at home, where an op
-  // that reaches it finds it; the copy, left to run, changes nothing the program sees.
-  REQUIRE(r.mover.to_device(y, 16 * kMiB));
-  CHECK((!r.mover.passed(r.mover.fence()) && r.fake.on_device(y)));
-  REQUIRE(r.mover.to_host(y, 16 * kMiB));
-  CHECK((!r.fake.at(y) && r.mover.stats().cancelled == 1));
-  REQUIRE(r.mover.reach(y, 16 * kMiB));
-  CHECK((r.fake.at(y) && !r.fake.on_device(y) && holds(r.fake, y, 16 * kMiB, 2)));
-  r.drain();
-  CHECK((!r.fake.on_device(y) && holds(r.fake, y, 16 * kMiB, 2)));
-  // X evicted and fetched again, mapped early; an op that may reach X waits for its copy.
-  REQUIRE(r.mover.to_host(x, 16 * kMiB));
-  r.drain();
-  REQUIRE(r.mover.to_device(x, 16 * kMiB));
-  CHECK((!r.mover.passed(r.mover.fence()) && r.mover.stats().mapped_early == 3));
-  REQUIRE(r.mover.reach(x, 16 * kMiB));
-  CHECK((r.fake.queue[kIn].empty() && r.mover.passed(r.mover.fence()) && holds(r.fake, x, 16 * kMiB, 1)));
-  CHECK_MESSAGE(r.fake.violations == 0, r.fake.last_violation);
-}
-
 TEST_CASE("frames: copies after copy_after wait for the program's stream, on both copy streams") {
   Rig r(16 * kMiB, 2 * kMiB, 32 * kMiB);
   uint64_t va = 0;
@@ -726,7 +672,6 @@ TEST_CASE("frames: random programs paged by the pager keep their data within the
       total.remaps += o.remaps, total.evictions += o.evictions, total.remote += o.remote, total.frees += o.frees;
       total.cancelled += o.cancelled, total.wildcards += o.wildcards, total.planned += o.planned;
       total.clean += o.clean, total.left_unmapped += o.left_unmapped, total.home_maps += o.home_maps;
-      total.mapped_early += o.mapped_early;
     }
     // Not vacuous: frames moved both ways, moves were cancelled, ops followed the plan, some did not
     // fit, undecoded ops ran, allocations came and went, frames only read left without a copy; on
@@ -736,9 +681,9 @@ TEST_CASE("frames: random programs paged by the pager keep their data within the
     CHECK(total.clean > 50 * kFrame);
     CHECK((total.remote > 0 && total.wildcards > 50 && total.frees > 100));
     MESSAGE("on demand ", on_demand, ": ", total.remaps, " remaps, ", total.left_unmapped, " evictions left unmapped, ",
-            total.home_maps, " frames mapped home on demand, ", total.mapped_early, " fetches mapped early");
-    if (on_demand) CHECK((total.left_unmapped > 300 && total.home_maps > 100 && total.mapped_early > 100));
-    else CHECK((total.left_unmapped == 0 && total.home_maps == 0 && total.mapped_early == 0));
+            total.home_maps, " frames mapped home on demand");
+    if (on_demand) CHECK((total.left_unmapped > 300 && total.home_maps > 100));
+    else CHECK((total.left_unmapped == 0 && total.home_maps == 0));
   }
 }
 
