@@ -94,9 +94,9 @@ class CudaVmm final : public VmmDevice {
   }
   // What the copies issued so far found complete: no driver call here, as the summary at exit asks
   // once the driver may be gone.
-  void copy_time(int dir, uint64_t *bytes, uint64_t *ns) override {
+  void copy_time(int dir, uint64_t *bytes, uint64_t *ns, uint64_t *idle_ns) override {
     std::lock_guard lock(timing_mu_);
-    *bytes = timed_bytes_[dir], *ns = timed_ns_[dir];
+    *bytes = timed_bytes_[dir], *ns = timed_ns_[dir], *idle_ns = idle_ns_[dir];
   }
   uint64_t probe_rate(int dir) const override { return probe_bps_[dir]; }
 
@@ -113,10 +113,11 @@ class CudaVmm final : public VmmDevice {
       for (int k = 0; ok && k < 4; ++k) ok = copy(kIn, dva, hva, bytes) && copy(kOut, hva, dva, bytes);
       std::lock_guard lock(timing_mu_);
       for (int dir : {kIn, kOut}) {
-        uint64_t b0 = timed_bytes_[dir], t0 = timed_ns_[dir];
+        uint64_t b0 = timed_bytes_[dir], t0 = timed_ns_[dir], i0 = idle_ns_[dir];
         harvest(dir, true);
         if (timed_ns_[dir] > t0) best[dir] = std::max(best[dir], uint64_t((timed_bytes_[dir] - b0) / ((timed_ns_[dir] - t0) / 1e9)));
-        timed_bytes_[dir] = b0, timed_ns_[dir] = t0;  // the probe's copies are not the moves'
+        timed_bytes_[dir] = b0, timed_ns_[dir] = t0, idle_ns_[dir] = i0;  // the probe's copies are not the moves'
+        if (last_end_[dir]) spare_.push_back(last_end_[dir]), last_end_[dir] = nullptr;
       }
     }
     if (ok) probe_bps_[kIn] = best[kIn], probe_bps_[kOut] = best[kOut];
@@ -191,12 +192,17 @@ class CudaVmm final : public VmmDevice {
       const Timed &t = timed_[dir].front();
       CUresult r = block ? api_->cuEventSynchronize(t.end) : api_->cuEventQuery(t.end);
       if (r == CUDA_ERROR_NOT_READY) return;
-      float ms = 0;
+      float ms = 0, gap = 0;
       if (r == CUDA_SUCCESS && api_->cuEventElapsedTime(&ms, t.start, t.end) == CUDA_SUCCESS && ms > 0) {
         timed_bytes_[dir] += t.bytes;
         timed_ns_[dir] += uint64_t(double(ms) * 1e6);
+        // From the previous copy's end: the stream idle, or waiting for the program's work.
+        if (last_end_[dir] && api_->cuEventElapsedTime(&gap, last_end_[dir], t.start) == CUDA_SUCCESS && gap > 0)
+          idle_ns_[dir] += uint64_t(double(gap) * 1e6);
       }
-      recycle(t);
+      if (last_end_[dir]) spare_.push_back(last_end_[dir]);
+      last_end_[dir] = r == CUDA_SUCCESS ? t.end : nullptr;
+      recycle({t.start, last_end_[dir] ? nullptr : t.end, 0});
       timed_[dir].pop_front();
     }
   }
@@ -211,7 +217,8 @@ class CudaVmm final : public VmmDevice {
   std::mutex timing_mu_;  // the copies' timing, below (copies come under the mover's lock; figures from anywhere)
   std::deque<Timed> timed_[2];
   std::vector<CUevent> spare_;
-  uint64_t timed_bytes_[2] = {0, 0}, timed_ns_[2] = {0, 0};
+  uint64_t timed_bytes_[2] = {0, 0}, timed_ns_[2] = {0, 0}, idle_ns_[2] = {0, 0};
+  CUevent last_end_[2] = {nullptr, nullptr};  // the end of the last copy harvested (kept for the next gap)
   uint64_t probe_bps_[2] = {0, 0};
 };
 

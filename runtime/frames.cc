@@ -449,8 +449,10 @@ bool FrameMover::release_free_chunk() {
 
 bool FrameMover::take_chunk(Lock &lock, uint64_t bytes, Chunk *c) {
   // Past the capacity, the oldest moves complete first (evictions give their chunks back).
+  const uint64_t waits = stats_.host_waits, ns = stats_.wait_ns;
   while (in_use_ + bytes > limit() && !moves_.empty())
     if (!finish(lock, true, moves_.front().seq)) return false;
+  stats_.chunk_waits += stats_.host_waits - waits, stats_.chunk_wait_ns += stats_.wait_ns - ns;
   auto it = free_chunks_.find(bytes);
   if (it != free_chunks_.end()) {
     *c = it->second;
@@ -552,14 +554,16 @@ bool FrameMover::hold_mappings(bool on) {
 }
 
 std::vector<std::pair<std::string, uint64_t>> FrameMover::figures() const {
-  uint64_t in_bytes, in_ns, out_bytes, out_ns;
-  dev_->copy_time(kIn, &in_bytes, &in_ns);
-  dev_->copy_time(kOut, &out_bytes, &out_ns);
+  uint64_t in_bytes, in_ns, in_idle, out_bytes, out_ns, out_idle;
+  dev_->copy_time(kIn, &in_bytes, &in_ns, &in_idle);
+  dev_->copy_time(kOut, &out_bytes, &out_ns, &out_idle);
   return {{"frame_size", frame_size_},
           {"link_in_bytes", in_bytes},
           {"link_in_ns", in_ns},
           {"link_out_bytes", out_bytes},
           {"link_out_ns", out_ns},
+          {"link_in_idle_ns", in_idle},
+          {"link_out_idle_ns", out_idle},
           {"link_probe_in_bps", dev_->probe_rate(kIn)},
           {"link_probe_out_bps", dev_->probe_rate(kOut)},
           {"frames_in_bytes", stats_.in_bytes},
@@ -574,6 +578,8 @@ std::vector<std::pair<std::string, uint64_t>> FrameMover::figures() const {
           {"frames_cancelled", stats_.cancelled},
           {"frames_host_waits", stats_.host_waits},
           {"frames_wait_ns", stats_.wait_ns},
+          {"frames_chunk_waits", stats_.chunk_waits},
+          {"frames_chunk_wait_ns", stats_.chunk_wait_ns},
           {"frames_device_peak", stats_.device_peak},
           {"frames_over_budget", stats_.over_budget}};
 }
@@ -587,20 +593,24 @@ std::string FrameMover::describe() const {
   char line[320];
   snprintf(line, sizeof line,
            "frames: %zu moves in flight; copied in %.2f GB, out %.2f GB (%.2f GB left clean); %llu remaps (%.2f s), "
-           "%llu cancelled, %llu host waits (%.2f s); device chunks %.2f GB (peak %.2f)",
+           "%llu cancelled, %llu host waits (%.2f s; for a chunk %.2f s); device chunks %.2f GB (peak %.2f)",
            in_flight, stats_.in_bytes / 1e9, stats_.out_bytes / 1e9, stats_.clean_bytes / 1e9,
            (unsigned long long)stats_.remaps.load(),
            stats_.remap_ns / 1e9, (unsigned long long)stats_.cancelled.load(),
-           (unsigned long long)stats_.host_waits.load(), stats_.wait_ns / 1e9, stats_.device_bytes / 1e9,
+           (unsigned long long)stats_.host_waits.load(), stats_.wait_ns / 1e9, stats_.chunk_wait_ns / 1e9,
+           stats_.device_bytes / 1e9,
            stats_.device_peak / 1e9);
   std::string out = line;
-  uint64_t bytes[2], ns[2];
-  dev_->copy_time(kIn, &bytes[kIn], &ns[kIn]);
-  dev_->copy_time(kOut, &bytes[kOut], &ns[kOut]);
+  uint64_t bytes[2], ns[2], idle[2];
+  dev_->copy_time(kIn, &bytes[kIn], &ns[kIn], &idle[kIn]);
+  dev_->copy_time(kOut, &bytes[kOut], &ns[kOut], &idle[kOut]);
   if (ns[kIn] || ns[kOut] || dev_->probe_rate(kIn)) {
     auto rate = [](uint64_t b, uint64_t t) { return t ? b / (t / 1e9) / 1e9 : 0.0; };
-    snprintf(line, sizeof line, "; link while copying in %.1f GB/s, out %.1f GB/s (pinned copies at start: %.1f / %.1f GB/s)",
-             rate(bytes[kIn], ns[kIn]), rate(bytes[kOut], ns[kOut]), dev_->probe_rate(kIn) / 1e9, dev_->probe_rate(kOut) / 1e9);
+    snprintf(line, sizeof line,
+             "; link while copying in %.1f GB/s, out %.1f GB/s (pinned copies at start: %.1f / %.1f GB/s); copying "
+             "in %.2f s, out %.2f s, between copies in %.2f s, out %.2f s",
+             rate(bytes[kIn], ns[kIn]), rate(bytes[kOut], ns[kOut]), dev_->probe_rate(kIn) / 1e9, dev_->probe_rate(kOut) / 1e9,
+             ns[kIn] / 1e9, ns[kOut] / 1e9, idle[kIn] / 1e9, idle[kOut] / 1e9);
     out += line;
   }
   return out;

@@ -49,10 +49,11 @@ class VmmDevice {
   virtual bool synchronize() = 0;         // the whole device, before memory is given back
   // Called first on the mover's own thread: false if it cannot make device calls there.
   virtual bool enter_thread() { return true; }
-  // Note [Link rate]: bytes and device time of the copies on stream `dir` found complete so far
-  // (no device call: asked at exit too), and the rate of pinned copies measured when the device
-  // started (bytes per second). Zero: not measured.
-  virtual void copy_time(int /*dir*/, uint64_t *bytes, uint64_t *ns) { *bytes = *ns = 0; }
+  // Note [Link rate]: bytes and device time of the copies on stream `dir` found complete so far,
+  // and the device time between one's end and the next one's start (no device call: asked at exit
+  // too); the rate of pinned copies measured when the device started (bytes per second). Zero: not
+  // measured.
+  virtual void copy_time(int /*dir*/, uint64_t *bytes, uint64_t *ns, uint64_t *idle_ns) { *bytes = *ns = *idle_ns = 0; }
   virtual uint64_t probe_rate(int /*dir*/) const { return 0; }
 };
 
@@ -66,6 +67,7 @@ struct FrameStats {
   std::atomic<uint64_t> cancelled{0};    // moves undone before their remap (needed again, or evicted again)
   std::atomic<uint64_t> host_waits{0};   // times a caller waited for a move to complete
   std::atomic<uint64_t> wait_ns{0};      // how long callers waited for moves, in all
+  std::atomic<uint64_t> chunk_waits{0}, chunk_wait_ns{0};  // of those, for a device chunk (take_chunk)
   std::atomic<uint64_t> remap_ns{0};     // time spent remapping, in all
   std::atomic<uint64_t> remap_home_ns{0};  // of it, remapping frames home (evictions)
   // Note [Home mapped on demand]: evictions that left their frame unmapped, and frames mapped home

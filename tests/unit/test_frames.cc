@@ -561,8 +561,9 @@ TEST_CASE("frames: memory outside the pager shrinks the pool: free chunks past i
 
 TEST_CASE("frames: the device's link figures reach the summary and the status line (Note [Link rate])") {
   struct TimedVmm : FakeVmm {
-    void copy_time(int dir, uint64_t *bytes, uint64_t *ns) override {
+    void copy_time(int dir, uint64_t *bytes, uint64_t *ns, uint64_t *idle_ns) override {
       *bytes = dir == vc::FrameMover::kIn ? 40000000000 : 20000000000, *ns = 1000000000;
+      *idle_ns = dir == vc::FrameMover::kIn ? 250000000 : 500000000;
     }
     uint64_t probe_rate(int dir) const override { return dir == vc::FrameMover::kIn ? 50000000000 : 0; }
   } fake;
@@ -571,9 +572,10 @@ TEST_CASE("frames: the device's link figures reach the summary and the status li
   std::map<std::string, uint64_t> f(figures.begin(), figures.end());
   CHECK((f["link_in_bytes"] == 40000000000 && f["link_in_ns"] == 1000000000 && f["link_out_bytes"] == 20000000000));
   CHECK((f["link_probe_in_bps"] == 50000000000 && f["link_probe_out_bps"] == 0));
+  CHECK((f["link_in_idle_ns"] == 250000000 && f["link_out_idle_ns"] == 500000000));
   CHECK(mover.link_rate() == 50e9);  // what timed prefetch takes (Note [Timed prefetch])
-  CHECK(mover.describe().find("; link while copying in 40.0 GB/s, out 20.0 GB/s (pinned copies at start: 50.0 / 0.0 GB/s)") !=
-        std::string::npos);
+  CHECK(mover.describe().find("; link while copying in 40.0 GB/s, out 20.0 GB/s (pinned copies at start: 50.0 / 0.0 GB/s); "
+                              "copying in 1.00 s, out 1.00 s, between copies in 0.25 s, out 0.50 s") != std::string::npos);
   FakeVmm plain;  // a device that measures nothing: no link text
   vc::FrameMover quiet(&plain, 16 * kMiB, 2 * kMiB, 48 * kMiB, /*worker=*/false, false);
   CHECK(quiet.describe().find("link") == std::string::npos);
