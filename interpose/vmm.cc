@@ -110,13 +110,19 @@ class CudaVmm final : public VmmDevice {
               reserve(bytes, granularity_, &dva) && map(hva, bytes, host) && map(dva, bytes, dev);
     uint64_t best[2] = {0, 0};
     for (int rep = 0; ok && rep < 3; ++rep) {
+      uint64_t b0[2], t0[2], i0[2];  // the figures before (each copy harvests those before it)
+      {
+        std::lock_guard lock(timing_mu_);
+        for (int dir : {kIn, kOut}) b0[dir] = timed_bytes_[dir], t0[dir] = timed_ns_[dir], i0[dir] = idle_ns_[dir];
+      }
       for (int k = 0; ok && k < 4; ++k) ok = copy(kIn, dva, hva, bytes) && copy(kOut, hva, dva, bytes);
       std::lock_guard lock(timing_mu_);
       for (int dir : {kIn, kOut}) {
-        uint64_t b0 = timed_bytes_[dir], t0 = timed_ns_[dir], i0 = idle_ns_[dir];
         harvest(dir, true);
-        if (timed_ns_[dir] > t0) best[dir] = std::max(best[dir], uint64_t((timed_bytes_[dir] - b0) / ((timed_ns_[dir] - t0) / 1e9)));
-        timed_bytes_[dir] = b0, timed_ns_[dir] = t0, idle_ns_[dir] = i0;  // the probe's copies are not the moves'
+        if (timed_ns_[dir] > t0[dir])
+          best[dir] = std::max(best[dir], uint64_t((timed_bytes_[dir] - b0[dir]) / ((timed_ns_[dir] - t0[dir]) / 1e9)));
+        // The probe's copies are not the moves'.
+        timed_bytes_[dir] = b0[dir], timed_ns_[dir] = t0[dir], idle_ns_[dir] = i0[dir];
         if (last_end_[dir]) spare_.push_back(last_end_[dir]), last_end_[dir] = nullptr;
       }
     }
