@@ -64,7 +64,8 @@ PAGING = tuple(f"vramcache_{b}_{p}" for b, p in (("explicit", "predictive"), ("m
 MODES = BASELINES + PAGING + ("simulate",)
 PAGER_FIELDS = ("budget", "paging_h2d_bytes", "paging_d2h_bytes", "peak_resident", "device_used_peak", "paging_misses",
                 "paging_waits", "paging_failed", "um_gpu_faults", "um_unplanned_h2d", "um_unplanned_d2h", "frame_size",
-                "link_in_bytes", "link_in_ns", "link_out_bytes", "link_out_ns", "link_probe_in_bps", "link_probe_out_bps")
+                "link_in_bytes", "link_in_ns", "link_out_bytes", "link_out_ns", "link_in_idle_ns", "link_out_idle_ns",
+                "link_probe_in_bps", "link_probe_out_bps")
 MIN_RUN_S = 45  # a run with less time than this before the deadline is not started
 STEP_LINE = re.compile(r"^step (\d+) loss (\S+) time (\S+)$")
 LOG_LINE = re.compile(r"^vramcache \d+:\d+ (INFO|DEBUG) ")

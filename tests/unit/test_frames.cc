@@ -517,6 +517,7 @@ TEST_CASE("frames: at capacity a fetch finishes the oldest moves first, and only
   REQUIRE(r.mover.to_host(at(0), 32 * kMiB));
   REQUIRE(r.mover.to_device(at(3), 16 * kMiB));
   CHECK((r.mover.stats().host_waits == 1 && r.fake.pos("poll block") < r.fake.pos("copy 0")));
+  CHECK(r.mover.stats().chunk_waits == 1);  // that wait was for a chunk
   CHECK((holds(r.fake, at(0), 16 * kMiB, 1) && r.fake.queue[kOut].size() == 1 && r.fake.chunk_at(at(1)) == chunk_b));
   // Fetch E: B's eviction (older than D's fetch) is finished; D's copy stays held.
   REQUIRE(r.mover.to_device(at(4), 16 * kMiB));

@@ -143,3 +143,28 @@ TEST_CASE("pager replay: a fetch is dead on arrival only where the next op to re
   CHECK(fetched_dead(false) == 2 * mib);  // page 1
   CHECK(fetched_dead(true) == 0);         // page 1 may be read through the pointer first
 }
+
+// ReplayResult::clean: under a budget of two 2 MiB pages, op 2 evicts page 0 (only read: clean) and
+// op 3 page 1 (written: copied home).
+TEST_CASE("pager replay: a page only read leaves clean, a written one is copied home") {
+  const uint64_t mib = 1 << 20;
+  Trace t;
+  t.page_size = 2 * mib;
+  t.allocs.push_back({1, 0x10000000, 6 * mib});
+  const std::vector<std::vector<Ref>> refs = {{{1, 0, 2 * mib, Role::kRead}},
+                                              {{1, 2 * mib, 2 * mib, Role::kWritten}},
+                                              {{1, 4 * mib, 2 * mib, Role::kRead}},
+                                              {{1, 0, 2 * mib, Role::kRead}},
+                                              {}};
+  for (const auto &op_refs : refs) {
+    Op op;
+    op.name = t.intern("k");
+    op.first_ref = uint32_t(t.refs.size()), op.ref_count = uint32_t(op_refs.size());
+    t.refs.insert(t.refs.end(), op_refs.begin(), op_refs.end());
+    t.ops.push_back(op);
+  }
+  ReplayResult r = replay_trace(t, 4 * mib, t.page_size, PagingPolicy::kReactive, 1, 0);
+  REQUIRE(r.clean.size() == 5);
+  CHECK((r.d2h[3] == 2 * mib && r.clean[3] == 2 * mib));  // page 0, before op 3
+  CHECK((r.d2h[4] == 4 * mib && r.clean[4] == 2 * mib));  // then page 1, written back
+}
