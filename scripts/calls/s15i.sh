@@ -1,0 +1,15 @@
+#!/usr/bin/env bash
+# Session 15, call 8, on nvidia-h200 (one GPU): bypass against none at GPT 2.7B / 24 GiB, 20
+# deterministic steps, side by side. In deterministic mode the kernels read 2.3 GB per step at home
+# over the link (bypassed pages, results/s15-call6/), and the copies in run at 80-84% of the probe
+# against 92% in fast mode, which bypasses nothing. Written to $OUT/s15i.tgz.
+set -u
+cd "$(dirname "$0")/../.."
+res=${OUT:-/tmp/out}/s15i
+mkdir -p "$res" build
+cp build-gpu/libvramcache.so build-gpu/vramcache build/ && cp -r build-gpu/samples build/ || exit 1
+python3 scripts/paging.py --out "$res/2.7b-24" --jobs 2.7b-24 --steps 20 --timeout 100 \
+  --plain-from results/s13-call1/s13a/2.7b-24/results.json \
+  --policies explicit-predictive+nobypass,explicit-predictive > "$res/paging-2.7b-24.log" 2>&1
+cd "$(dirname "$res")" && tar czf s15i.tgz s15i && rm -rf s15i
+echo done
