@@ -8,8 +8,10 @@ cd "$(dirname "$0")/../.."
 res=${OUT:-/tmp/out}/s15i
 mkdir -p "$res" build
 cp build-gpu/libvramcache.so build-gpu/vramcache build/ && cp -r build-gpu/samples build/ || exit 1
-python3 scripts/paging.py --out "$res/2.7b-24" --jobs 2.7b-24 --steps 20 --timeout 100 \
-  --plain-from results/s13-call1/s13a/2.7b-24/results.json \
-  --policies explicit-predictive+nobypass,explicit-predictive > "$res/paging-2.7b-24.log" 2>&1
-cd "$(dirname "$res")" && tar czf s15i.tgz s15i && rm -rf s15i
+pack() { (cd "$(dirname "$res")" && tar czf s15i.tgz.new s15i && mv s15i.tgz.new s15i.tgz); }
+for mode in explicit-predictive+nobypass explicit-predictive; do
+  python3 scripts/paging.py --out "$res/$mode" --jobs 2.7b-24 --steps 20 --timeout 80 \
+    --plain-from results/s13-call1/s13a/2.7b-24/results.json --policies $mode > "$res/paging-$mode.log" 2>&1; pack
+done
+rm -rf "$res"
 echo done
