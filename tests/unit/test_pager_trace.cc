@@ -5,6 +5,7 @@
 #include <doctest/doctest.h>
 
 #include <string>
+#include <vector>
 
 #include "runtime/pager_replay.h"
 #include "runtime/trace_io.h"
@@ -117,24 +118,30 @@ TEST_CASE("pager on the deterministic GPT 2.7B trace: after a foreign op it find
   CHECK(misses_end - misses < 1000);
 }
 
+// A trace of 2 MiB pages over one allocation (id 1) of `bytes`, an op per entry of `ops` with its refs.
+static Trace one_allocation(uint64_t bytes, const std::vector<std::vector<Ref>> &ops) {
+  Trace t;
+  t.page_size = 2 << 20;
+  t.allocs.push_back({1, 0x10000000, bytes});
+  for (const auto &op_refs : ops) {
+    Op op;
+    op.name = t.intern("k");
+    op.first_ref = uint32_t(t.refs.size()), op.ref_count = uint32_t(op_refs.size());
+    t.refs.insert(t.refs.end(), op_refs.begin(), op_refs.end());
+    t.ops.push_back(op);
+  }
+  return t;
+}
+
 // ReplayResult::fetched_dead on a trace of three ops over one allocation of two 2 MiB pages: op 0
 // reads page 0; op 1 writes page 1 whole through an exact extent, and, in the second trace, also
 // passes a pointer of unknown extent into page 0, which may reach page 1 (to the allocation's end).
 TEST_CASE("pager replay: a fetch is dead on arrival only where the next op to reach it overwrites it whole") {
   const uint64_t mib = 1 << 20;
   auto fetched_dead = [&](bool pointer_too) {
-    Trace t;
-    t.page_size = 2 * mib;
-    t.allocs.push_back({1, 0x10000000, 4 * mib});
     std::vector<std::vector<Ref>> refs = {{{1, 0, 2 * mib, Role::kRead}}, {{1, 2 * mib, 2 * mib, Role::kWritten}}, {}};
     if (pointer_too) refs[1].push_back({1, 0, 0, Role::kUnknown});
-    for (const auto &op_refs : refs) {
-      Op op;
-      op.name = t.intern("k");
-      op.first_ref = uint32_t(t.refs.size()), op.ref_count = uint32_t(op_refs.size());
-      t.refs.insert(t.refs.end(), op_refs.begin(), op_refs.end());
-      t.ops.push_back(op);
-    }
+    const Trace t = one_allocation(4 * mib, refs);
     ReplayResult r = replay_trace(t, 4 * mib, t.page_size, PagingPolicy::kReactive, 1, 0);
     REQUIRE(r.fetched_dead.size() == 3);
     REQUIRE(r.h2d[2] == 4 * mib);  // both pages came in
@@ -148,21 +155,11 @@ TEST_CASE("pager replay: a fetch is dead on arrival only where the next op to re
 // op 3 page 1 (written: copied home).
 TEST_CASE("pager replay: a page only read leaves clean, a written one is copied home") {
   const uint64_t mib = 1 << 20;
-  Trace t;
-  t.page_size = 2 * mib;
-  t.allocs.push_back({1, 0x10000000, 6 * mib});
-  const std::vector<std::vector<Ref>> refs = {{{1, 0, 2 * mib, Role::kRead}},
-                                              {{1, 2 * mib, 2 * mib, Role::kWritten}},
-                                              {{1, 4 * mib, 2 * mib, Role::kRead}},
-                                              {{1, 0, 2 * mib, Role::kRead}},
-                                              {}};
-  for (const auto &op_refs : refs) {
-    Op op;
-    op.name = t.intern("k");
-    op.first_ref = uint32_t(t.refs.size()), op.ref_count = uint32_t(op_refs.size());
-    t.refs.insert(t.refs.end(), op_refs.begin(), op_refs.end());
-    t.ops.push_back(op);
-  }
+  const Trace t = one_allocation(6 * mib, {{{1, 0, 2 * mib, Role::kRead}},
+                                           {{1, 2 * mib, 2 * mib, Role::kWritten}},
+                                           {{1, 4 * mib, 2 * mib, Role::kRead}},
+                                           {{1, 0, 2 * mib, Role::kRead}},
+                                           {}});
   ReplayResult r = replay_trace(t, 4 * mib, t.page_size, PagingPolicy::kReactive, 1, 0);
   REQUIRE(r.clean.size() == 5);
   CHECK((r.d2h[3] == 2 * mib && r.clean[3] == 2 * mib));  // page 0, before op 3
