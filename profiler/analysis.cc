@@ -465,12 +465,13 @@ PagerReplay replay_policies(const Analysis &a, uint64_t budget, uint64_t prefetc
     size_t from = 3, n = r.h2d.size();  // samples at k * period; the plan is in use from 3 * period
     if (n < from + 2) return false;
     out.iterations = int(n - 1 - from);
-    f->h2d = double(r.h2d[n - 1] - r.h2d[from]) / out.iterations;
-    f->d2h = double(r.d2h[n - 1] - r.d2h[from]) / out.iterations;
-    f->clean = double(r.clean[n - 1] - r.clean[from]) / out.iterations;
-    f->bypassed = double(r.bypassed[n - 1] - r.bypassed[from]) / out.iterations;
-    f->home_maps = double(r.home_maps[n - 1] - r.home_maps[from]) / out.iterations;
-    f->fetched_dead = double(r.fetched_dead[n - 1] - r.fetched_dead[from]) / out.iterations;
+    auto per_iteration = [&](const std::vector<uint64_t> &v) { return double(v[n - 1] - v[from]) / out.iterations; };
+    f->h2d = per_iteration(r.h2d);
+    f->d2h = per_iteration(r.d2h);
+    f->clean = per_iteration(r.clean);
+    f->bypassed = per_iteration(r.bypassed);
+    f->home_maps = per_iteration(r.home_maps);
+    f->fetched_dead = per_iteration(r.fetched_dead);
     f->misses = r.misses[n - 1] - r.misses[from];
     return true;
   };
