@@ -12,10 +12,10 @@ WARN      := -Wall -Wextra -Werror
 CXXFLAGS  ?= -O2 -g
 BASEFLAGS := -std=c++17 -fPIC -fvisibility=hidden $(WARN) -I. -MMD -MP
 
-RUNTIME_SRC   := $(wildcard runtime/*.cc)
-INTERPOSE_SRC := $(wildcard interpose/*.cc)
-PROFILER_SRC  := $(filter-out profiler/main.cc,$(wildcard profiler/*.cc))
-UNIT_SRC      := $(wildcard tests/unit/*.cc)
+RUNTIME_SRC   := $(shell find runtime -name '*.cc')
+INTERPOSE_SRC := $(shell find interpose -name '*.cc')
+PROFILER_SRC  := $(filter-out profiler/main.cc,$(shell find profiler -name '*.cc'))
+UNIT_SRC      := $(shell find tests/unit -name '*.cc')
 RUNTIME_OBJ   := $(RUNTIME_SRC:%.cc=$(BUILD)/obj/%.o)
 INTERPOSE_OBJ := $(INTERPOSE_SRC:%.cc=$(BUILD)/obj/%.o)
 PROFILER_OBJ  := $(PROFILER_SRC:%.cc=$(BUILD)/obj/%.o)
@@ -100,7 +100,7 @@ test: $(LIB) $(CLI) $(BUILD)/unit_tests $(FAKE_LIBS) $(BUILD)/interpose_test $(B
 
 # ---- Checks: layering, README options in sync, sanitizers ----
 layering: $(CLI)
-	@bad=$$(grep -lE '#include *[<"](cuda|cupti|cublas|dlfcn|generated_cuda)' runtime/*.h runtime/*.cc); \
+	@bad=$$(grep -rlE --include='*.h' --include='*.cc' '#include *[<"](cuda|cupti|cublas|dlfcn|generated_cuda)' runtime); \
 	  if [ -n "$$bad" ]; then echo "layering: CUDA/CUPTI/dlfcn header in the runtime core: $$bad"; exit 1; fi
 	@echo "layering: runtime core includes no CUDA, CUPTI or dlfcn header"
 	@bash scripts/readme_options.sh --check $(CLI)

@@ -1,0 +1,109 @@
+"""Benchmark records: one file per benchmark, results/<benchmark>.json, holding the current record of
+each configuration. A run replaces its configuration's record and nothing else. Every record carries
+the figures, the command that made them, the library's commit (read from git, clean or refused), the
+GPU and driver, and the date. Records are written only by the benchmark scripts, never by hand; docs
+and plots are generated from them (scripts/docs_tables.py and the benchmarks' report scripts).
+
+    import records
+    records.require_clean()                      # before measuring: refuses a dirty tree
+    records.put("bench", {"size": "2.7b", "mode": "fsdp2", "budget_gib": 24}, figures, sys.argv)
+    for r in records.load("bench"): ...
+
+File layout: {"benchmark": NAME, "records": [RECORD, ...]}, records sorted by configuration.
+RECORD: {"config": {...}, "figures": {...}, "command": "...", "commit": SHA, "gpu": "...",
+"driver": "...", "date": "YYYY-MM-DDTHH:MM:SSZ"}.
+"""
+
+import datetime
+import json
+import os
+import shlex
+import subprocess
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+RESULTS = os.path.join(ROOT, "results")
+
+
+class DirtyTree(RuntimeError):
+    pass
+
+
+def _git(*args):
+    return subprocess.run(["git", "-C", ROOT, *args], capture_output=True, text=True, check=True).stdout.strip()
+
+
+def commit():
+    """The commit the measured code comes from. The tree must be clean (build outputs are ignored), so the
+    commit names exactly what ran; VRAMCACHE_RECORD_COMMIT may name it where the tree travelled without
+    its .git folder (it is then checked to look like a commit id)."""
+    given = os.environ.get("VRAMCACHE_RECORD_COMMIT")
+    if given:
+        if len(given) != 40 or any(c not in "0123456789abcdef" for c in given):
+            raise DirtyTree(f"VRAMCACHE_RECORD_COMMIT={given!r} is not a 40-digit commit id")
+        return given
+    try:
+        if _git("status", "--porcelain", "--untracked-files=no"):
+            raise DirtyTree("the working tree has uncommitted changes: commit them before measuring")
+        return _git("rev-parse", "HEAD")
+    except (subprocess.CalledProcessError, FileNotFoundError) as e:
+        raise DirtyTree(f"cannot read the commit from git ({e}); set VRAMCACHE_RECORD_COMMIT")
+
+
+def require_clean():
+    return commit()
+
+
+def gpu():
+    """(gpu name, driver version) from nvidia-smi, or ("none", "none") where there is no GPU."""
+    try:
+        out = subprocess.run(["nvidia-smi", "--query-gpu=name,driver_version", "--format=csv,noheader"],
+                             capture_output=True, text=True, timeout=30).stdout.strip().splitlines()
+        name, driver = (s.strip() for s in out[0].split(","))
+        return name, driver
+    except (OSError, IndexError, ValueError, subprocess.TimeoutExpired):
+        return "none", "none"
+
+
+def path(benchmark):
+    if not benchmark or "/" in benchmark or benchmark.startswith("."):
+        raise ValueError(f"bad benchmark name {benchmark!r}")
+    return os.path.join(RESULTS, f"{benchmark}.json")
+
+
+def load(benchmark):
+    p = path(benchmark)
+    if not os.path.exists(p):
+        return []
+    with open(p) as f:
+        return json.load(f)["records"]
+
+
+def _key(config):
+    return json.dumps(config, sort_keys=True)
+
+
+def put(benchmark, config, figures, command, sha=None, gpu_driver=None):
+    """Replaces (or adds) the record of `config` in results/<benchmark>.json; returns the record. The
+    file is written to a temporary name and renamed, so a run cut short never leaves it half written."""
+    if not isinstance(config, dict) or not config:
+        raise ValueError("a record's configuration is a non-empty dict")
+    name, driver = gpu_driver or gpu()
+    rec = {
+        "config": config,
+        "figures": figures,
+        "command": command if isinstance(command, str) else shlex.join(command),
+        "commit": sha or commit(),
+        "gpu": name,
+        "driver": driver,
+        "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+    }
+    recs = {_key(r["config"]): r for r in load(benchmark)}
+    recs[_key(config)] = rec
+    os.makedirs(RESULTS, exist_ok=True)
+    p = path(benchmark)
+    tmp = p + ".tmp"
+    with open(tmp, "w") as f:
+        json.dump({"benchmark": benchmark, "records": [recs[k] for k in sorted(recs)]}, f, indent=1, sort_keys=True)
+        f.write("\n")
+    os.replace(tmp, p)
+    return rec
