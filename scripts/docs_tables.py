@@ -188,7 +188,8 @@ def simulate(recs):
                      f"{num(p.get('reactive_h2d') and p['reactive_h2d'] / GIB, '{:.2f}')} / "
                      f"{num(p.get('predictive_h2d') and p['predictive_h2d'] / GIB, '{:.2f}')}", made(r)])
     return out + table(["trace", "budget", "page", "compute s", "reactive s/step", "predictive s/step", "bound s/step",
-                        "bound in / out, GiB", "predictive in / out, GiB", "pager replay in, GiB: reactive / predictive",
+                        "bound in / out, GiB", "predictive in / out, GiB",
+                        "pager replay in, GiB: reactive / predictive (bypass off)",
                         "commit, date"], rows) + [""]
 
 
