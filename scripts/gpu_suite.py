@@ -147,7 +147,8 @@ def check_allocations(s, name, summ, made):
              f"seen {seen['total']} (device {seen['device']}, async {seen['async']}, managed {seen['managed']}), "
              f"made by the program {made['total']} (device {made['device']}, async {made['async']}, managed "
              f"{made['managed']}): {extra['total']} more seen, at most {limit} allowed (made inside libraries); "
-             f"CUPTI's allocation records {summ.get('activity_allocs')}",
+             f"CUPTI's allocation records {summ.get('activity_allocs')}"
+             + "".join(f"; {-v} {k} allocation(s) made but not seen" for k, v in extra.items() if v < 0 and k != "total"),
              {"seen": seen, "made": made, "cupti_records": summ.get("activity_allocs")},
              f"0 <= seen - made <= {limit} in total, = 0 for async and managed")
 

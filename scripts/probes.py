@@ -63,7 +63,7 @@ def probe(kind, args_, timeout=120):
     for name, (pattern, group) in HEADLINES[kind].items():
         m = re.search(pattern, text, re.M)
         figures[name] = float(m.group(group)) if m else None
-    print(f"{kind} {' '.join(args_)}: rc {rc}, {'passed' if figures['passed'] else 'FAILED'}; "
+    print(f"{' '.join([kind] + args_)}: rc {rc}, {'passed' if figures['passed'] else 'FAILED'}; "
           + ", ".join(f"{k} {figures[k]}" for k in HEADLINES[kind]), flush=True)
     return figures
 
