@@ -31,15 +31,6 @@ def made(r):
     return f"{r['commit'][:7]}, {r['date'][:10]}"
 
 
-def machines(recs):
-    seen = sorted({f"{r['gpu']} (driver {r['driver']})" for r in recs})
-    return [f"Measured on: {'; '.join(seen)}."] if seen else []
-
-
-def missing(command):
-    return [f"No record yet. `{command}` makes them.", ""]
-
-
 def table(head, rows):
     return ["| " + " | ".join(head) + " |", "|" + " --- |" * len(head)] + ["| " + " | ".join(map(str, r)) + " |" for r in rows]
 
@@ -104,28 +95,19 @@ def paging_rows(recs):
 
 
 def paging(recs):
-    out = ["## Paging under a budget", "",
-           "Records of `bash scripts/paging.sh --jobs JOB --policies MODE,...` (scripts/paging.py; each record's own "
-           "command reruns it): each job without vramcache and under a budget, side by side in one run. The budget "
-           "emulates a smaller card. Jobs without `-fast` run in the sample's deterministic mode, and *bitwise* "
-           "compares every step's loss with the run without vramcache of the same run.", ""]
-    if not recs:
-        return out + missing("bash scripts/paging.sh --jobs 1.3b-12,2.7b-24 --policies reactive,predictive,"
-                             "explicit-predictive")
-    out += table(["job", "budget", "mode", "frame", "s/step", "in VRAM s/step", "vs managed reactive", "bitwise (steps)",
+    rows = paging_rows(recs)
+    return table(["job", "budget", "mode", "frame", "s/step", "in VRAM s/step", "vs managed reactive", "bitwise (steps)",
                   "moved in / out per step, GB", "misses", "waits", "peak resident, GiB: pager / independent",
-                  "link while copying in / out, GB/s (of the probe)", "remaps per step (s)", "commit, date"],
-                 paging_rows(recs))
-    out += ["", "Seconds per step: median after the warm-up steps (GPT: 5), or after half the steps if fewer; "
-            "predictive: after the warm-up and at least half its steps (it learns during the first ones). vs managed "
-            "reactive: that run's seconds per step over this one's; † where the two come from different runs of the "
-            "script (not side by side). Moved per step: the pager's bytes of the whole run over its steps, the "
-            "learning steps included. Independent peak: the device's used memory above its level when paging started "
-            "(explicit backend: device chunks are device memory; it also holds what is allocated outside the pager), "
-            "or the driver's migration records (managed backend). Link: the explicit backend times each of its "
-            "copies, against pinned copies it times at its start. Remaps: the mover's remaps per step, with the "
-            "seconds they took.", ""] + machines(recs) + [""]
-    return out
+                  "link while copying in / out, GB/s (of the probe)", "remaps per step (s)", "commit, date"], rows) + [
+        "", "Seconds per step: median after the warm-up steps (GPT: 5), or after half the steps if fewer; "
+        "predictive: after the warm-up and at least half its steps (it learns during the first ones). vs managed "
+        "reactive: that run's seconds per step over this one's; † where the two come from different runs of the "
+        "script (not side by side). Moved per step: the pager's bytes of the whole run over its steps, the "
+        "learning steps included. Independent peak: the device's used memory above its level when paging started "
+        "(explicit backend: device chunks are device memory; it also holds what is allocated outside the pager), "
+        "or the driver's migration records (managed backend). Link: the explicit backend times each of its "
+        "copies, against pinned copies it times at its start. Remaps: the mover's remaps per step, with the "
+        "seconds they took."]
 
 
 def paging_svg(recs):
@@ -171,13 +153,6 @@ def paging_svg(recs):
 # ---- The other benchmarks ----
 
 def simulate(recs):
-    out = ["## Predictions on the shipped traces", "",
-           "Records of `python3 scripts/simulate.py` (no GPU needed): `vramcache simulate` on the traces in "
-           "`samples/traces/`. Predictions from the recorded op times and a model of the link, not measurements; "
-           "the pager replay is the library's own pager run on the trace with instant copies (bytes per iteration).",
-           ""]
-    if not recs:
-        return out + missing("python3 scripts/simulate.py")
     rows = []
     for r in sorted(recs, key=lambda r: (r["config"]["trace"], r["config"]["budget"], r["config"]["page_size"])):
         f, c = r["figures"], r["config"]
@@ -187,30 +162,18 @@ def simulate(recs):
                      f"{pr['h2d_bytes'] / GIB:.2f} / {pr['d2h_bytes'] / GIB:.2f}",
                      f"{num(p.get('reactive_h2d') and p['reactive_h2d'] / GIB, '{:.2f}')} / "
                      f"{num(p.get('predictive_h2d') and p['predictive_h2d'] / GIB, '{:.2f}')}", made(r)])
-    return out + table(["trace", "budget", "page", "compute s", "reactive s/step", "predictive s/step", "bound s/step",
-                        "bound in / out, GiB", "predictive in / out, GiB",
-                        "pager replay in, GiB: reactive / predictive (bypass off)",
-                        "commit, date"], rows) + [""]
+    return table(["trace", "budget", "page", "compute s", "reactive s/step", "predictive s/step", "bound s/step",
+                  "bound in / out, GiB", "predictive in / out, GiB",
+                  "pager replay in, GiB: reactive / predictive (bypass off)", "commit, date"], rows)
 
 
 def gpu_suite(recs):
-    out = ["## GPU suite", "",
-           "Records of `bash scripts/gpu_suite.sh` (scripts/gpu_suite.py; `--quick` for the tiny sizes, `--only GROUP` "
-           "for a part): each check's verdict against the threshold written in the script.", ""]
-    if not recs:
-        return out + missing("bash scripts/gpu_suite.sh")
     rows = [[r["config"]["check"], r["figures"]["status"], r["figures"].get("threshold") or "-",
              r["figures"]["detail"].replace("|", "/"), made(r)] for r in sorted(recs, key=lambda r: r["config"]["check"])]
-    return out + table(["check", "status", "threshold", "measured", "commit, date"], rows) + [""] + machines(recs) + [""]
+    return table(["check", "status", "threshold", "measured", "commit, date"], rows)
 
 
 def ddp(recs):
-    out = ["## Several GPUs", "",
-           "Records of `bash scripts/ddp.sh` (scripts/ddp.py, a machine with two GPUs): the GPT sample with "
-           "DistributedDataParallel, one process per GPU, each under its own budget, beside one GPU under the same "
-           "budget.", ""]
-    if not recs:
-        return out + missing("bash scripts/ddp.sh --size 1.3b --budget 12")
     rows = []
     for r in sorted(recs, key=lambda r: (r["config"]["size"], r["config"]["budget_gib"], r["config"]["mode"], r["config"]["run"])):
         f, c = r["figures"], r["config"]
@@ -222,37 +185,67 @@ def ddp(recs):
                      num(f.get("median_step_s")) if f.get("rc") == 0 else f"failed (rc {f.get('rc')})",
                      "-" if same is None else " / ".join("yes" if v else "**NO**" for _, v in sorted(same.items())),
                      peaks or "-", used or "-", made(r)])
-    return out + table(["job", "budget per GPU", "mode", "run", "GPUs", "s/step", "losses bitwise, per rank",
-                        "peak resident per GPU, GiB", "device used peak per GPU, GiB", "commit, date"], rows) + [""] \
-        + machines(recs) + [""]
+    return table(["job", "budget per GPU", "mode", "run", "GPUs", "s/step", "losses bitwise, per rank",
+                  "peak resident per GPU, GiB", "device used peak per GPU, GiB", "commit, date"], rows)
 
 
 def memcheck(recs):
-    out = ["## compute-sanitizer", "",
-           "Records of `bash scripts/memcheck.sh` (also run by `bash scripts/paging_smoke.sh`): memcheck of the CUDA "
-           "C++ sample under the explicit backend. The only errors allowed are the ends of vramcache's probes of "
-           "kernel parameter layouts (the driver gives no parameter count).", ""]
-    if not recs:
-        return out + missing("bash scripts/memcheck.sh")
     rows = [[r["config"]["sample"], r["config"]["budget"], "PASS" if r["figures"]["pass"] else "**FAIL**",
              r["figures"]["errors"], r["figures"]["layout_probe_ends"], r["figures"]["other_errors"],
              "yes" if r["figures"]["bitwise"] else "**NO**", gb(r["figures"]["paged_in_bytes"]), made(r)] for r in recs]
-    return out + table(["sample", "budget", "verdict", "errors", "of them probe ends", "other", "losses bitwise",
-                        "paged in, GB", "commit, date"], rows) + [""] + machines(recs) + [""]
+    return table(["sample", "budget", "verdict", "errors", "of them probe ends", "other", "losses bitwise",
+                  "paged in, GB", "commit, date"], rows)
 
 
 def probes(recs):
-    out = ["## Probes", "",
-           "Records of `python3 scripts/probes.py`: the GPU probes of what the backends rely on "
-           "(`scripts/gpu_checks/*.cu`). Each probe's report, as it printed it.", ""]
-    if not recs:
-        return out + missing("python3 scripts/probes.py")
+    out = []
     for r in sorted(recs, key=lambda r: (r["config"]["probe"], r["config"].get("frame_mib", 0))):
         c, f = r["config"], r["figures"]
         title = c["probe"] + (f", frames of {c['frame_mib']} MiB" if "frame_mib" in c else "")
         out += [f"### {title} ({'passed' if f['passed'] else 'FAILED'}; {made(r)}; `{r['command']}`)", "", "```"]
         out += f["lines"] + ["```", ""]
-    return out + machines(recs) + [""]
+    return out
+
+
+# benchmark, title, what its records are, the command that makes them where there are none, the body.
+SECTIONS = (
+    ("paging", "Paging under a budget",
+     "Records of `bash scripts/paging.sh --jobs JOB --policies MODE,...` (scripts/paging.py; each record's own "
+     "command reruns it): each job without vramcache and under a budget, side by side in one run. The budget "
+     "emulates a smaller card. Jobs without `-fast` run in the sample's deterministic mode, and *bitwise* compares "
+     "every step's loss with the run without vramcache of the same run.",
+     "bash scripts/paging.sh --jobs 1.3b-12,2.7b-24 --policies reactive,predictive,explicit-predictive", paging),
+    ("simulate", "Predictions on the shipped traces",
+     "Records of `python3 scripts/simulate.py` (no GPU needed): `vramcache simulate` on the traces in "
+     "`samples/traces/`. Predictions from the recorded op times and a model of the link, not measurements; the "
+     "pager replay is the library's own pager run on the trace with instant copies (bytes per iteration).",
+     "python3 scripts/simulate.py", simulate),
+    ("gpu_suite", "GPU suite",
+     "Records of `bash scripts/gpu_suite.sh` (scripts/gpu_suite.py; `--quick` for the tiny sizes, `--only GROUP` "
+     "for a part): each check's verdict against the threshold written in the script.",
+     "bash scripts/gpu_suite.sh", gpu_suite),
+    ("ddp", "Several GPUs",
+     "Records of `bash scripts/ddp.sh` (scripts/ddp.py, a machine with two GPUs): the GPT sample with "
+     "DistributedDataParallel, one process per GPU, each under its own budget, beside one GPU under the same "
+     "budget.", "bash scripts/ddp.sh --size 1.3b --budget 12", ddp),
+    ("memcheck", "compute-sanitizer",
+     "Records of `bash scripts/memcheck.sh` (also run by `bash scripts/paging_smoke.sh`): memcheck of the CUDA "
+     "C++ sample under the explicit backend. The only errors allowed are the ends of vramcache's probes of kernel "
+     "parameter layouts (the driver gives no parameter count).", "bash scripts/memcheck.sh", memcheck),
+    ("probes", "Probes",
+     "Records of `python3 scripts/probes.py`: the GPU probes of what the backends rely on "
+     "(`scripts/gpu_checks/*.cu`). Each probe's report, as it printed it.", "python3 scripts/probes.py", probes),
+)
+
+
+def section(benchmark, title, intro, command, body):
+    recs = records.load(benchmark)
+    out = [f"## {title}", "", intro, ""]
+    if not recs:
+        return out + [f"No record yet. `{command}` makes them.", ""]
+    out += body(recs) + [""]
+    gpus = sorted({"a machine without a GPU" if r["gpu"] == "none" else f"{r['gpu']} (driver {r['driver']})" for r in recs})
+    return out + [f"Made on: {'; '.join(gpus)}.", ""]
 
 
 def main():
@@ -262,13 +255,12 @@ def main():
     args = ap.parse_args()
     records.RESULTS = args.results  # records.load reads from here
     os.makedirs(args.docs, exist_ok=True)
-    paging_recs = records.load("paging")
     lines = ["# Measured results", "",
              "Generated by `python3 scripts/docs_tables.py` from the records under `results/` (one file per benchmark, "
              "one current record per configuration, written by the scripts that measure: `scripts/records.py`); do not "
              "edit. Each record names the command that made it, the library's commit, the GPU, its driver and the date. "
              "The benchmark against the peers has its own page, [benchmarks.md](benchmarks.md).", ""]
-    chart = paging_svg(paging_recs)
+    chart = paging_svg(records.load("paging"))
     svg_path = os.path.join(args.docs, SVG)
     if chart:
         with open(svg_path, "w") as f:
@@ -276,8 +268,8 @@ def main():
         lines += [f"![seconds per step]({SVG})", ""]
     elif os.path.exists(svg_path):
         os.remove(svg_path)  # a chart of records that are gone
-    lines += paging(paging_recs) + simulate(records.load("simulate")) + gpu_suite(records.load("gpu_suite")) \
-        + ddp(records.load("ddp")) + memcheck(records.load("memcheck")) + probes(records.load("probes"))
+    for s in SECTIONS:
+        lines += section(*s)
     with open(os.path.join(args.docs, "results.md"), "w") as f:
         f.write("\n".join(lines).rstrip("\n") + "\n")
     print(f"docs_tables: wrote {os.path.join(args.docs, 'results.md')}" + (f" and {svg_path}" if chart else ""))
