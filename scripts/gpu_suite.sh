@@ -1,20 +1,17 @@
 #!/usr/bin/env bash
 # Runs the GPU suite (scripts/gpu_suite.py) on the GPU machine: builds what is missing, runs every
-# check with timeouts, writes results/gpu/ (results.json, results.md, logs/). Under the device
-# tool ($OUT set) it also packs the results folder into $OUT so they come back.
-# Usage: bash scripts/gpu_suite.sh [--quick] [--only mlp,gpt,jax,timing,extra] [--results DIR]
+# check within 580 seconds. The records go to results/gpu_suite.json; under the device tool ($OUT
+# set) that file and the logs (build/logs/gpu_suite) are copied into $OUT.
+# Usage: bash scripts/gpu_suite.sh [--quick] [--only mlp,gpt,jax,timing,profile,extra]
 set -u
 cd "$(dirname "$0")/.."
-if [ ! -f build/libvramcache.so ] || [ ! -x build/samples/mlp ]; then
+if [ ! -f build/libvramcache.so ] || [ ! -x build/vramcache ] || [ ! -x build/samples/mlp ]; then
   make all samples || exit 1
 fi
-results=results/gpu
-args=("$@")
-for ((i = 0; i < ${#args[@]}; i++)); do [ "${args[i]}" = --results ] && results=${args[i + 1]}; done
-timeout 580 python3 scripts/gpu_suite.py --results "$results" "$@"
+timeout 580 python3 scripts/gpu_suite.py "$@"
 rc=$?
 if [ -n "${OUT:-}" ]; then
-  tar czf "$OUT/gpu_results.tgz" "$results"
-  cp "$results/results.md" "$OUT/" 2>/dev/null
+  cp results/gpu_suite.json "$OUT/" 2>/dev/null
+  tar czf "$OUT/gpu_suite-logs.tgz" --exclude='*.vctrace' -C build/logs gpu_suite 2>/dev/null
 fi
 exit $rc

@@ -2,9 +2,8 @@
 // thread as the backend does it: frames mapped to host-located VMM memory, copies home -> device
 // chunk and back on two streams (alone and both directions at once), remaps after each copy, and a
 // kernel reading and writing the frames at home and on the device. Prints rates and checks values.
-// An earlier version that released application streams from a second thread through
-// cuStreamWaitValue32 hung (results/paging-explicit-debug/probe.txt). Under a 60 s watchdog.
-// Build: make samples (build/samples/explicit_probe).
+// Under a 60 s watchdog. Build: make samples (build/samples/explicit_probe); run: python3
+// scripts/probes.py --only explicit --frames 64 (one record per frame size in results/probes.json).
 #include <algorithm>
 #include <functional>
 #include <thread>
@@ -201,9 +200,9 @@ static void copies_under_remaps(Set *a, Set *b, CUstream in, CUstream out, bool 
 }
 
 // Remap time per frame of set `a` (its frames at home: to the device, then back), while the device
-// is busy (`busy`: enqueues work on set `b` that outlasts the remaps) or idle: whether the remaps
-// in a paging run (twice the idle figures, results/s12-call3) wait for the copies or kernels in
-// flight (results/s12-call4: they do, for copies), which part waits, and whether remapping 16
+// is busy (`busy`: enqueues work on set `b` that outlasts the remaps) or idle: whether remaps wait
+// for the copies or kernels in flight (as a paging run's remap times suggest: compare its
+// frames_remap_ns per remap with the idle figure here), which part waits, and whether remapping 16
 // contiguous frames with one unmap and one set-access call (`batched`) waits less.
 // `lazy`: what a mover that leaves an evicted frame unmapped until a launch may need it would pay
 // instead: to the device, map and set access on an unmapped range; to home, the unmap alone.
@@ -365,7 +364,7 @@ int main(int argc, char **argv) {
            (now() - t) / kFrames * 1e6);
   }
   // Set A is at home, set B's staging mappings are free to copy through (nothing reads them).
-  // Batching 16 frames per call made no difference (results/s12-call5): a call per frame here.
+  // A call per frame here: batching 16 frames per call made no difference (the `batched` rows above).
   const size_t words = g_frame * kFrames / sizeof(uint4);
   auto kernel_out = [&](int blocks, int rounds, CUstream st) {
     for (int r = 0; r < rounds; ++r)

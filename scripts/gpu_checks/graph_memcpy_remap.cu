@@ -1,7 +1,8 @@
 // What the driver does with a graph's memcpy node when the explicit backend remaps its operands
 // (device chunk <-> host-located chunk under the same address): XLA updates such nodes with
 // cuGraphExecMemcpyNodeSetParams every execution, and that call failed with CUDA_ERROR_INVALID_VALUE
-// under the explicit backend (results/s10-call1). Each case builds a fresh graph holding one 1-D
+// under the explicit backend until the backend placed the operands first (Notes [Graph copy nodes
+// on paged memory] and [Graph copy nodes seen]). Each case builds a fresh graph holding one 1-D
 // device-to-device memcpy node C <- A, instantiates it, changes mappings, then updates or launches.
 //   nvcc -o /tmp/gmr scripts/gpu_checks/graph_memcpy_remap.cu -lcuda && /tmp/gmr
 #include <cuda.h>

@@ -1,11 +1,10 @@
-// Probe of the managed backend's moves (interpose/paging.cc): how fast the driver migrates ranges
-// of managed memory placed as the backend places them (preferred location host, accessed by the
-// device), by how the prefetches are issued: a cuMemPrefetchAsync per range, as the backend does,
-// or one cuMemPrefetchBatchAsync for all of them (CUDA 12.8+); one stream for both directions, as
-// the backend has, or a stream for each. At GPT 2.7B / 16 GiB the backend moves about 7.1 GB/s
-// each way (README, "What limits the managed backend"). 4 GiB of managed memory in all, far under
-// the device's free memory (checked first). Under a 60 s watchdog.
-// Build: make samples (build/samples/managed_probe).
+// Probe of the managed backend's moves: how fast the driver migrates ranges of managed memory placed
+// as the backend places them (preferred location host, accessed by the device), by how the prefetches
+// are issued: a cuMemPrefetchAsync per range or one cuMemPrefetchBatchAsync for all of them (CUDA
+// 12.8+), one stream for both directions or a stream for each (the backend batches, a stream each
+// way: Note [Managed moves]). 4 GiB of managed memory in all, far under the device's free memory
+// (checked first). Under a 60 s watchdog.
+// Build: make samples (build/samples/managed_probe); run: python3 scripts/probes.py --only managed.
 #include <cstring>
 #include <vector>
 

@@ -2,7 +2,7 @@
 // managed memory as the pager does (preferred location host, accessed by the device), lets a kernel
 // write all of it (first touch), prefetches half to the device and back, and prints cuMemGetInfo's
 // used bytes and CUPTI-free timings after each step. Also the default placement for comparison.
-// Build: nvcc -O2 -o build/samples/managed_residency scripts/gpu_checks/managed_residency.cu -lcuda
+// Build: make samples (build/samples/managed_residency); run: python3 scripts/probes.py --only residency.
 #include <cuda.h>
 #include <cuda_runtime.h>
 #include <chrono>
