@@ -70,6 +70,9 @@ SUMMARY_KEYS = ("budget", "planned_budget", "paging_h2d_bytes", "paging_d2h_byte
                 "frame_size", "link_in_bytes", "link_in_ns", "link_out_bytes", "link_out_ns", "link_probe_in_bps",
                 "link_probe_out_bps", "frames_in_bytes", "frames_out_bytes")
 CLEAN_CHECK_KEYS = re.compile(r"clean|remap|hash")
+# Each command runs in a process group of its own (its id is the command's pid), so that a timeout or an
+# interruption ends all of it: `vramcache profile` runs the program in a child.
+OWN_GROUP = {"process_group": 0} if sys.version_info >= (3, 11) else {"preexec_fn": os.setpgrp}
 STEP_LINE = re.compile(r"^step (\d+) loss (\S+) time (\S+)$")
 LOG_LINE = re.compile(r"^vramcache \d+:\d+ (INFO|DEBUG) ")
 # Guesses for the deadline, used only until the configuration has a record to scale from: start-up
@@ -358,7 +361,7 @@ class Nvml:
         samples, pcie, lines, err, done = [], [], [], [], threading.Event()
         launch = time.monotonic()
         proc = subprocess.Popen(cmd, env=env, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                                bufsize=1, start_new_session=True)
+                                bufsize=1, **OWN_GROUP)
 
         def read_out():
             for line in proc.stdout:
@@ -397,7 +400,7 @@ class Nvml:
 
 
 def kill_group(pgid):
-    """The command was started in its own session: its group id is its pid, and the group is ours."""
+    """Ends the process group `pgid` of a command started with OWN_GROUP."""
     try:
         os.killpg(pgid, signal.SIGKILL)
     except ProcessLookupError:
@@ -405,10 +408,9 @@ def kill_group(pgid):
 
 
 def run_quiet(cmd, timeout):
-    """(exit code, 124 on timeout; stderr, else stdout) of a command without libvramcache, in its own
-    session so that a timeout ends all of it (`vramcache profile` runs the program in a child)."""
+    """(exit code, 124 on timeout; stderr, else stdout) of a command without libvramcache."""
     proc = subprocess.Popen(cmd, cwd=ROOT, env=clean_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            start_new_session=True)
+                            **OWN_GROUP)
     try:
         out, err = proc.communicate(timeout=timeout)
         return proc.returncode, err or out
@@ -509,7 +511,13 @@ class Bench:
              "budget_bytes": budget}
         if mode in PEERS:
             f["gpu_memory_limit_bytes"] = budget
-        summary = next((json.loads(line[len("summary "):]) for _, line in lines if line.startswith("summary {")), None)
+        summary = None
+        for _, line in lines:
+            if line.startswith("summary {"):
+                try:
+                    summary = json.loads(line[len("summary "):])
+                except ValueError:  # a line cut short: the run counts as failed
+                    pass
         stats = steady_stats(f["step_times"], a.warmup)
         if r.rc != 0 or not summary or not stats:
             f.update(status="failed", error=error_tail(r.err, "\n".join(line for _, line in lines)) or f"exit code {r.rc}")
@@ -737,6 +745,9 @@ a = sys.argv
 steps = int(a[a.index("--steps") + 1])
 if "save_on_cpu" in a:
     sys.exit("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 20.00 MiB")
+if "bf16" in a:
+    import time
+    time.sleep(30)
 for i in range(steps):
     print(f"step {i} loss {float(10 - i / 8).hex()} time {0.5 if i < 2 else 0.1 + i / 1000:.6f}", flush=True)
 s = {"peak_reserved_bytes": 3 << 30, "peak_allocated_bytes": 2 << 30, "params": 7}
@@ -768,6 +779,10 @@ def fake_call(check):
             before.append(bench.run("2.7b-24", "in_vram"))
             before.append(bench.run("2.7b-24", "fsdp2"))
             before.append(bench.run("2.7b-24", "save_on_cpu"))
+            bench.args.timeout = 1  # its own timeout: a failed record
+            before.append(bench.run("2.7b-24", "cpu_optimizer_bf16"))
+            bench.deadline.timeout = lambda cap: (1, True)  # the deadline's: no record
+            before.append(bench.run("2.7b-16", "cpu_optimizer_bf16"))
             trace = os.path.join(ROOT, "samples", "traces", "gpt-2.7b.vctrace")
             simulated = os.access(CLI, os.X_OK) and os.path.exists(trace)
             if simulated:
@@ -789,11 +804,13 @@ def fake_call(check):
     check(f["cpu_adamw"] == "fused" and f["gpu_memory_limit_bytes"] == 24 * GIB, f)
     check("--gpu-memory-limit" in fs["command"] and fs["command"].startswith("python3 "), fs["command"])
     check(oom["figures"]["status"] == "failed" and "out of memory" in oom["figures"]["error"], oom["figures"])
-    check("FAILED" in before[2] and "s/step" in before[1], before)
+    check("FAILED" in before[2] and "s/step" in before[1] and "CUT by the deadline" in before[4], before)
+    bf16 = recs["cpu_optimizer_bf16"]
+    check(bf16["config"]["budget"] == "24G" and "TIMEOUT" in bf16["figures"]["error"], bf16["figures"])
     if simulated:
         sim = recs["simulate"]["figures"]
         check(sim["bound_s"] > 0 and sim["predictive"]["feasible"] in (True, False) and sim["budget_bytes"] == 24 * GIB, sim)
-    return 9 + simulated
+    return 11 + simulated
 
 
 def main():
@@ -831,7 +848,7 @@ def main():
     for name, mode, why in skipped:
         print(f"bench: {name} {mode}: left out ({why})", flush=True)
     # `timeout` (bench.sh's backstop) sends SIGTERM: end as on Ctrl-C, so that the command in progress
-    # (in its own session, it would outlive us) is ended; every record written so far stays.
+    # (in a process group of its own, it would outlive us) is ended; every record written so far stays.
     signal.signal(signal.SIGTERM, interrupted)
     started = time.monotonic()
     try:
