@@ -33,11 +33,15 @@ if [ -z "$part" ] || [ "$part" = list ] || [ -z "${PARTS[$part]+x}" ]; then
   [ "$part" = list ] && exit 0 || exit 2
 fi
 shift
-if [ -z "${VRAMCACHE_RECORD_COMMIT:-}" ] && ! git rev-parse HEAD >/dev/null 2>&1; then
-  echo "bench.sh: no git here: set VRAMCACHE_RECORD_COMMIT to the commit this tree is (git rev-parse HEAD)" >&2
+# shellcheck disable=SC2086
+case " $* " in *" --dry-run "*) exec python3 scripts/bench.py ${PARTS[$part]} "$@" ;; esac
+# The records name the commit measured: git's, from a clean tree, or VRAMCACHE_RECORD_COMMIT where the
+# tree travelled without its history (set it to `git rev-parse HEAD` of the tree that was copied).
+if [ "$part" != report ] && ! sha=$(cd scripts && python3 -c 'import records; print(records.commit())' 2>&1); then
+  echo "bench.sh: ${sha##*DirtyTree: }" >&2
   exit 2
 fi
-case " $* " in *" --dry-run "*) exec python3 scripts/bench.py ${PARTS[$part]} "$@" ;; esac
+[ "$part" != report ] && echo "bench.sh: the records will name commit $sha"
 rc=0
 if [ "$part" != report ]; then
   if [ ! -f build/libvramcache.so ] || [ ! -x build/vramcache ]; then

@@ -15,9 +15,8 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from bench import CONFIGS, MODES, VRAMCACHE, CLEAN_CHECK_KEYS, record_config  # noqa: E402  (one definition of the configurations)
+from bench import CLEAN_CHECK_KEYS, CONFIGS, GIB, MODES, ROOT, VRAMCACHE, record_config  # noqa: E402  (one definition of each)
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 LABELS = {
     "in_vram": "in VRAM (no budget: the upper bound)",
     "vramcache": "vramcache (explicit, predictive)",
@@ -35,7 +34,6 @@ DISPLAY = ("in_vram", "vramcache", "vramcache_no_clean_check", "cpu_optimizer", 
 assert sorted(DISPLAY) == sorted(MODES), "every mode of bench.py has its place in the report"
 ACROSS = "†"
 BEGIN, END = "<!-- headline:begin -->", "<!-- headline:end -->"
-GIB = 1 << 30
 
 
 def gib(b):
