@@ -318,7 +318,8 @@ def document(recs, source, plot):
           f"as measured, whichever way they fall: \"vs vramcache\" is the mode's time over vramcache's ({ACROSS}: the two "
           "runs come from different calls).", ""]
     if not recs.recs:
-        md += ["No record yet.", ""]
+        md += ["No record yet: `bash scripts/bench.sh PART` on the GPU machine makes them, part by part "
+               "(`bash scripts/bench.sh list` names the parts, the most telling first).", ""]
     md += speed_tables(recs)
     if plot:
         md += ["![seconds per step by mode and configuration](bench_step_time.svg)", ""]
