@@ -1,58 +1,66 @@
 #!/usr/bin/env bash
-# Benchmark suite on the GPU machine: builds what is missing, runs scripts/bench.py with a deadline
-# so that the call ends inside the device tool's 10 minutes, then writes docs/benchmarks.md and its
-# plots from everything measured so far. Under the device tool ($OUT set) the results folder and
-# docs are packed into $OUT/bench.tgz so they come back.
-#
-# The whole suite takes about 45 minutes of runs, so it is measured in calls. The device copy's git
-# reports the session's first commit: correct each call's commit in results.json after unpacking. Each call merges into
-# results/bench/results.json (no --fresh: it holds the calls so far); between calls, unpack the previous call's
-# bench.tgz into the work tree so the next call merges into it (the report lists every call). Every
-# call runs in_vram, so vramcache's ratio against it is taken within the call. Wall times measured
-# on 2026-11-29 (2.7B, fast mode, results/bench/*.log): in_vram 18 s, fsdp2 84 s, save_on_cpu 30 s,
-# explicit predictive at 24 GiB 56 s, managed reactive at 24 GiB 76 s; at 1.3B (earlier call)
-# in_vram 16 s, fsdp2 51 s, save_on_cpu 18 s. Estimates for the rest from the paging runs
-# (docs/paging.md). One call should stay under ~450 s, the deadline being ~470 s:
-#   done  --fresh --sizes 2.7b --budgets 24 --modes in_vram,vramcache_explicit_predictive,vramcache_managed_reactive,fsdp2,save_on_cpu,simulate
-#   done (328 s) --sizes 1.3b --modes in_vram,vramcache_explicit_predictive,vramcache_managed_predictive,vramcache_explicit_reactive,vramcache_managed_reactive
-#              (both budgets; explicit predictive ~40 s, managed predictive ~70, explicit reactive ~45, managed reactive ~60)
-#   done (339 s) --sizes 2.7b --budgets 16 --modes in_vram,vramcache_explicit_predictive,vramcache_managed_predictive,vramcache_explicit_reactive,vramcache_managed_reactive
-#   done (147 s) --sizes 2.7b --budgets 24 --modes in_vram,vramcache_managed_predictive,vramcache_explicit_reactive
-#   Correctness (vramcache's losses bitwise against in_vram's), fewer steps: predictive learns in its first 4-5
-#   steps, so 7 steps check a few planned ones:
-#   done (285 s, BENCH_CALL_S=360: managed reactive at 16 GiB skipped, rerun in 37 s) --deterministic --paging-steps 7 --reactive-steps 4 --sizes 1.3b --modes in_vram,vramcache_explicit_predictive,vramcache_managed_predictive,vramcache_explicit_reactive,vramcache_managed_reactive
-#   done (461 s, BENCH_CALL_S=590) the same with --sizes 2.7b --budgets 16,24
-#   With the frame size from the budget (64M here): done --sizes 1.3b --budgets 12 and --sizes 2.7b --budgets 24,
-#   --modes in_vram,vramcache_explicit_predictive (about 60 and 75 s).
-#   done (session 7) the same two with the budget/64 window: 0.7513 and 1.485 s/step, link column filled.
-#   done (session 8) paging smoke, then the same two again: device used peak 12.004 GiB at 12 GiB with the
-#   charge alone (6ff6b38), 11.955 and 23.908 GiB with the headroom (fb185c7, ebaaa16); quick GPU suite 23 of 24.
-#   done (session 9, scripts/calls/s9b.sh and s9c.sh) the paging smoke with memcheck: 0 errors, layouts read
-#   from the images (results/s9-call2); start-up of reading them: 74 ms at 1.3B (results/s9-call3).
-#   Sessions 10 and 11 measured through scripts/calls/s10*.sh and s11*.sh (paging.py, bench.py):
-#   session 11 ran explicit predictive against FSDP2 at 2.7B / 24 GiB (s11d.sh, 3.58x).
-#   Session 12 (scripts/calls/s12a.sh to s12c.sh): bypass measured and made the default; a mover
-#   worker per direction measured against one (no faster, taken out); explicit against FSDP2 alone, 3.36x.
-#   Next: `scripts/calls/s13a.sh` (the managed mover and the resync rule over 20 steps); then the DDP
-#   call (`scripts/ddp.sh`, x2 kind), which has not run with the headroom.
-# Runs not started for lack of time are reported as skipped (and keep an earlier call's result).
-# Usage: bash scripts/bench.sh [--out DIR] [scripts/bench.py options]   (BENCH_CALL_S: seconds for the
-# whole call, 540 by default; the report and packing get the last 40)
+# The benchmark on the GPU machine, one named part per call (each fits the device tool's 10 minutes):
+# builds what is missing, runs scripts/bench.py for the part with a deadline, then regenerates
+# docs/benchmarks.md from results/bench.json. Under the device tool ($OUT set) it copies the records,
+# the generated docs and a tarball of the runs' logs into $OUT. Every record is written as its run ends.
+# Usage: bash scripts/bench.sh PART [bench.py options, e.g. --steps 50 or --dry-run]   (bash scripts/bench.sh list)
 set -u
 cd "$(dirname "$0")/.."
 start=$SECONDS
-[ -f build/libvramcache.so ] && [ -x build/vramcache ] || make all || exit 1
-out=results/bench
-args=("$@")
-for ((i = 0; i < ${#args[@]}; i++)); do [ "${args[i]}" = --out ] && out=${args[i + 1]}; done
-deadline=$(( ${BENCH_CALL_S:-540} - 40 - (SECONDS - start) ))
-if [ "$deadline" -lt 60 ]; then
-  echo "bench.sh: only ${deadline}s left for the runs after the build" >&2
-  exit 1
+peers="in_vram,vramcache,cpu_optimizer,fsdp2,cpu_optimizer_bf16"
+vc="in_vram,vramcache,vramcache_no_clean_check"
+# part: bench.py arguments; estimate of its runs from the guesses in bench.py (`--dry-run` prints them)
+declare -A PARTS=(
+  [peers-2.7b-24]="--configs 2.7b-24 --modes $peers,save_on_cpu"
+  [peers-2.7b-16]="--configs 2.7b-16 --modes $peers"
+  [peers-1.3b-12]="--configs 1.3b-12 --modes $peers,save_on_cpu"
+  [heavy]="--configs 2.7b-b8 --modes in_vram,vramcache,cpu_optimizer,fsdp2,save_on_cpu"
+  [heavy-more]="--configs 2.7b-b8 --modes vramcache_no_clean_check,cpu_optimizer_bf16,simulate"
+  [clean-2.7b]="--configs 2.7b-24,2.7b-16 --modes vramcache_no_clean_check,simulate"
+  [clean-1.3b]="--configs 1.3b-12 --modes vramcache_no_clean_check,simulate"
+  [bitwise-2.7b-24]="--deterministic --configs 2.7b-24 --modes $vc"
+  [bitwise-2.7b-16]="--deterministic --configs 2.7b-16 --modes $vc"
+  [bitwise-1.3b-12]="--deterministic --configs 1.3b-12 --modes $vc"
+  [bitwise-heavy]="--deterministic --configs 2.7b-b8 --modes $vc"
+  [report]=""
+)
+ORDER="peers-2.7b-24 heavy bitwise-2.7b-24 peers-1.3b-12 peers-2.7b-16 clean-2.7b heavy-more bitwise-1.3b-12 bitwise-2.7b-16 clean-1.3b bitwise-heavy"
+part=${1:-}
+if [ -z "$part" ] || [ "$part" = list ] || [ -z "${PARTS[$part]+x}" ]; then
+  [ -n "$part" ] && [ "$part" != list ] && echo "bench.sh: no part named '$part'" >&2
+  echo "parts, the most telling first (heavy-more needs heavy's in-VRAM record in results/bench.json):"
+  for p in $ORDER report; do printf '  %-16s %s\n' "$p" "${PARTS[$p]}"; done
+  [ "$part" = list ] && exit 0 || exit 2
 fi
-# bench.py keeps each run inside the deadline; the timeout is a backstop (it saves what it has on SIGTERM).
-timeout -k 10 $((deadline + 20)) python3 scripts/bench.py --out "$out" --deadline "$deadline" "$@"
-rc=$?
-python3 scripts/bench_report.py "$out/results.json" --docs docs || rc=1
-if [ -n "${OUT:-}" ]; then tar czf "$OUT/bench.tgz" "$out" docs; fi
+shift
+# shellcheck disable=SC2086
+case " $* " in *" --dry-run "*) exec python3 scripts/bench.py ${PARTS[$part]} "$@" ;; esac
+# The records name the commit measured: git's, from a clean tree, or VRAMCACHE_RECORD_COMMIT where the
+# tree travelled without its history (set it to `git rev-parse HEAD` of the tree that was copied).
+if [ "$part" != report ] && ! sha=$(cd scripts && python3 -c 'import records; print(records.commit())' 2>&1); then
+  echo "bench.sh: ${sha##*DirtyTree: }" >&2
+  exit 2
+fi
+[ "$part" != report ] && echo "bench.sh: the records will name commit $sha"
+rc=0
+if [ "$part" != report ]; then
+  if [ ! -f build/libvramcache.so ] || [ ! -x build/vramcache ]; then
+    echo "bench.sh: building the library and the command"
+    nice make -j"$(nproc)" all || exit 1
+  fi
+  nvidia-smi --query-gpu=name,memory.used,memory.total,driver_version --format=csv,noheader
+  deadline=$(( ${BENCH_CALL_S:-560} - 30 - (SECONDS - start) ))
+  echo "bench.sh: part $part: python3 scripts/bench.py ${PARTS[$part]} $* --deadline $deadline"
+  # bench.py starts no run that would end past the deadline; the timeout is a backstop (on SIGTERM it
+  # ends the run in progress; the records already written stay).
+  # shellcheck disable=SC2086
+  timeout -k 10 $((deadline + 20)) python3 scripts/bench.py ${PARTS[$part]} "$@" --deadline "$deadline" || rc=$?
+fi
+python3 scripts/bench_report.py || rc=1
+if [ -n "${OUT:-}" ]; then
+  cp results/bench.json "$OUT/" 2>/dev/null
+  cp docs/benchmarks.md docs/bench_step_time.svg "$OUT/" 2>/dev/null
+  [ -d build/bench-logs ] && tar czf "$OUT/bench-logs-$part.tgz" -C build bench-logs
+fi
+echo "bench.sh: part $part done in $((SECONDS - start)) s, exit $rc"
 exit $rc

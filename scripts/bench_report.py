@@ -1,36 +1,43 @@
 #!/usr/bin/env python3
-"""Turns benchmark results (scripts/bench.py) into docs/benchmarks.md and its plots.
-
-One table per model size and mode (fast: the speed figures; deterministic: the bitwise check), a row
-per run; a run that failed, or was not started for lack of time, shows its error. Ratios are taken
-against the in-VRAM and FSDP2 runs of the same call where there are such (the machines are shared and
-noisy); a ratio across calls is marked. Simulated figures are predictions of `vramcache simulate`,
-never mixed up with measured ones: they sit in their own table and are drawn as markers. Plots need
-matplotlib (on the GPU machine), imported only here; without it the tables are still written.
-Several results files may be given: a later file's run replaces an earlier one's of the same size,
-mode, budget and determinism (bench.py already merges the calls that write to one folder).
-Usage: python3 scripts/bench_report.py RESULTS.json [RESULTS.json ...] [--docs docs]
+"""Turns the benchmark's records (results/bench.json, written by scripts/bench.py) into docs/benchmarks.md,
+one plot (docs/bench_step_time.svg) and the headline lines of README.md between its headline markers.
+It reads the records only: every figure it shows is one a record holds, every ratio is taken between
+two records (and says so when they come from different calls), whichever way it falls. Simulated
+figures are predictions and are never shown as measured ones.
+Usage: python3 scripts/bench_report.py [--records results/bench.json] [--docs docs] [--readme README.md]
 """
 
 import argparse
-import csv
+import html
+import json
+import math
 import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from bench import load_earlier, put, run_tag  # noqa: E402  (one reading of results files, old ones included)
+from bench import CLEAN_CHECK_KEYS, CONFIGS, GIB, MODES, ROOT, VRAMCACHE, record_config  # noqa: E402  (one definition of each)
 
-MODES = [("in_vram", "in VRAM (upper bound)"), ("fsdp2", "FSDP2 CPUOffloadPolicy"), ("save_on_cpu", "save_on_cpu"),
-         ("vramcache_explicit_predictive", "vramcache explicit predictive"),
-         ("vramcache_managed_predictive", "vramcache managed predictive"),
-         ("vramcache_explicit_reactive", "vramcache explicit reactive"),
-         ("vramcache_managed_reactive", "vramcache managed reactive")]
-ORDER = [m for m, _ in MODES]
-ACROSS = "†"  # a ratio whose reference ran in another call
+LABELS = {
+    "in_vram": "in VRAM (no budget: the upper bound)",
+    "vramcache": "vramcache (explicit, predictive)",
+    "vramcache_no_clean_check": "vramcache, clean check off",
+    "cpu_optimizer": "CPU optimizer offload (fp32 weights on the GPU)",
+    "cpu_optimizer_bf16": "CPU optimizer offload (bf16 weights on the GPU)",
+    "fsdp2": "FSDP2 CPUOffloadPolicy",
+    "save_on_cpu": "save_on_cpu (activations in host memory)",
+    "simulate": "`vramcache simulate` (predicted, not measured)",
+}
+COLORS = {"in_vram": "#4c72b0", "vramcache": "#8172b2", "vramcache_no_clean_check": "#b8a9d9", "cpu_optimizer": "#dd8452",
+          "cpu_optimizer_bf16": "#f0b98a", "fsdp2": "#c44e52", "save_on_cpu": "#55a868"}
+DISPLAY = ("in_vram", "vramcache", "vramcache_no_clean_check", "cpu_optimizer", "cpu_optimizer_bf16", "fsdp2", "save_on_cpu",
+           "simulate")  # the order of rows and bars
+assert sorted(DISPLAY) == sorted(MODES), "every mode of bench.py has its place in the report"
+ACROSS = "†"
+BEGIN, END = "<!-- headline:begin -->", "<!-- headline:end -->"
 
 
 def gib(b):
-    return "-" if b is None else f"{b / 2**30:.1f}"
+    return "-" if b is None else f"{b / GIB:.1f}"
 
 
 def gb(b):
@@ -38,66 +45,12 @@ def gb(b):
 
 
 def cell(text):
-    return str(text).replace("|", "\\|")
-
-
-def load(paths):
-    res = {"calls": [], "runs": [], "simulated": [], "references": []}
-    for path in paths:
-        r = load_earlier(path)
-        res["calls"] += [c for c in r["calls"] if c["call"] not in {x["call"] for x in res["calls"]}]
-        for run in r["runs"]:
-            put(res, run)
-        res["references"] += r["references"]  # after the runs: put() drops references of calls it has no run of
-        for s in r["simulated"]:
-            earlier = [x for x in res["simulated"] if (x["size"], x["budget_gb"]) == (s["size"], s["budget_gb"])]
-            if s["status"] != "skipped" or not earlier:
-                res["simulated"] = [x for x in res["simulated"] if x not in earlier] + [s]
-    return res
-
-
-def ratio(run, ref):
-    if not ref or ref.get("status") != "ok":
-        return "-"
-    return f"{run['median_step_s'] / ref['median_step_s']:.2f}x" + (ACROSS if ref.get("call") != run.get("call") else "")
-
-
-def losses_of(run):
-    return [float.fromhex(v) for v in run.get("losses") or []]
-
-
-def max_gap(a, b):
-    n = min(len(a), len(b))
-    return max((abs(a[i] - b[i]) for i in range(n)), default=None)
-
-
-def plain_spread(plains):
-    """Fast mode's noise: the largest step-by-step loss difference between any two in-VRAM runs (of
-    different calls) of one size, or None with fewer than two."""
-    gaps = [max_gap(losses_of(a), losses_of(b)) for i, a in enumerate(plains) for b in plains[i + 1:]]
-    gaps = [g for g in gaps if g is not None]
-    return max(gaps) if gaps else None
-
-
-def loss_check(r, base, spread):
-    """Deterministic mode: bitwise against the in-VRAM run. Fast mode: the largest step-by-step loss
-    difference from the in-VRAM run (`base`), against the plain runs' spread; above twice it is flagged."""
-    if r["mode"] == "in_vram":
-        return "reference" if r.get("deterministic") else (f"spread {spread:.1e}" if spread is not None else "-")
-    if r.get("deterministic"):
-        if r.get("bitwise") is None:
-            return "-"
-        n = r.get("bitwise_steps", len(r.get("losses", [])))
-        return f"yes ({n} steps)" if r["bitwise"] else f"**NO** ({n} steps)"
-    gap = max_gap(losses_of(r), losses_of(base)) if base and base.get("status") == "ok" else None
-    if gap is None or spread is None:
-        return "-"
-    return f"max diff {gap:.1e}" + (" **over 2x the spread**" if gap > 2 * spread else "")
+    return str(text).replace("|", "\\|").replace("\n", " ")
 
 
 def link_cell(r):
     """The explicit backend's copies: GB/s while copying in / out, and as a share of the pinned copies
-    it timed at its start (Note [Link rate] in runtime/frames.cc)."""
+    it timed at its start (Note [Link rate] in runtime/frames.cc). `r`: a vramcache summary's keys."""
     if not r.get("link_in_ns") and not r.get("link_out_ns"):
         return "-"
     parts = []
@@ -108,233 +61,304 @@ def link_cell(r):
     return " / ".join(parts)
 
 
-def row(r, base, fsdp, spread):
-    label = dict(MODES)[r["mode"]]
-    if r.get("frame_size"):
-        label += f" ({r['frame_size'] >> 20}M frames)"
-    b = f"{r['budget_gb']} GiB" if r.get("budget_gb") else "-"
-    if r["status"] != "ok":
-        err = (r.get("error") or "").strip().splitlines()
-        why = f"{r['status']}: {err[-1] if err else ''}"
-        if r.get("losses_match") is not None and r.get("bitwise_steps"):
-            why += f" (losses equal the in-VRAM run's over its {r.get('bitwise_steps')} steps: {r['losses_match']})"
-        return f"| {label} | {b} | {cell(why)} | | | | | | | | | | | |"
-    steps = r.get("steps") or len(r.get("step_times", []))
-    first, last = r.get("timed_steps", [r.get("warmup", 0), steps - 1])
-    paging = r["mode"].startswith("vramcache_")
-    moved_in, moved_out = (r.get("paging_h2d_bytes"), r.get("paging_d2h_bytes")) if paging else \
-        (r.get("copy_h2d_bytes"), r.get("copy_d2h_bytes"))
-    per = lambda v: None if v is None else v / max(1, steps)
-    moved = "-" if moved_in is None and moved_out is None else f"{gb(per(moved_in))} / {gb(per(moved_out))}"
-    nvml = "-" if r.get("nvml_peak_bytes") is None and r.get("nvml_device_used_peak_bytes") is None else \
-        f"{gib(r.get('nvml_peak_bytes'))} / {gib(r.get('nvml_device_used_peak_bytes'))}"
-    resident = f"{gib(r.get('peak_resident'))} / {gib(r.get('device_used_peak'))}" if paging else "-"
-    idle = "-" if r.get("idle_fraction") is None else f"{100 * r['idle_fraction']:.0f}%"
-    link = link_cell(r)
-    tok = r.get("tokens_per_s")
-    return (f"| {label} | {b} | {last - first + 1} of {steps} | {r['median_step_s']:.4g} | {f'{tok:.0f}' if tok else '-'} | "
-            f"{ratio(r, base)} | {ratio(r, fsdp)} | {loss_check(r, base, spread)} | {moved} | {nvml} | {resident} | "
-            f"{gib(r.get('torch_peak_reserved_bytes'))} | {idle} | {link} |")
+class Records:
+    """The records by configuration: lookup of the record of (configuration name, mode, determinism)."""
+
+    def __init__(self, recs):
+        self.by_key = {json.dumps(r["config"], sort_keys=True): r for r in recs}
+        self.recs = recs
+
+    def get(self, cfg, mode, det=False):
+        return self.by_key.get(json.dumps(record_config(cfg, mode, det), sort_keys=True))
+
+    def configs(self, det):
+        """Names of CONFIGS with a budgeted record in that determinism, in CONFIGS order."""
+        return [n for n, c in CONFIGS.items() if any(self.get(c, m, det) for m in DISPLAY if m != "in_vram")]
 
 
-def reference(runs, refs, mode, run):
-    """The `mode` run to compare `run` with: the same call's (a replaced one included) if there is
-    one, else the one in the table."""
-    shown = next((x for x in runs if x["mode"] == mode and x.get("status") == "ok"), None)
-    same = [x for x in [shown] + refs if x and x["mode"] == mode and x.get("call") == run.get("call")
-            and (x["size"], bool(x.get("deterministic"))) == (run["size"], bool(run.get("deterministic")))]
-    return same[0] if same else shown
+def ok(r):
+    return bool(r) and r["figures"].get("status") == "ok"
 
 
-def table(res, sources):
-    lines = [f"GPT sample, seq 2048, batch 1, AdamW, bf16 autocast; GPU: {' / '.join(sorted({c['gpu'] for c in res['calls'] if c.get('gpu')})) or '?'} (each call's below). "
-             f"Results: {', '.join(f'`{s}`' for s in sources)}.", ""]
-    kinds = sorted({(r["size"], bool(r.get("deterministic"))) for r in res["runs"]})
-    for size, det in kinds:
-        runs = [r for r in res["runs"] if r["size"] == size and bool(r.get("deterministic")) == det and r["mode"] in ORDER]
-        lines += [f"### GPT {size}, {'deterministic mode (correctness)' if det else 'fast mode (speed)'}", "",
-                  "| mode | budget | steps timed | s/step | tokens/s | vs in VRAM | vs FSDP2 | losses | moved in / out per step, GB "
-                  "| peak GPU, NVML: process / device, GiB | peak resident: pager / driver, GiB | peak reserved (PyTorch), GiB "
-                  "| GPU idle | link while copying in / out, GB/s (of pinned) |",
-                  "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
-        plains = [x for x in runs + res["references"] if x["size"] == size and x["mode"] == "in_vram" and
-                  bool(x.get("deterministic")) == det and x.get("status") == "ok"]
-        spread = None if det else plain_spread(plains)
-        for r in sorted(runs, key=lambda r: (r.get("budget_gb") or 0, ORDER.index(r["mode"]))):
-            lines.append(row(r, reference(runs, res["references"], "in_vram", r), reference(runs, res["references"], "fsdp2", r),
-                             spread))
-        lines.append("")
-    for size in sorted({x["size"] for x in res["simulated"]}):
-        sims = sorted((x for x in res["simulated"] if x["size"] == size), key=lambda x: x["budget_gb"])
-        lines += [f"### GPT {size}: simulated by `vramcache simulate` on a trace of the same job (predictions, not measurements)", "",
-                  "| budget | reactive s/step | predictive s/step | lower bound s/step | bound traffic H2D / D2H | compute s |",
-                  "| --- | --- | --- | --- | --- | --- |"]
-        for x in sims:
-            if x["status"] != "ok":
-                lines.append(f"| {x['budget_gb']} GiB | {x['status']}: {cell(x.get('error', ''))} | | | | |")
-                continue
-            rs = lambda p: f"{x[p]['step_s']:.3f}" if x[p]["feasible"] else "infeasible"
-            lines.append(f"| {x['budget_gb']} GiB | {rs('reactive')} | {rs('predictive')} | {x['bound']['bound_s']:.3f} | "
-                         f"{gib(x['bound']['h2d_bytes'])} / {gib(x['bound']['d2h_bytes'])} GiB | {x['compute_s']:.3f} |")
-        lines.append("")
-    lines += [
-        "Steps timed: the steps in the median (after the warm-up steps; a predictive run learns during its first steps, so "
-        "its median is over the last half of them). Tokens/s: tokens per step over that median. "
-        f"{ACROSS}: a ratio whose reference ran in another call (the machines are shared and noisy: ratios within one call "
-        "are the results). Losses, deterministic mode: bitwise, every step's loss equals the deterministic in-VRAM run's. "
-        "Losses, fast mode: the largest step-by-step difference from the in-VRAM run of the same call (else the one shown), "
-        "against the spread, the largest such difference between any two in-VRAM runs of that size (one per call, "
-        "all calls kept); more than twice the spread is flagged. "
-        "Moved per step: vramcache's paging bytes (the offload baselines: the bytes they copied, counted by vramcache's "
-        "count mode) for the whole run, divided by its steps, start-up and learning steps included. "
-        "Peak GPU, NVML: the process's used memory and the device's used memory above its level before the run, sampled "
-        "every 50 ms (independent of vramcache; the process figure may leave out managed memory, which the driver accounts apart). Peak resident: the pager's "
-        "own count, and the driver's used memory above its level when paging started (for the explicit backend an "
-        "independent residency figure; it also holds what the program and libraries allocate outside the budget, and "
-        "under the managed backend what the driver keeps for pages moved out). "
-        "Link while copying: the explicit backend's copies, bytes over the device time they took, each way, and as a share "
-        "of the rate of the pinned copies it timed at its start, both ways at once (not measured before this column). "
-        "GPU idle: 1 - NVML's utilization over the timed steps (the device's figure; a kernel stalled on page faults "
-        "counts as busy; rough for runs whose timed steps take under a second).", ""]
-    why = sorted({r[k] for r in res["runs"] for k in ("nvml_error", "idle_error") if r.get(k)})
-    if why:
-        lines += ["Figures of NVML left out (`-`): " + "; ".join(f"`{w}`" for w in why) + ".", ""]
-    lines += ["Calls:", ""] + [f"- {c['date']}: `{c.get('command') or '(not recorded)'}`"
-                               f"{' at ' + c['commit'] if c.get('commit') else ''}{'; ' + c['gpu'] if c.get('gpu') else ''}"
-                               for c in res["calls"]] + [""]
-    return "\n".join(lines)
+def ratio(a, b, key="median_s"):
+    """a's figure over b's, marked when the two come from different calls; '-' without both."""
+    if not (ok(a) and ok(b)) or not a["figures"].get(key) or not b["figures"].get(key):
+        return "-"
+    mark = "" if a["figures"].get("call") == b["figures"].get("call") else ACROSS
+    return f"{a['figures'][key] / b['figures'][key]:.2f}x{mark}"
 
 
-def residency(path):
-    """(seconds, pager's resident GiB, driver's used GiB above its start) from a run's VRAMCACHE_RESIDENCY_FILE."""
-    t, resident, used = [], [], []
-    with open(path) as f:
-        for row in csv.DictReader(f):
-            t.append(float(row["time_s"]))
-            resident.append(int(row["resident_bytes"]) / 2**30)
-            used.append(int(row["device_used_bytes"]) / 2**30)
-    return t, resident, used
+def budget_text(cfg, budget_bytes=None):
+    if "budget_gib" in cfg:
+        return f"{cfg['budget_gib']} GiB"
+    rule = f"{cfg['budget_fraction']} of the in-VRAM run's peak reserved bytes"
+    return f"{gib(budget_bytes)} GiB ({rule})" if budget_bytes else rule
 
 
-def plots(res, docs, results_dir):
-    try:
-        import matplotlib
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError as e:
-        print(f"bench_report: no plots ({e})")
+def title(cfg, budget_bytes=None):
+    return f"GPT {cfg['size'].upper()}, batch {cfg['batch']}, seq {cfg['seq']}, budget {budget_text(cfg, budget_bytes)}"
+
+
+def speed_row(mode, r, ref, vc):
+    if not r:
+        return None
+    f = r["figures"]
+    if f.get("status") != "ok":
+        err = (f.get("error") or "").strip().splitlines()
+        return f"| {LABELS[mode]} | {cell(f.get('status'))}: {cell(err[-1] if err else '')} |" + " |" * 10
+    if mode == "simulate":  # the bound's columns: s/step, vs vramcache, bytes per step
+        p = f["predictive"]
+        pred = f"{p['step_s']:#.4g}" if p["feasible"] else "infeasible"
+        vs_vc = "-" if not ok(vc) else f"{f['bound_s'] / vc['figures']['median_s']:.2f}x" + \
+            ("" if vc["figures"].get("call") == f.get("call") else ACROSS)
+        return (f"| {LABELS[mode]} | bound {f['bound_s']:#.4g} (compute {f['compute_s']:#.4g}); predictive plan {pred} | | | | "
+                f"{vs_vc} (bound) | | | bound {gb(f['bound_h2d_bytes'])} / {gb(f['bound_d2h_bytes'])} | | | |")
+    t50 = f.get("time_to_50_s")
+    t50 = "-" if t50 is None else f"{t50:.0f}" + (" (extrapolated)" if f.get("time_to_50_extrapolated") else "")
+    own = "-"
+    if "moved_h2d_bytes_per_step" in f:
+        own = f"{gb(f['moved_h2d_bytes_per_step'])} / {gb(f['moved_d2h_bytes_per_step'])}"
+    elif "copied_h2d_bytes_per_step" in f:
+        own = f"{gb(f['copied_h2d_bytes_per_step'])} / {gb(f['copied_d2h_bytes_per_step'])}"
+    nvml_link = "-" if f.get("nvml_pcie_h2d_bytes_per_step") is None else \
+        f"{gb(f['nvml_pcie_h2d_bytes_per_step'])} / {gb(f.get('nvml_pcie_d2h_bytes_per_step'))}"
+    adamw = "-" if f.get("cpu_adamw_median_s") is None else f"{f['cpu_adamw_median_s']:.3f} ({f.get('cpu_adamw')})"
+    idle = "-" if f.get("idle_fraction") is None else f"{100 * f['idle_fraction']:.0f}%"
+    peak = f"{gib(f.get('torch_peak_reserved_bytes'))} / {gib(f.get('nvml_process_peak_bytes'))}"
+    vs_vc = "-" if mode in VRAMCACHE[:1] else ratio(r, vc)
+    return (f"| {LABELS[mode]} | {f['median_s']:#.4g} | {f['min_s']:#.4g} - {f['max_s']:#.4g} | {f['q1_s']:#.4g} - {f['q3_s']:#.4g} "
+            f"({f['steady_steps']} of {f['steps_run']}) | {'-' if mode == 'in_vram' else ratio(r, ref)} | {vs_vc} | {t50} | "
+            f"{peak} | {own} | {nvml_link} | {adamw} | {idle} |")
+
+
+def commands(rows):
+    out = []
+    for mode, r in rows:
+        if r:
+            out.append(f"- {mode}: `{r['command']}` ({r['date']}, {r['commit'][:10]}, {r['gpu']}, driver {r['driver']})")
+    return out
+
+
+def speed_tables(recs):
+    lines = []
+    for name in recs.configs(False):
+        cfg = CONFIGS[name]
+        ref, vc = recs.get(cfg, "in_vram"), recs.get(cfg, "vramcache")
+        rows = [(m, recs.get(cfg, m)) for m in DISPLAY]
+        budget = next((r["figures"].get("budget_bytes") for m, r in rows if r and m != "in_vram"), None)
+        lines += [f"### {title(cfg, budget)} (`{name}`)", "",
+                  "| mode | s/step (median) | min - max | quartiles (steady steps of run) | vs in VRAM | vs vramcache "
+                  "| 50 steps from launch, s | peak GPU: PyTorch reserved / NVML process, GiB | copied per step, own count: "
+                  "H2D / D2H, GB | PCIe per step, NVML estimate: H2D / D2H, GB | CPU AdamW s/step | GPU idle |",
+                  "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+        lines += [row for m, r in rows for row in [speed_row(m, r, ref, vc)] if row]
+        lines += ["", f"Budget: {gib(budget)} GiB ({budget} bytes). Commands:", ""] + commands(rows) + [""]
+    return lines
+
+
+def clean_table(recs):
+    """vramcache's counters of each configuration, with and without the clean check: every
+    clean-check key the records hold (the keys exist only in builds that have the check)."""
+    rows = []
+    for name, cfg in CONFIGS.items():
+        for det in (False, True):
+            for mode in VRAMCACHE:
+                r = recs.get(cfg, mode, det)
+                if not ok(r):
+                    continue
+                f, c = r["figures"], r["figures"].get("vramcache", {})
+                keys = ", ".join(f"{k} {c[k]}" for k in sorted(c) if CLEAN_CHECK_KEYS.search(k)) or "-"
+                rows.append(f"| `{name}` | {'deterministic' if det else 'fast'} | {LABELS[mode]} | {cell(f.get('clean_check'))} | "
+                            f"{gb(c.get('paging_h2d_bytes'))} / {gb(c.get('paging_d2h_bytes'))} | {f['steps_run']} | "
+                            f"{link_cell(c)} | {cell(keys)} |")
+    if not rows:
         return []
-    made = []
-    runs = [r for r in res["runs"] if r["status"] == "ok" and not r.get("deterministic") and r["mode"] in ORDER]
-    sizes = sorted({r["size"] for r in runs} | {x["size"] for x in res["simulated"]})
-    groups = []  # (label, [(mode, seconds)], simulated entry or None)
-    for s in sizes:
-        groups.append((f"GPT {s}\nno budget", [(r["mode"], r["median_step_s"]) for r in runs if r["size"] == s and not r.get("budget_gb")], None))
-        budgets = sorted({r["budget_gb"] for r in runs if r["size"] == s and r.get("budget_gb")} |
-                         {x["budget_gb"] for x in res["simulated"] if x["size"] == s})
-        for b in budgets:
-            sim = next((x for x in res["simulated"] if x["size"] == s and x["budget_gb"] == b and x["status"] == "ok"), None)
-            groups.append((f"GPT {s}\n{b} GiB", [(r["mode"], r["median_step_s"]) for r in runs if r["size"] == s and r.get("budget_gb") == b], sim))
-    if groups:
-        fig, ax = plt.subplots(figsize=(max(11, 1.4 * len(groups) + 3), 4.8))
-        colors = {"in_vram": "tab:blue", "fsdp2": "tab:orange", "save_on_cpu": "tab:green",  # a backend, a colour
-                  "vramcache_explicit_predictive": "tab:purple", "vramcache_explicit_reactive": "tab:purple",
-                  "vramcache_managed_predictive": "tab:red", "vramcache_managed_reactive": "tab:red"}
-        labeled = set()
-        for g, (_, bars, sim) in enumerate(groups):
-            bars = sorted(bars, key=lambda mb: ORDER.index(mb[0]))
-            width = 0.7 / max(1, len(bars))
-            for k, (mode, secs) in enumerate(bars):
-                reactive = mode.endswith("_reactive")  # hatched and paler
-                ax.bar(g - 0.35 + width * (k + 0.5), secs, width, color=colors[mode], alpha=0.45 if reactive else 1,
-                       hatch="//" if reactive else None, edgecolor="black" if reactive else None, linewidth=0.4,
-                       label=dict(MODES)[mode] + " (measured)" if mode not in labeled else None)
-                labeled.add(mode)
-            for m, marker in (("reactive", "x"), ("predictive", "D")):  # black: never mistaken for a measured bar
-                if sim and sim[m]["feasible"]:
-                    ax.scatter(g + 0.42, sim[m]["step_s"], marker=marker, color="black", facecolors="none" if m == "predictive" else None,
-                               zorder=3, label=f"vramcache {m} (simulated)" if m not in labeled else None)
-                    labeled.add(m)
-            if sim:
-                ax.scatter(g + 0.42, sim["bound"]["bound_s"], marker="_", s=200, color="black", zorder=3,
-                           label="lower bound (simulated)" if "bound" not in labeled else None)
-                labeled.add("bound")
-        ax.set_xticks(range(len(groups)), [label for label, _, _ in groups], fontsize=8)
-        ax.set_yscale("log")
-        ax.set_ylabel("seconds per step (log)")
-        ax.set_title("Seconds per step by mode and budget, fast mode (markers: simulated)")
-        handles, labels = ax.get_legend_handles_labels()  # measured first, then simulated
-        order = sorted(range(len(labels)), key=lambda i: "(simulated)" in labels[i])
-        ax.legend([handles[i] for i in order], [labels[i] for i in order], fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1))
-        fig.tight_layout()
-        fig.savefig(os.path.join(docs, "bench_step_time.png"), dpi=110)
-        plt.close(fig)
-        made.append("bench_step_time.png")
+    return ["### vramcache's counters, clean check on and off", "",
+            "| configuration | mode | run | clean check | moved in the whole run: H2D / D2H, GB | steps | link while copying "
+            "in / out, GB/s (of pinned) | clean-check counters |", "| --- | --- | --- | --- | --- | --- | --- | --- |"] + rows + [""]
 
-    def panels(items, draw, png):  # one panel of GiB per item, the legend on the first
-        fig, axes = plt.subplots(1, len(items), figsize=(4.2 * len(items), 3.6), squeeze=False)
-        for ax, item in zip(axes[0], items):
-            draw(ax, item)
-            ax.set_ylabel("GiB")
-        axes[0][0].legend(fontsize=6)
-        fig.tight_layout()
-        fig.savefig(os.path.join(docs, png), dpi=110)
-        plt.close(fig)
-        made.append(png)
 
-    def simulated(ax, x):
-        n = len(x["allocated"])
-        ax.plot(range(n), [v / 2**30 for v in x["allocated"]], color="gray", label="allocated (plain run)")
-        ax.plot(range(n), [v / 2**30 for v in x["live"]], color="tab:green", label="live (perfect pager)")
-        for m, color in (("reactive", "tab:red"), ("predictive", "tab:blue")):
-            if x[m]["feasible"]:
-                ax.plot(range(len(x[m]["resident_after_op"])), [v / 2**30 for v in x[m]["resident_after_op"]],
-                        color=color, label=f"{m} resident (simulated)", linewidth=0.8)
-        ax.axhline(x["budget_gb"], color="black", linestyle="--", linewidth=0.8, label="budget")
-        ax.set_title(f"GPT {x['size']}, {x['budget_gb']} GiB", fontsize=9)
-        ax.set_xlabel("op within one step (bucketed)")
+def bitwise_table(recs):
+    rows, cmds = [], []
+    for name in recs.configs(True):
+        cfg = CONFIGS[name]
+        cmds.append((f"{name} in_vram", recs.get(cfg, "in_vram", True)))
+        for mode in VRAMCACHE:
+            r = recs.get(cfg, mode, True)
+            if not r:
+                continue
+            f = r["figures"]
+            check = {True: "yes", False: "**no**", None: "-"}[f.get("bitwise")] if f.get("status") == "ok" else \
+                f"{f.get('status')}: {cell(((f.get('error') or '').splitlines() or [''])[-1])}"
+            rows.append(f"| `{name}` | {LABELS[mode]} | {check} | {f.get('bitwise_equal_steps', '-')} of {f['steps_asked']} | "
+                        f"{cell(f.get('bitwise_reference', '-'))} |")
+            cmds.append((f"{name} {mode}", r))
+    if not rows:
+        return []
+    return ["### Correctness: vramcache's losses against the deterministic in-VRAM run's, bitwise", "",
+            "| configuration | mode | bitwise | equal steps | reference |", "| --- | --- | --- | --- | --- |"] + rows + \
+        ["", "Commands:", ""] + commands(cmds) + [""]
 
-    sims = [x for x in res["simulated"] if x["status"] == "ok"]
-    if sims:
-        panels(sims, simulated, "bench_resident.png")
-    # Measured: resident bytes over each vramcache run (sampled every 100 ms by the library).
-    measured = []
-    for r in res["runs"]:
-        path = os.path.join(results_dir, run_tag(r["size"], r["mode"], r.get("budget_gb"), r.get("deterministic")) + ".residency.csv")
-        if r["mode"].startswith("vramcache_") and not r.get("deterministic") and os.path.exists(path):
-            measured.append((r, residency(path)))
 
-    def run_residency(ax, item):
-        r, (t, resident, used) = item
-        ax.plot(t, resident, color="tab:blue", linewidth=0.8, label="resident (pager)")
-        ax.plot(t, used, color="tab:orange", linewidth=0.8, label="device used above start (driver)")
-        ax.axhline(r["budget_gb"], color="black", linestyle="--", linewidth=0.8, label="budget")
-        ax.set_title(f"GPT {r['size']}, {dict(MODES).get(r['mode'], r['mode'])}, {r['budget_gb']} GiB", fontsize=8)
-        ax.set_xlabel("seconds since paging started")
+def step_plot(recs):
+    """An SVG of seconds per step (log scale) per mode per configuration: measured bars, and the
+    simulated bound as a black tick. Failed runs have no bar (their row in the table says why)."""
+    groups = []
+    for name in recs.configs(False):
+        cfg = CONFIGS[name]
+        bars = [(m, recs.get(cfg, m)["figures"]["median_s"]) for m in DISPLAY if m != "simulate" and ok(recs.get(cfg, m))]
+        sim = recs.get(cfg, "simulate")
+        groups.append((name, bars, sim["figures"]["bound_s"] if ok(sim) else None))
+    values = [v for _, bars, b in groups for v in [x for _, x in bars] + ([b] if b else [])]
+    if not values:
+        return None
+    lo, hi = math.floor(math.log10(min(values))), math.ceil(math.log10(max(values)))
+    hi = max(hi, lo + 1)
+    w_plot, h_plot, left, top, legend_w = max(420, 150 * len(groups)), 300, 60, 30, 330
+    width, height = left + w_plot + legend_w, top + h_plot + 50
 
-    if measured:
-        panels(measured, run_residency, "bench_resident_measured.png")
-    return made
+    def y(v):
+        return top + h_plot * (hi - math.log10(v)) / (hi - lo)
+
+    out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" font-family="sans-serif" font-size="11">',
+           f'<rect width="{width}" height="{height}" fill="white"/>',
+           f'<text x="{left}" y="18" font-size="13">Seconds per step (median of the steady steps, log scale), fast mode</text>']
+    for e in range(lo, hi + 1):
+        out.append(f'<line x1="{left}" x2="{left + w_plot}" y1="{y(10 ** e):.1f}" y2="{y(10 ** e):.1f}" stroke="#ddd"/>')
+        out.append(f'<text x="{left - 6}" y="{y(10 ** e) + 4:.1f}" text-anchor="end">{10 ** e:g}</text>')
+    gw = w_plot / len(groups)
+    for g, (name, bars, bound) in enumerate(groups):
+        bw = gw * 0.8 / max(1, len(bars))
+        x0 = left + g * gw + gw * 0.1
+        for k, (mode, v) in enumerate(bars):
+            out.append(f'<rect x="{x0 + k * bw:.1f}" y="{y(v):.1f}" width="{bw * 0.9:.1f}" height="{top + h_plot - y(v):.1f}" '
+                       f'fill="{COLORS[mode]}"><title>{html.escape(mode)}: {v:.4g} s</title></rect>')
+        if bound:
+            out.append(f'<line x1="{x0:.1f}" x2="{x0 + gw * 0.8:.1f}" y1="{y(bound):.1f}" y2="{y(bound):.1f}" stroke="black" '
+                       f'stroke-width="2" stroke-dasharray="4,2"><title>simulated bound: {bound:.4g} s</title></line>')
+        out.append(f'<text x="{left + (g + 0.5) * gw:.1f}" y="{top + h_plot + 18}" text-anchor="middle">{html.escape(name)}</text>')
+    out.append(f'<line x1="{left}" x2="{left}" y1="{top}" y2="{top + h_plot}" stroke="black"/>')
+    shown = [m for m in DISPLAY if any(m == b for _, bars, _ in groups for b, _ in bars)]
+    for i, mode in enumerate(shown):
+        ly = top + 14 * i
+        out.append(f'<rect x="{left + w_plot + 15}" y="{ly}" width="10" height="10" fill="{COLORS[mode]}"/>')
+        out.append(f'<text x="{left + w_plot + 30}" y="{ly + 9}">{html.escape(LABELS[mode])}</text>')
+    ly = top + 14 * len(shown) + 5
+    out.append(f'<line x1="{left + w_plot + 15}" x2="{left + w_plot + 25}" y1="{ly}" y2="{ly}" stroke="black" stroke-width="2" '
+               'stroke-dasharray="4,2"/>')
+    out.append(f'<text x="{left + w_plot + 30}" y="{ly + 4}">lower bound, vramcache simulate (predicted)</text>')
+    out.append("</svg>")
+    return "\n".join(out) + "\n"
+
+
+def headline(recs):
+    """A few lines for README.md: per configuration, vramcache against each peer and in VRAM."""
+    lines = []
+    for name in recs.configs(False):
+        cfg = CONFIGS[name]
+        vc = recs.get(cfg, "vramcache")
+        if not ok(vc):
+            continue
+        v = vc["figures"]
+        parts = []
+        for mode in ("cpu_optimizer", "cpu_optimizer_bf16", "fsdp2", "save_on_cpu"):
+            r = recs.get(cfg, mode)
+            if ok(r):
+                parts.append(f"{mode} {r['figures']['median_s']:#.3g} ({ratio(r, vc)} vramcache's)")
+            elif r:
+                parts.append(f"{mode} {r['figures'].get('status')}"
+                             + (" (out of memory under the budget)" if "out of memory" in (r["figures"].get("error") or "") else ""))
+        ref = recs.get(cfg, "in_vram")
+        if ok(ref):
+            parts.append(f"in VRAM {ref['figures']['median_s']:#.3g} (vramcache {ratio(vc, ref)} its time)")
+        t50 = v.get("time_to_50_s")
+        t50 = "" if t50 is None else f"; 50 steps from launch {t50:.0f} s" + (" (extrapolated)" if v.get("time_to_50_extrapolated") else "")
+        lines.append(f"- {title(cfg, v.get('budget_bytes'))}: vramcache {v['median_s']:#.3g} s/step{t50}; "
+                     + "; ".join(parts) + ".")
+    for name in recs.configs(True):
+        cfg = CONFIGS[name]
+        checks = [(m, recs.get(cfg, m, True)) for m in VRAMCACHE]
+        said = [f"{m} {'bitwise identical' if r['figures'].get('bitwise') else 'NOT bitwise identical'}"
+                for m, r in checks if ok(r) and r["figures"].get("bitwise") is not None]
+        if said:
+            lines.append(f"- `{name}`, deterministic mode, losses against the in-VRAM run's: " + ", ".join(said) + ".")
+    if lines:
+        lines.append(f"- Seconds per step, medians of the steady steps; a ratio with {ACROSS} compares runs of different "
+                     "calls. Every figure and command: [docs/benchmarks.md](docs/benchmarks.md).")
+    return lines
+
+
+def fill_readme(path, lines):
+    """Replaces the text between the headline markers; returns a message."""
+    if not os.path.exists(path):
+        return f"no {path}: headline not written"
+    with open(path) as f:
+        text = f.read()
+    if BEGIN not in text or END not in text or text.index(BEGIN) > text.index(END):
+        return f"{path} has no {BEGIN} ... {END} block: headline not written"
+    head, rest = text.split(BEGIN, 1)
+    _, tail = rest.split(END, 1)
+    body = "\n".join(lines) if lines else "No benchmark record yet (`bash scripts/bench.sh list`)."
+    with open(path, "w") as f:
+        f.write(f"{head}{BEGIN}\n{body}\n{END}{tail}")
+    return f"headline of {path}: {len(lines)} lines"
+
+
+def document(recs, source, plot):
+    md = ["# Benchmarks", "",
+          f"Generated by `python3 scripts/bench_report.py` from `{source}`, which `bash scripts/bench.sh PART` fills "
+          "(`bash scripts/bench.sh list` names the parts), one record per configuration and mode, each with the "
+          "command, commit, GPU, driver and date it comes from.", "",
+          "The protocol (Note [Protocol] in `scripts/bench.py`): every mode gets the same device budget (vramcache as "
+          "`--budget`, each peer as `--gpu-memory-limit`, i.e. `torch.cuda.set_per_process_memory_fraction`, so a peer "
+          "that needs more fails as out of memory; peers run without libvramcache) and the same warm-up: the first "
+          "steps of every run are left out, s/step is the median of the rest with its range and quartiles. vramcache "
+          "learns during its first steps: that cost is in \"50 steps from launch\", the wall time from starting the "
+          "process to the end of step 49 (extrapolated by the median where a run was shorter, and marked). Ratios are "
+          f"as measured, whichever way they fall: \"vs vramcache\" is the mode's time over vramcache's ({ACROSS}: the two "
+          "runs come from different calls).", ""]
+    if not recs.recs:
+        md += ["No record yet: `bash scripts/bench.sh PART` on the GPU machine makes them, part by part "
+               "(`bash scripts/bench.sh list` names the parts, the most telling first).", ""]
+    md += speed_tables(recs)
+    if plot:
+        md += ["![seconds per step by mode and configuration](bench_step_time.svg)", ""]
+    md += bitwise_table(recs) + clean_table(recs)
+    md += ["Columns: copied per step, own count: vramcache's paging counters over the whole run divided by its steps "
+           "(learning included), or the bytes the CPU optimizer offload copies each step. PCIe per step: NVML's PCIe "
+           "throughput each way, sampled through the steady steps (each sample averages 20 ms), times their duration, per "
+           "step: an estimate, the same instrument for every mode. CPU AdamW: host seconds per step in PyTorch's CPU "
+           "AdamW (fsdp2: the whole optimizer step; CPU optimizer offload: the updates, without the waits for gradients). "
+           "GPU idle: 1 - NVML's utilization over the steady steps. Peak GPU: PyTorch's peak reserved bytes, and NVML's "
+           "peak of the process's used memory (context and libraries included).", ""]
+    return "\n".join(md)
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("results", nargs="+")
-    ap.add_argument("--docs", default="docs")
+    ap.add_argument("--records", default=os.path.join(ROOT, "results", "bench.json"))
+    ap.add_argument("--docs", default=os.path.join(ROOT, "docs"))
+    ap.add_argument("--readme", default=os.path.join(ROOT, "README.md"), help="where the headline goes ('' for nowhere)")
     args = ap.parse_args()
-    res = load(args.results)
+    recs = []
+    if os.path.exists(args.records):
+        with open(args.records) as f:
+            recs = json.load(f)["records"]
+    recs = Records(recs)
     os.makedirs(args.docs, exist_ok=True)
-    made = plots(res, args.docs, os.path.dirname(os.path.abspath(args.results[0])))
-    md = ["# Benchmarks", "", "Generated by `scripts/bench_report.py` from the results of `bash scripts/bench.sh` "
-          "(DESIGN.md, \"Benchmark protocol\"), measured in several calls (listed below) that each fit the GPU machine's "
-          "10 minutes. Fast mode gives the speed figures; deterministic mode the correctness check (vramcache's losses "
-          "against the in-VRAM run's, bitwise). Earlier paging runs, with their misses and waits: [paging.md](paging.md).", ""]
-    md.append(table(res, [os.path.relpath(p) for p in args.results]))
-    for png in made:
-        md += [f"![{png}]({png})", ""]
+    svg, svg_path = step_plot(recs), os.path.join(args.docs, "bench_step_time.svg")
+    if svg:
+        with open(svg_path, "w") as f:
+            f.write(svg)
+    elif os.path.exists(svg_path):  # a plot of records that are gone must not stay
+        os.remove(svg_path)
+    source = os.path.relpath(args.records, ROOT) if args.records.startswith(ROOT + os.sep) else args.records
     with open(os.path.join(args.docs, "benchmarks.md"), "w") as f:
-        f.write("\n".join(md))
-    print("bench_report: " + os.path.join(args.docs, "benchmarks.md") + (" with " + ", ".join(made) if made else " (no plots)"))
+        f.write(document(recs, source, bool(svg)))
+    print(f"bench_report: {os.path.join(args.docs, 'benchmarks.md')}" + (" and bench_step_time.svg" if svg else " (no plot: no record)")
+          + f" from {len(recs.recs)} records")
+    if args.readme:
+        print("bench_report: " + fill_readme(args.readme, headline(recs)))
 
 
 if __name__ == "__main__":
