@@ -1,8 +1,8 @@
 // Allocation hooks: runtime and driver API. Each wrapper calls the real function and returns its
 // result unchanged; on success it tells the runtime what was allocated or freed. What a wrapper may
-// change: a managed allocation past the device's free memory fails (DESIGN.md, "Safety"); under a
-// budget, device allocations become paged (backends/paged_alloc.h) and the memory figures report
-// the budget.
+// change: a managed allocation past the device's free memory fails (a GPU oversubscribed with managed
+// memory can hang it for every user; VRAMCACHE_ALLOW_OVERSUBSCRIBE=1 allows it); under a budget,
+// device allocations become paged (backends/paged_alloc.h) and the memory figures report the budget.
 #include <cstdint>
 #include <mutex>
 #include <optional>

@@ -42,8 +42,9 @@ bool paged_free(uint64_t ptr);
 PagedAlloc paged_alloc_async(Runtime *rt, uint64_t size, uint64_t *ptr, CUstream stream, const AllocApi &api);
 bool paged_free_async(Runtime *rt, uint64_t ptr, CUstream stream, const AllocApi &api);
 
-// Managed guard (DESIGN.md, "Safety"), for a managed allocation of `size` bytes already made: false
-// (and one log line) when the total would exceed the device's free memory at the first one.
+// Managed guard (a GPU oversubscribed with managed memory can hang it for every user), for a
+// managed allocation of `size` bytes already made: false (and one log line) when the total would
+// exceed the device's free memory at the first one.
 bool managed_admitted(Runtime *rt, uint64_t size);
 
 // At exit, before the driver goes: the explicit backend's mover thread stops.

@@ -1,10 +1,9 @@
 // The launch observer: CUPTI driver-API callbacks on the launching thread, before the launch is
-// enqueued, wherever it comes from (the app, PyTorch, cuBLAS's static runtime, XLA). It decodes
-// kernel parameters (kernel_layouts.h), enumerates the nodes of CUDA graphs (graphs.h), and
-// observes copies, sets, synchronizations, pointer queries and stream capture; it takes activity
-// records (activity.h) and shares its subscription with the program's own CUPTI client
-// (cupti_client.h). Without CUPTI (taken by another tool, or not found) it logs once and
-// vramcache's own wrappers of the driver's functions report the same calls (without_cupti.h).
+// enqueued, wherever it comes from (the app, PyTorch, cuBLAS's static runtime, XLA): kernel
+// parameters (kernel_layouts.h), graph nodes (graphs.h), copies, sets, synchronizations, pointer
+// queries, stream capture; activity records (activity.h); a share for the program's own CUPTI client
+// (cupti_client.h). Without CUPTI it logs once and vramcache's wrappers of the driver's functions
+// report the same calls (without_cupti.h). It never calls a hooked entry point.
 #pragma once
 
 #include <cupti.h>
