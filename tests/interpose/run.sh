@@ -14,6 +14,7 @@ note() { echo "interpose: $*"; }
 bad() { echo "interpose: FAIL: $*"; fail=1; }
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
+deadline=60  # seconds for a run that could deadlock (sections 6 and 8c)
 
 run() {  # run NAME [VAR=VALUE...]: the test program with the library and the fakes
   local name=$1; shift
@@ -141,20 +142,21 @@ fi
 # 6. explicit paging (VRAMCACHE_BACKEND=explicit): three 48 MiB allocations under a 64 MiB budget
 #    become frames of the fake driver's VMM memory, which keeps their bytes; the test program checks
 #    every byte after its writes, after kernels that modify them and after updates of a graph's copy
-#    node that bring frames in (interpose_test.cc). Under `timeout 20`: vramcache's own copies raise
+#    node that bring frames in (interpose_test.cc). Under a timeout (deadline=60 s: a run takes a few
+#    seconds alone, ten on a loaded machine; a deadlock never ends): vramcache's own copies raise
 #    CUPTI callbacks inside the callbacks of the program's calls, and an observer that reports them
 #    re-enters the pager and deadlocks (OwnCalls, interpose/own_calls.h). The program's copies are
 #    counted, ours are not (copies=14: 3 writes, 9 reads, and 2 of a stream-ordered allocation), nor
 #    are our VMM calls (vmm_creates=0, allocs_vmm_map=0).
 explicit() {  # explicit NAME [VAR=VALUE...]
   local name=$1; shift
-  timeout -k 5 20 env LD_PRELOAD="$lib" LD_LIBRARY_PATH="$PWD/$build/fake" VRAMCACHE_SUMMARY_FILE="$out/$name.json" \
+  timeout -k 5 $deadline env LD_PRELOAD="$lib" LD_LIBRARY_PATH="$PWD/$build/fake" VRAMCACHE_SUMMARY_FILE="$out/$name.json" \
     VRAMCACHE_BUDGET=64M VRAMCACHE_BACKEND=explicit VRAMCACHE_FRAME_SIZE=16M VRAMCACHE_HOST_LIMIT=256M "$@" \
     "$build/interpose_test" --minimal -tc="${TC:-explicit paging*}" >"$out/$name.log" 2>&1
 }
 explicit explicit-paging; rc=$?
 if [ $rc = 124 ] || [ $rc = 137 ]; then
-  bad "explicit paging: timed out after 20 s (a deadlock: our own driver calls re-entering the pager?)"; tail -5 "$out/explicit-paging.log"
+  bad "explicit paging: timed out after $deadline s (a deadlock: our own driver calls re-entering the pager?)"; tail -5 "$out/explicit-paging.log"
 elif [ $rc != 0 ]; then
   bad "explicit paging: test program failed (rc $rc)"; cat "$out/explicit-paging.log"
 else
@@ -199,7 +201,7 @@ else
 fi
 # CUPTI not found (an empty libcupti.so.13 first on the path): the wrappers observe the launches,
 # and paging moves the same bytes.
-timeout -k 5 20 env LD_PRELOAD="$lib" LD_LIBRARY_PATH="$PWD/$build/fake-nocupti:$PWD/$build/fake" \
+timeout -k 5 $deadline env LD_PRELOAD="$lib" LD_LIBRARY_PATH="$PWD/$build/fake-nocupti:$PWD/$build/fake" \
   VRAMCACHE_SUMMARY_FILE="$out/explicit-nocupti.json" VRAMCACHE_BUDGET=64M VRAMCACHE_BACKEND=explicit \
   VRAMCACHE_FRAME_SIZE=16M VRAMCACHE_HOST_LIMIT=256M "$build/interpose_test" --minimal -tc='explicit paging*' \
   >"$out/explicit-nocupti.log" 2>&1; rc=$?
@@ -270,7 +272,7 @@ fi
 # 8c. a child forked after CUDA work that exits normally prints nothing and does not hang on the
 #    parent's threads (the mover's worker under a budget): only the parent's summary is printed.
 for vars in "VRAMCACHE_MODE=count" "VRAMCACHE_BUDGET=64M VRAMCACHE_BACKEND=explicit"; do
-  msg=$(env LD_PRELOAD="$lib" LD_LIBRARY_PATH="$PWD/$build/fake" $vars timeout -k 5 20 \
+  msg=$(env LD_PRELOAD="$lib" LD_LIBRARY_PATH="$PWD/$build/fake" $vars timeout -k 5 $deadline \
     "$build/interpose_test" --minimal --no-skip -tc='fork*' 2>&1); rc=$?
   [ $rc = 0 ] && [ "$(grep -c 'vramcache summary' <<<"$msg")" = 1 ] ||
     bad "a forked child ($vars): rc=$rc, $(grep -c 'vramcache summary' <<<"$msg") summaries"
