@@ -1,4 +1,5 @@
-// Loading of the driver and CUPTI function tables.
+// Loading of the driver and CUPTI function tables (cuda_api.h): the driver's through the real
+// cuGetProcAddress, CUPTI's from libcupti opened with dlopen. A function missing is logged once.
 #include "interpose/cuda_api.h"
 
 #include <dlfcn.h>

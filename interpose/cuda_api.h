@@ -12,6 +12,7 @@ namespace vc::interpose {
 
 // X(name, version): PFN_<name>_v<version>.
 #define VC_DRIVER_API(X)              \
+  X(cuGetErrorName, 6000)             \
   X(cuFuncGetParamInfo, 12040)        \
   X(cuKernelGetParamInfo, 12040)      \
   X(cuFuncGetName, 12030)             \

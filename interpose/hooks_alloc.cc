@@ -1,18 +1,20 @@
 // Allocation hooks: runtime and driver API. Each wrapper calls the real function and returns its
 // result unchanged; on success it tells the runtime what was allocated or freed. What a wrapper may
-// change: a managed allocation past the device's free memory fails (DESIGN.md, "Safety"); under a
-// budget, device allocations become paged managed memory (paging.h) and the memory figures report
-// the budget.
+// change: a managed allocation past the device's free memory fails (a GPU oversubscribed with managed
+// memory can hang it for every user; VRAMCACHE_ALLOW_OVERSUBSCRIBE=1 allows it); under a budget,
+// device allocations become paged (backends/paged_alloc.h) and the memory figures report the budget.
 #include <cstdint>
 #include <mutex>
 #include <optional>
 #include <unordered_map>
 #include <vector>
 
+#include "interpose/backends/paged_alloc.h"
 #include "interpose/cuda_api.h"
-#include "interpose/launch_observer.h"
+#include "interpose/cuda_check.h"
 #include "interpose/library.h"
-#include "interpose/paging.h"
+#include "interpose/observer/graphs.h"
+#include "interpose/own_calls.h"
 #include "interpose/symbols.h"
 #include "runtime/log.h"
 
@@ -240,19 +242,21 @@ VC_EXPORT CUresult cuIpcGetMemHandle(CUipcMemHandle *handle, CUdeviceptr ptr) {
   CUresult r = real(handle, ptr);
   Runtime *rt = scope.runtime();
   if (r != CUDA_SUCCESS && rt && rt->paged(ptr))
-    VC_WARN_CAPPED("cuIpcGetMemHandle failed (error %d) on memory vramcache pages: paged memory cannot be shared "
-                   "through CUDA IPC; run this process without a budget", int(r));
+    VC_WARN_CAPPED("cuIpcGetMemHandle failed (%s) on memory vramcache pages: paged memory cannot be shared "
+                   "through CUDA IPC; run this process without a budget", vc::interpose::cu_error_name(r));
   return r;
 }
 
 // Note [Graph copy nodes on paged memory]
 // The driver refuses (CUDA_ERROR_INVALID_VALUE) to update a graph's memcpy node with an operand whose
 // memory is of another type, host or device, than the node's at instantiation; it does not mind
-// the operands being remapped after (scripts/gpu_checks/graph_memcpy_remap.cu, results/s10-call2).
-// An evicted frame of the explicit backend is host memory, and a new allocation starts at home, so
-// XLA, which updates its command buffers' copy nodes with each execution's buffers, was refused,
-// with the node made over operands at home, on the device, or one of each (results/s10-call3 and
-// s10-call4). On that refusal each paged operand is moved to the device or home, in every
+// the operands being remapped after (`make build/samples/graph_memcpy_remap` and run it:
+// scripts/gpu_checks/graph_memcpy_remap.cu, cases 2 and 5 refused, 3, 4, 7 and 8 taken). An evicted
+// frame of the explicit backend is host memory, and a new allocation starts at home, so XLA, which
+// updates its command buffers' copy nodes with each execution's buffers, was refused, with the node
+// made over operands at home, on the device, or one of each (the jax job on the explicit backend,
+// `scripts/paging.py --jobs jax --policies explicit-predictive`, without the retry below: one
+// refusal a run). On that refusal each paged operand is moved to the device or home, in every
 // combination until the update takes (at most four, for a copy's two operands); the combination that
 // took is tried first for that node next time. The program gets the driver's answer if none does,
 // or if the node is not one-dimensional (its operands are not decoded: copy_node_ranges).
@@ -286,7 +290,7 @@ CUresult update_over_paged(Runtime *rt, CUgraphNode node, CUresult r, const Runt
     }
     if (r != CUDA_ERROR_INVALID_VALUE) return r;
   }
-  VC_WARN_CAPPED("a graph node over paged memory could not be updated (error %d)", int(r));
+  VC_WARN_CAPPED("a graph node over paged memory could not be updated (%s)", vc::interpose::cu_error_name(r));
   return r;
 }
 

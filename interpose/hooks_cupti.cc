@@ -1,9 +1,9 @@
 // CUPTI callback-API hooks: a program's own CUPTI client (torch.profiler, a tool) gets a share of
-// vramcache's subscription instead of a refusal (Note [Sharing the CUPTI subscription],
-// launch_observer.cc). Handles that are not ours, and every call while vramcache holds no
+// vramcache's subscription instead of a refusal (Note [Sharing the CUPTI subscription] in
+// observer/cupti_client.cc). Handles that are not ours, and every call while vramcache holds no
 // subscription, go to CUPTI unchanged.
-#include "interpose/launch_observer.h"
 #include "interpose/library.h"
+#include "interpose/observer/cupti_client.h"
 #include "interpose/symbols.h"
 #include "runtime/log.h"
 

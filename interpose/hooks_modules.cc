@@ -1,8 +1,8 @@
 // Module and library loads from memory: each passes through, and once the driver has accepted the
 // image, the launch observer reads its kernels' parameter layouts (Note [Layouts from the cubin]
 // in runtime/cubin.h). Loads from files are not read: cudart, cuBLAS and PyTorch load from memory.
-#include "interpose/launch_observer.h"
 #include "interpose/library.h"
+#include "interpose/observer/kernel_layouts.h"
 #include "interpose/symbols.h"
 
 using vc::interpose::HookGroup;

@@ -8,8 +8,8 @@
 #include <cstdint>
 #include <vector>
 
-#include "interpose/launch_observer.h"
 #include "interpose/library.h"
+#include "interpose/own_calls.h"
 #include "interpose/symbols.h"
 #include "runtime/log.h"
 

@@ -1,5 +1,5 @@
 // Wrappers of the driver functions the launch observer needs, for when CUPTI cannot be had
-// (Note [Observing without CUPTI], launch_observer.cc). One per row of interpose/observed.def,
+// (Note [Observing without CUPTI], observer/without_cupti.cc). One per row of interpose/observed.def,
 // exported under the function's own name and handed out by identity like every hook. While CUPTI
 // delivers the calls, a wrapper only forwards.
 #include <cuda.h>
@@ -9,8 +9,9 @@
 #include <cstring>
 #include <mutex>
 
-#include "interpose/launch_observer.h"
 #include "interpose/observed.h"
+#include "interpose/observer/without_cupti.h"
+#include "interpose/own_calls.h"
 #include "interpose/symbols.h"
 #include "runtime/api_class.h"
 

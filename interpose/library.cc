@@ -2,7 +2,6 @@
 // stops the program there with one line (the only place the library may end the process).
 // At exit, count mode prints its summary. Nothing here calls CUDA.
 #include "interpose/library.h"
-#include "interpose/paging.h"
 
 #include <dlfcn.h>
 #include <unistd.h>
@@ -15,7 +14,9 @@
 #include <string>
 #include <thread>
 
-#include "interpose/launch_observer.h"
+#include "interpose/backends/paged_alloc.h"
+#include "interpose/observer/activity.h"
+#include "interpose/observer/launch_observer.h"
 #include "runtime/log.h"
 
 extern char **environ;

@@ -1,5 +1,5 @@
 // The driver functions vramcache observes with wrappers of its own when CUPTI cannot be had
-// (Note [Observing without CUPTI], launch_observer.cc). The rows are generated
+// (Note [Observing without CUPTI], observer/without_cupti.cc). The rows are generated
 // (interpose/observed.def, scripts/gen_observed.py); the wrappers are in hooks_observed.cc.
 #pragma once
 

@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "interpose/launch_observer.h"
+#include "interpose/observer/without_cupti.h"
 #include "interpose/library.h"
 #include "interpose/observed.h"
 #include "runtime/log.h"
@@ -60,8 +60,9 @@ namespace {
 
 // The C library's own dlopen and dlclose, for lookups. A tool that interposes dlopen may call
 // dlsym (ours) from inside its dlopen while holding a lock; a lookup through its dlopen then
-// waits for that lock forever (compute-sanitizer did: results/memcheck-bisect-3). A lookup only
-// takes a reference (RTLD_NOLOAD), so no tool needs to see it. The C library's handle comes from
+// waits for that lock forever (compute-sanitizer's did, under `bash scripts/memcheck.sh OUT`;
+// tests/interpose/run.sh, case 9, plays it with a fake tool). A lookup only takes a reference
+// (RTLD_NOLOAD), so no tool needs to see it. The C library's handle comes from
 // dlmopen, which such tools leave alone (a link_map is not a handle for every object).
 struct LibcDl {
   void *(*open)(const char *, int) = &dlopen;  // if not found (glibc before 2.34): whatever binds

@@ -661,6 +661,29 @@ DEF(CUresult, cuGraphExecChildGraphNodeSetParams, CUgraphExec exec, CUgraphNode 
                 [] { return CUDA_SUCCESS; });
 }
 
+// ---- error names, as the real driver gives them (the codes the fake returns, and a few more);
+// for another code, CUDA_ERROR_INVALID_VALUE and no name, as the real one answers ----
+DEF(CUresult, cuGetErrorName, CUresult error, const char **name) {
+  fake_record("cuGetErrorName");
+#define FAKE_NAME(code) \
+  case code: *name = #code; return CUDA_SUCCESS;
+  switch (error) {
+    FAKE_NAME(CUDA_SUCCESS)
+    FAKE_NAME(CUDA_ERROR_INVALID_VALUE)
+    FAKE_NAME(CUDA_ERROR_OUT_OF_MEMORY)
+    FAKE_NAME(CUDA_ERROR_NOT_INITIALIZED)
+    FAKE_NAME(CUDA_ERROR_INVALID_CONTEXT)
+    FAKE_NAME(CUDA_ERROR_INVALID_HANDLE)
+    FAKE_NAME(CUDA_ERROR_NOT_FOUND)
+    FAKE_NAME(CUDA_ERROR_NOT_READY)
+    FAKE_NAME(CUDA_ERROR_ILLEGAL_ADDRESS)
+    default: break;
+  }
+#undef FAKE_NAME
+  *name = nullptr;
+  return CUDA_ERROR_INVALID_VALUE;
+}
+
 // ---- cuGetProcAddress, following the driver's version and per-thread-stream rules ----
 FAKE_EXPORT CUresult fake_cuGetProcAddress_v2(const char *, void **, int, cuuint64_t,
                                               CUdriverProcAddressQueryResult *) __asm__("cuGetProcAddress_v2");
@@ -677,6 +700,7 @@ const Entry kEntries[] = {
     E("cuGetProcAddress", 11030, false, cuGetProcAddress),
     E("cuGetProcAddress", 12000, false, cuGetProcAddress_v2),
     E("cuInit", 2000, false, cuInit),
+    E("cuGetErrorName", 6000, false, cuGetErrorName),
     E("cuCtxGetCurrent", 4000, false, cuCtxGetCurrent),
     E("cuCtxGetDevice", 2000, false, cuCtxGetDevice),
     E("cuCtxSetCurrent", 4000, false, cuCtxSetCurrent),

@@ -95,9 +95,21 @@ FAKE_EXPORT CUptiResult cuptiGetCallbackName(CUpti_CallbackDomain d, uint32_t id
     }
   return CUPTI_ERROR_INVALID_PARAMETER;
 }
+// The names of the results the fake returns, as the real CUPTI gives them; another is refused.
 FAKE_EXPORT CUptiResult cuptiGetResultString(CUptiResult r, const char **s) {
-  *s = r == CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED ? "CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED" : "fake error";
-  return CUPTI_SUCCESS;
+#define FAKE_NAME(code) \
+  case code: *s = #code; return CUPTI_SUCCESS;
+  switch (r) {
+    FAKE_NAME(CUPTI_SUCCESS)
+    FAKE_NAME(CUPTI_ERROR_INVALID_PARAMETER)
+    FAKE_NAME(CUPTI_ERROR_MAX_LIMIT_REACHED)
+    FAKE_NAME(CUPTI_ERROR_NOT_SUPPORTED)
+    FAKE_NAME(CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED)
+    default: break;
+  }
+#undef FAKE_NAME
+  *s = nullptr;
+  return CUPTI_ERROR_INVALID_PARAMETER;
 }
 // With FAKE_CUPTI_ACTIVITY=1, activity calls succeed and a flush completes one empty buffer. A
 // flush after this library's static objects were destroyed at exit (as the real CUPTI's are) says

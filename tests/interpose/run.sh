@@ -4,7 +4,8 @@
 # another tool (vramcache degrades, the program still passes), in off mode (pure pass-through),
 # in profile mode, and under a budget (paging with the fake driver's prefetches, and with all of
 # them failing; explicit paging over the fake driver's VMM memory, with every byte checked, and with
-# one mapping failing). Also: a bad VRAMCACHE_* value stops the program before it starts.
+# one mapping failing; a failed call's line names the call and its error). Also: a bad VRAMCACHE_*
+# value stops the program before it starts.
 set -u
 build=${1:-build}
 lib=$PWD/$build/libvramcache.so
@@ -13,6 +14,7 @@ note() { echo "interpose: $*"; }
 bad() { echo "interpose: FAIL: $*"; fail=1; }
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
+deadline=60  # seconds for a run that could deadlock (sections 6 and 8c)
 
 run() {  # run NAME [VAR=VALUE...]: the test program with the library and the fakes
   local name=$1; shift
@@ -115,8 +117,10 @@ for name in paging paging-fallback; do
     expect_json "$out/$name.json" um_prefetch_h2d=100663296 um_prefetch_d2h=33554432 um_unplanned_h2d=0 \
       um_unplanned_d2h=0 um_resident_peak=67108864 um_resident_late=0
   else
-    # The fake CUPTI refuses activity records: the attempt to count migrations is logged, none reported.
-    grep -q "cannot count unified-memory migrations" "$out/$name.log" || bad "$name: did not try to count migrations"
+    # The fake CUPTI refuses activity records: the attempt to count migrations is logged with CUPTI's
+    # answer, none reported.
+    grep -q "cannot count unified-memory migrations with CUPTI (CUPTI_ERROR_NOT_SUPPORTED)" "$out/$name.log" ||
+      bad "$name: did not say that counting migrations was refused, and why: $(grep 'migrations' "$out/$name.log")"
     [ "$(json_num "$out/$name.json" um_gpu_faults)" = -1 ] || bad "$name: reported migrations it could not count"
   fi
 done
@@ -124,9 +128,13 @@ done
   "$out/paging-fallback.log")" = 1 ] || bad "paging fallback: expected one line saying the managed backend pages instead"
 if page paging-failure FAKE_CUDA_FAIL_PREFETCH=1; then
   # The first launch's two fetches were counted, then refused at the fence where the mover issues
-  # them (Note [Managed moves] in interpose/paging.cc): the bytes moved count what was asked.
+  # them (Note [Managed moves] in interpose/backends/managed_backend.cc): the bytes moved count what was asked.
   expect_json "$out/paging-failure.json" paging_failed=1 paging_h2d_bytes=67108864 resident=0
   [ "$(grep -c 'paging stopped' "$out/paging-failure.log")" = 1 ] || bad "paging failure: expected exactly one 'paging stopped' line"
+  # Note [Checked calls]: the call that failed is named with its error, once, where it failed.
+  [ "$(grep -cE '^vramcache [0-9]+:[0-9]+ WARN backends/managed_backend.cc:[0-9]+ cuMemPrefetchBatchAsync failed: CUDA_ERROR_INVALID_VALUE$' \
+    "$out/paging-failure.log")" = 1 ] ||
+    bad "paging failure: expected one line naming the refused batch and its error, got: $(grep 'failed:' "$out/paging-failure.log")"
 else
   bad "paging failure: test program failed"; cat "$out/paging-failure.log"
 fi
@@ -134,20 +142,21 @@ fi
 # 6. explicit paging (VRAMCACHE_BACKEND=explicit): three 48 MiB allocations under a 64 MiB budget
 #    become frames of the fake driver's VMM memory, which keeps their bytes; the test program checks
 #    every byte after its writes, after kernels that modify them and after updates of a graph's copy
-#    node that bring frames in (interpose_test.cc). Under `timeout 20`: vramcache's own copies raise
+#    node that bring frames in (interpose_test.cc). Under a timeout (deadline=60 s: a run takes a few
+#    seconds alone, ten on a loaded machine; a deadlock never ends): vramcache's own copies raise
 #    CUPTI callbacks inside the callbacks of the program's calls, and an observer that reports them
-#    re-enters the pager and deadlocks (OwnCalls, launch_observer.h). The program's copies are
+#    re-enters the pager and deadlocks (OwnCalls, interpose/own_calls.h). The program's copies are
 #    counted, ours are not (copies=14: 3 writes, 9 reads, and 2 of a stream-ordered allocation), nor
 #    are our VMM calls (vmm_creates=0, allocs_vmm_map=0).
 explicit() {  # explicit NAME [VAR=VALUE...]
   local name=$1; shift
-  timeout -k 5 20 env LD_PRELOAD="$lib" LD_LIBRARY_PATH="$PWD/$build/fake" VRAMCACHE_SUMMARY_FILE="$out/$name.json" \
+  timeout -k 5 $deadline env LD_PRELOAD="$lib" LD_LIBRARY_PATH="$PWD/$build/fake" VRAMCACHE_SUMMARY_FILE="$out/$name.json" \
     VRAMCACHE_BUDGET=64M VRAMCACHE_BACKEND=explicit VRAMCACHE_FRAME_SIZE=16M VRAMCACHE_HOST_LIMIT=256M "$@" \
     "$build/interpose_test" --minimal -tc="${TC:-explicit paging*}" >"$out/$name.log" 2>&1
 }
 explicit explicit-paging; rc=$?
 if [ $rc = 124 ] || [ $rc = 137 ]; then
-  bad "explicit paging: timed out after 20 s (a deadlock: our own driver calls re-entering the pager?)"; tail -5 "$out/explicit-paging.log"
+  bad "explicit paging: timed out after $deadline s (a deadlock: our own driver calls re-entering the pager?)"; tail -5 "$out/explicit-paging.log"
 elif [ $rc != 0 ]; then
   bad "explicit paging: test program failed (rc $rc)"; cat "$out/explicit-paging.log"
 else
@@ -192,7 +201,7 @@ else
 fi
 # CUPTI not found (an empty libcupti.so.13 first on the path): the wrappers observe the launches,
 # and paging moves the same bytes.
-timeout -k 5 20 env LD_PRELOAD="$lib" LD_LIBRARY_PATH="$PWD/$build/fake-nocupti:$PWD/$build/fake" \
+timeout -k 5 $deadline env LD_PRELOAD="$lib" LD_LIBRARY_PATH="$PWD/$build/fake-nocupti:$PWD/$build/fake" \
   VRAMCACHE_SUMMARY_FILE="$out/explicit-nocupti.json" VRAMCACHE_BUDGET=64M VRAMCACHE_BACKEND=explicit \
   VRAMCACHE_FRAME_SIZE=16M VRAMCACHE_HOST_LIMIT=256M "$build/interpose_test" --minimal -tc='explicit paging*' \
   >"$out/explicit-nocupti.log" 2>&1; rc=$?
@@ -207,9 +216,10 @@ fi
 # With the Nth remap failing (the Nth cuMemMap off the main thread: the mover's thread remaps in the
 # order of its moves): 1 is the first remap of a frame to the device, 4 the first of one back to the
 # host, with frames mapped home at each eviction (VRAMCACHE_HOME_ON_DEMAND=0: on demand, the
-# mover's thread maps none home). Paging stops with one line naming the call that failed, nothing
-# more moves, and every byte is still intact (on demand too: the frames left unmapped are mapped
-# home then, or the test program's reads would fail).
+# mover's thread maps none home). Paging stops: one line names the driver call that failed and its
+# error (Note [Checked calls] in interpose/cuda_check.h), one says what stopped; nothing more moves,
+# and every byte is still intact (on demand too: the frames left unmapped are mapped home then, or
+# the test program's reads would fail).
 for case in "1:remapping a frame to the device" "4:remapping a frame to the host"; do
   n=${case%%:*} what=${case#*:} name=explicit-failure-${case%%:*}
   explicit "$name" FAKE_CUDA_FAIL_REMAP="$n" VRAMCACHE_HOME_ON_DEMAND=$([ "$n" = 1 ] && echo 1 || echo 0); rc=$?
@@ -221,6 +231,8 @@ for case in "1:remapping a frame to the device" "4:remapping a frame to the host
     bad "explicit paging, remap $n failing: expected one 'explicit paging stopped: $what failed' line, got: $(grep 'stopped' "$out/$name.log")"
   [ "$(grep -c 'paging stopped' "$out/$name.log")" = 1 ] ||
     bad "explicit paging, remap $n failing: expected one 'paging stopped' line, got $(grep -c 'paging stopped' "$out/$name.log")"
+  [ "$(grep -cE '^vramcache [0-9]+:[0-9]+ WARN backends/explicit_backend.cc:[0-9]+ cuMemMap failed: CUDA_ERROR_OUT_OF_MEMORY$' "$out/$name.log")" = 1 ] ||
+    bad "explicit paging, remap $n failing: expected one line 'cuMemMap failed: CUDA_ERROR_OUT_OF_MEMORY', got: $(grep 'failed' "$out/$name.log")"
 done
 
 # 6b. NCCL under a budget (explicit backend, fake libnccl): NCCL's own memory is not paged; a
@@ -260,7 +272,7 @@ fi
 # 8c. a child forked after CUDA work that exits normally prints nothing and does not hang on the
 #    parent's threads (the mover's worker under a budget): only the parent's summary is printed.
 for vars in "VRAMCACHE_MODE=count" "VRAMCACHE_BUDGET=64M VRAMCACHE_BACKEND=explicit"; do
-  msg=$(env LD_PRELOAD="$lib" LD_LIBRARY_PATH="$PWD/$build/fake" $vars timeout -k 5 20 \
+  msg=$(env LD_PRELOAD="$lib" LD_LIBRARY_PATH="$PWD/$build/fake" $vars timeout -k 5 $deadline \
     "$build/interpose_test" --minimal --no-skip -tc='fork*' 2>&1); rc=$?
   [ $rc = 0 ] && [ "$(grep -c 'vramcache summary' <<<"$msg")" = 1 ] ||
     bad "a forked child ($vars): rc=$rc, $(grep -c 'vramcache summary' <<<"$msg") summaries"

@@ -1,5 +1,7 @@
-// The driver side of the explicit-copy backend (VRAMCACHE_BACKEND=explicit, the default): the
-// VmmDevice the frame mover (runtime/frames.h) runs on.
+// The explicit backend (VRAMCACHE_BACKEND=explicit, the default): its device, the VmmDevice the
+// frame mover (runtime/frames.h, Note [Frames]) runs on, made of the driver's VMM API, two copy
+// streams and their events. The frame mover decides what moves where; this only carries it out,
+// and a call that fails is logged with its error and reported to the mover as false.
 #pragma once
 
 #include <cstdint>

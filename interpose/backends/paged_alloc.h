@@ -1,8 +1,9 @@
-// The backends of paging (VRAMCACHE_BUDGET): application allocations become frames moved by copies
-// (VRAMCACHE_BACKEND=explicit, the default; interpose/vmm.h, runtime/frames.h), or managed memory
-// placed on the host and mapped for the device, moved by prefetches on vramcache's own stream
-// (managed, also where the explicit backend cannot start). A status thread logs progress and
-// measures the device's own figure of used memory, independent of the pager's count.
+// Paged allocations under a budget (VRAMCACHE_BUDGET), for the allocation hooks: the choice of the
+// backend that pages them, the explicit backend (frames moved by copies, VRAMCACHE_BACKEND=explicit,
+// the default; explicit_backend.h) or the managed backend (managed memory moved by prefetches, also
+// where the explicit backend cannot start; managed_backend.h), its start with the status thread
+// (status_thread.h), and what the program sees: its allocations, frees and memory figures. It
+// decides nothing about what moves.
 #pragma once
 
 #include <cuda.h>
@@ -34,15 +35,16 @@ PagedAlloc paged_alloc(Runtime *rt, uint64_t size, uint64_t *ptr, const AllocApi
 // was one and is freed; false: the caller frees it for real.
 bool paged_free(uint64_t ptr);
 
-// Stream-ordered allocation and free (Note [Stream-ordered allocations] in paging.cc). The
+// Stream-ordered allocation and free (Note [Stream-ordered allocations] in paged_alloc.cc). The
 // allocation: as paged_alloc, but left to the driver while `stream` captures. The free, instead of
 // the runtime's on_free: true if `ptr` is paged (its free is then the runtime's and ours, the real
 // one deferred); false: the caller records it (on_free) and frees it for real.
 PagedAlloc paged_alloc_async(Runtime *rt, uint64_t size, uint64_t *ptr, CUstream stream, const AllocApi &api);
 bool paged_free_async(Runtime *rt, uint64_t ptr, CUstream stream, const AllocApi &api);
 
-// Managed guard (DESIGN.md, "Safety"), for a managed allocation of `size` bytes already made: false
-// (and one log line) when the total would exceed the device's free memory at the first one.
+// Managed guard (a GPU oversubscribed with managed memory can hang it for every user), for a
+// managed allocation of `size` bytes already made: false (and one log line) when the total would
+// exceed the device's free memory at the first one.
 bool managed_admitted(Runtime *rt, uint64_t size);
 
 // At exit, before the driver goes: the explicit backend's mover thread stops.

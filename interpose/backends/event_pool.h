@@ -1,5 +1,6 @@
-// Events handed out as tokens (index + 1) and reused once dropped; for the movers' marks and
-// copy-stream events. Thread-safe.
+// Events handed out as tokens (index + 1) and reused once dropped; for the backends' marks,
+// copy-stream events and deferred frees. Thread-safe. A driver call that fails is logged (Note
+// [Checked calls] in interpose/cuda_check.h) and gives the token 0.
 #pragma once
 
 #include <cstdint>
@@ -7,6 +8,7 @@
 #include <vector>
 
 #include "interpose/cuda_api.h"
+#include "interpose/cuda_check.h"
 
 namespace vc::interpose {
 
@@ -21,7 +23,7 @@ class EventPool {
       std::lock_guard lock(mu_);
       if (free_.empty()) {
         CUevent n = nullptr;
-        if (api_->cuEventCreate(&n, CU_EVENT_DISABLE_TIMING) != CUDA_SUCCESS) return 0;
+        if (!VC_CU(api_->cuEventCreate(&n, CU_EVENT_DISABLE_TIMING))) return 0;
         events_.push_back(n);
         free_.push_back(uint32_t(events_.size() - 1));
       }
@@ -29,7 +31,7 @@ class EventPool {
       free_.pop_back();
       e = events_[i];
     }
-    if (api_->cuEventRecord(e, s) == CUDA_SUCCESS) return uint64_t(i) + 1;
+    if (VC_CU(api_->cuEventRecord(e, s))) return uint64_t(i) + 1;
     drop(uint64_t(i) + 1);
     return 0;
   }

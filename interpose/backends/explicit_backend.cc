@@ -1,14 +1,17 @@
-// The driver side of the explicit-copy backend (runtime/frames.h, Note [Frames]): chunks and
-// mappings through the VMM API, two copy streams and their events.
-#include "interpose/vmm.h"
+// The explicit backend's device (explicit_backend.h): chunks and mappings through the VMM API, two
+// copy streams and their events, the copies' timing and the link probe. Every driver call goes
+// through the resolved table, a failure logged where it happens (Note [Checked calls] in
+// interpose/cuda_check.h); the frame mover then stops explicit paging and says why.
+#include "interpose/backends/explicit_backend.h"
 
 #include <algorithm>
 #include <deque>
 #include <mutex>
 #include <vector>
 
-#include "interpose/event_pool.h"
-#include "interpose/launch_observer.h"
+#include "interpose/backends/event_pool.h"
+#include "interpose/cuda_check.h"
+#include "interpose/own_calls.h"
 #include "runtime/log.h"
 
 namespace vc::interpose {
@@ -25,28 +28,26 @@ class CudaVmm final : public VmmDevice {
         !api->cuMemCreate || !api->cuMemRelease || !api->cuMemMap || !api->cuMemUnmap || !api->cuMemSetAccess ||
         !api->cuMemGetAllocationGranularity || !api->cuMemcpyAsync)
       return why("the driver lacks a function the explicit backend needs");
-    if (api->cuCtxGetCurrent(&ctx_) != CUDA_SUCCESS || !ctx_) return why("no current CUDA context");
-    if (api->cuCtxGetDevice(&dev_) != CUDA_SUCCESS) return why("cuCtxGetDevice failed");
+    if (!VC_CU(api->cuCtxGetCurrent(&ctx_)) || !ctx_) return why("no current CUDA context");
+    if (!VC_CU(api->cuCtxGetDevice(&dev_))) return why("cuCtxGetDevice failed");
     int vmm = 0, host_vmm = 0, numa = -1;
-    if (api->cuDeviceGetAttribute(&vmm, CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED, dev_) != CUDA_SUCCESS ||
-        !vmm)
+    if (!VC_CU(api->cuDeviceGetAttribute(&vmm, CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED, dev_)) || !vmm)
       return why("the device has no virtual memory management");
-    if (api->cuDeviceGetAttribute(&host_vmm, CU_DEVICE_ATTRIBUTE_HOST_NUMA_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED,
-                                  dev_) != CUDA_SUCCESS ||
+    if (!VC_CU(api->cuDeviceGetAttribute(&host_vmm, CU_DEVICE_ATTRIBUTE_HOST_NUMA_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED, dev_)) ||
         !host_vmm)
       return why("the device cannot map host memory through the VMM API");
-    if (api->cuDeviceGetAttribute(&numa, CU_DEVICE_ATTRIBUTE_HOST_NUMA_ID, dev_) != CUDA_SUCCESS) numa = 0;
+    if (!VC_CU(api->cuDeviceGetAttribute(&numa, CU_DEVICE_ATTRIBUTE_HOST_NUMA_ID, dev_))) numa = 0;
     numa_ = numa < 0 ? 0 : numa;
     size_t g_dev = 0, g_host = 0;
     CUmemAllocationProp p = prop(false);
-    if (api->cuMemGetAllocationGranularity(&g_dev, &p, CU_MEM_ALLOC_GRANULARITY_MINIMUM) != CUDA_SUCCESS)
+    if (!VC_CU(api->cuMemGetAllocationGranularity(&g_dev, &p, CU_MEM_ALLOC_GRANULARITY_MINIMUM)))
       return why("cuMemGetAllocationGranularity failed");
     p = prop(true);
-    if (api->cuMemGetAllocationGranularity(&g_host, &p, CU_MEM_ALLOC_GRANULARITY_MINIMUM) != CUDA_SUCCESS)
+    if (!VC_CU(api->cuMemGetAllocationGranularity(&g_host, &p, CU_MEM_ALLOC_GRANULARITY_MINIMUM)))
       return why("cuMemGetAllocationGranularity failed for host memory");
     granularity_ = std::max<uint64_t>(g_dev, g_host);
     for (CUstream &s : copy_)
-      if (api->cuStreamCreate(&s, CU_STREAM_NON_BLOCKING) != CUDA_SUCCESS) return why("cuStreamCreate failed");
+      if (!VC_CU(api->cuStreamCreate(&s, CU_STREAM_NON_BLOCKING))) return why("cuStreamCreate failed");
     events_.start(api);
     return true;
   }
@@ -57,38 +58,38 @@ class CudaVmm final : public VmmDevice {
   bool create(bool host, uint64_t bytes, uint64_t *chunk) override {
     CUmemAllocationProp p = prop(host);
     CUmemGenericAllocationHandle h = 0;
-    if (api_->cuMemCreate(&h, bytes, &p, 0) != CUDA_SUCCESS) return false;
+    VC_CU_CHECK(api_->cuMemCreate(&h, bytes, &p, 0));
     *chunk = uint64_t(h);
     return true;
   }
-  bool release(uint64_t chunk) override { return api_->cuMemRelease(CUmemGenericAllocationHandle(chunk)) == CUDA_SUCCESS; }
+  bool release(uint64_t chunk) override { return VC_CU(api_->cuMemRelease(CUmemGenericAllocationHandle(chunk))); }
   bool reserve(uint64_t bytes, uint64_t align, uint64_t *va) override {
     CUdeviceptr p = 0;
-    if (api_->cuMemAddressReserve(&p, bytes, align, 0, 0) != CUDA_SUCCESS) return false;
+    VC_CU_CHECK(api_->cuMemAddressReserve(&p, bytes, align, 0, 0));
     *va = uint64_t(p);
     return true;
   }
-  bool unreserve(uint64_t va, uint64_t bytes) override { return api_->cuMemAddressFree(va, bytes) == CUDA_SUCCESS; }
+  bool unreserve(uint64_t va, uint64_t bytes) override { return VC_CU(api_->cuMemAddressFree(va, bytes)); }
   bool map(uint64_t va, uint64_t bytes, uint64_t chunk) override {
     CUmemAccessDesc access = {{CU_MEM_LOCATION_TYPE_DEVICE, dev_}, CU_MEM_ACCESS_FLAGS_PROT_READWRITE};
-    if (api_->cuMemMap(va, bytes, 0, CUmemGenericAllocationHandle(chunk), 0) != CUDA_SUCCESS) return false;
-    if (api_->cuMemSetAccess(va, bytes, &access, 1) == CUDA_SUCCESS) return true;
-    api_->cuMemUnmap(va, bytes);
+    VC_CU_CHECK(api_->cuMemMap(va, bytes, 0, CUmemGenericAllocationHandle(chunk), 0));
+    if (VC_CU(api_->cuMemSetAccess(va, bytes, &access, 1))) return true;
+    (void)VC_CU(api_->cuMemUnmap(va, bytes));  // undone: the mapping is not left without access
     return false;
   }
-  bool unmap(uint64_t va, uint64_t bytes) override { return api_->cuMemUnmap(va, bytes) == CUDA_SUCCESS; }
+  bool unmap(uint64_t va, uint64_t bytes) override { return VC_CU(api_->cuMemUnmap(va, bytes)); }
   // Each copy between two timing events (Note [Link rate] in runtime/frames.cc); a copy is never
   // refused for want of them, only left untimed.
   bool copy(int dir, uint64_t dst, uint64_t src, uint64_t bytes) override {
     std::lock_guard lock(timing_mu_);
     harvest(dir, false);
     Timed t{timing_event(), timing_event(), bytes};
-    bool timed = t.start && t.end && api_->cuEventRecord(t.start, copy_[dir]) == CUDA_SUCCESS;
-    if (api_->cuMemcpyAsync(dst, src, bytes, copy_[dir]) != CUDA_SUCCESS) {
+    bool timed = t.start && t.end && VC_CU(api_->cuEventRecord(t.start, copy_[dir]));
+    if (!VC_CU(api_->cuMemcpyAsync(dst, src, bytes, copy_[dir]))) {
       recycle(t);
       return false;
     }
-    if (timed && api_->cuEventRecord(t.end, copy_[dir]) == CUDA_SUCCESS) timed_[dir].push_back(t);
+    if (timed && VC_CU(api_->cuEventRecord(t.end, copy_[dir]))) timed_[dir].push_back(t);
     else recycle(t);
     return true;
   }
@@ -145,20 +146,20 @@ class CudaVmm final : public VmmDevice {
   uint64_t mark_stream(uint64_t stream) override { return events_.record(CUstream(stream)); }
   bool copies_after(uint64_t token) override {
     CUevent e = events_.event(token);
-    return api_->cuStreamWaitEvent(copy_[0], e, 0) == CUDA_SUCCESS &&
-           api_->cuStreamWaitEvent(copy_[1], e, 0) == CUDA_SUCCESS;
+    return VC_CU(api_->cuStreamWaitEvent(copy_[0], e, 0)) && VC_CU(api_->cuStreamWaitEvent(copy_[1], e, 0));
   }
   int poll(uint64_t token, bool block) override {
     CUevent e = events_.event(token);
     CUresult r = block ? api_->cuEventSynchronize(e) : api_->cuEventQuery(e);
-    return r == CUDA_SUCCESS ? 1 : r == CUDA_ERROR_NOT_READY ? 0 : -1;
+    if (r == CUDA_ERROR_NOT_READY) return 0;  // an answer: not yet
+    return VC_CU_RESULT(r, block ? "cuEventSynchronize" : "cuEventQuery") ? 1 : -1;
   }
   void drop(uint64_t token) override { events_.drop(token); }
-  bool synchronize() override { return api_->cuCtxSynchronize() == CUDA_SUCCESS; }
+  bool synchronize() override { return VC_CU(api_->cuCtxSynchronize()); }
   // The mover's thread: its calls are vramcache's own, never observed as the program's.
   bool enter_thread() override {
     static thread_local OwnCalls own;
-    return api_->cuCtxSetCurrent && api_->cuCtxSetCurrent(ctx_) == CUDA_SUCCESS;
+    return api_->cuCtxSetCurrent && VC_CU(api_->cuCtxSetCurrent(ctx_));
   }
 
  private:
@@ -186,7 +187,7 @@ class CudaVmm final : public VmmDevice {
       return e;
     }
     CUevent e = nullptr;
-    return api_->cuEventElapsedTime && api_->cuEventCreate(&e, CU_EVENT_DEFAULT) == CUDA_SUCCESS ? e : nullptr;
+    return api_->cuEventElapsedTime && VC_CU(api_->cuEventCreate(&e, CU_EVENT_DEFAULT)) ? e : nullptr;
   }
   void recycle(const Timed &t) {
     for (CUevent e : {t.start, t.end})
@@ -197,17 +198,18 @@ class CudaVmm final : public VmmDevice {
     while (!timed_[dir].empty()) {
       const Timed &t = timed_[dir].front();
       CUresult r = block ? api_->cuEventSynchronize(t.end) : api_->cuEventQuery(t.end);
-      if (r == CUDA_ERROR_NOT_READY) return;
+      if (r == CUDA_ERROR_NOT_READY) return;  // an answer: not yet
+      const bool done = VC_CU_RESULT(r, block ? "cuEventSynchronize" : "cuEventQuery");  // else left untimed
       float ms = 0, gap = 0;
-      if (r == CUDA_SUCCESS && api_->cuEventElapsedTime(&ms, t.start, t.end) == CUDA_SUCCESS && ms > 0) {
+      if (done && VC_CU(api_->cuEventElapsedTime(&ms, t.start, t.end)) && ms > 0) {
         timed_bytes_[dir] += t.bytes;
         timed_ns_[dir] += uint64_t(double(ms) * 1e6);
         // From the previous copy's end: the stream idle, or waiting for the program's work.
-        if (last_end_[dir] && api_->cuEventElapsedTime(&gap, last_end_[dir], t.start) == CUDA_SUCCESS && gap > 0)
+        if (last_end_[dir] && VC_CU(api_->cuEventElapsedTime(&gap, last_end_[dir], t.start)) && gap > 0)
           idle_ns_[dir] += uint64_t(double(gap) * 1e6);
       }
       if (last_end_[dir]) spare_.push_back(last_end_[dir]);
-      last_end_[dir] = r == CUDA_SUCCESS ? t.end : nullptr;
+      last_end_[dir] = done ? t.end : nullptr;
       recycle({t.start, last_end_[dir] ? nullptr : t.end, 0});
       timed_[dir].pop_front();
     }
