@@ -40,8 +40,9 @@ bool lowrank_type_of(int cuda_type, LowRankType *type) {
 
 // Note [Low-rank scratch]
 // While it runs, the device factorization holds Y (m x r floats), the power iteration's W (n x r
-// floats), the projection coefficients of one panel (r x kLowRankPanel floats) and the column
-// norms of Y (r floats); Omega is generated inside the product that uses it, never stored. The
+// floats), the projection coefficients of one panel (r x kLowRankPanel floats), the column norms
+// of Y (r floats) and two sums per sampled column of the error estimate (kLowRankMaxErrorSamples
+// pairs of floats); Omega is generated inside the product that uses it, never stored. The
 // factors (r (m + n) elements of A's type) are what is kept instead of the matrix.
 LowRankScratchLayout lowrank_scratch_layout(uint64_t rows, uint64_t cols, uint32_t rank) {
   auto aligned = [](uint64_t bytes) { return (bytes + 255) / 256 * 256; };
@@ -50,7 +51,8 @@ LowRankScratchLayout lowrank_scratch_layout(uint64_t rows, uint64_t cols, uint32
   s.w = s.y + aligned(rows * rank * 4);
   s.h = s.w + aligned(cols * rank * 4);
   s.norms = s.h + aligned(uint64_t(rank) * kLowRankPanel * 4);
-  s.bytes = s.norms + aligned(uint64_t(rank) * 4);
+  s.partials = s.norms + aligned(uint64_t(rank) * 4);
+  s.bytes = s.partials + aligned(2 * kLowRankMaxErrorSamples * 4);
   return s;
 }
 
@@ -219,7 +221,8 @@ bool lowrank_factorize(const MatrixView &a, const LowRankParams &params, LowRank
   LowRankReport rep;
   rep.kept = kept;
   rep.finite = all_finite(f.q, f.type) && all_finite(f.b, f.type);
-  rep.sampled_error = params.error_samples ? lowrank_sampled_error(a, f, params.error_samples, params.seed) : 0;
+  const uint32_t samples = std::min(params.error_samples, kLowRankMaxErrorSamples);
+  rep.sampled_error = samples ? lowrank_sampled_error(a, f, samples, params.seed) : 0;
   if (report) *report = rep;
   return true;
 }

@@ -28,7 +28,8 @@ struct LowRankParams {
   uint32_t rank = 0;  // columns of Q; the first rank - oversampling are near-optimal (Note)
   uint32_t power_iterations = kLowRankPowerIterations;
   uint64_t seed = kLowRankSeed;
-  uint32_t error_samples = kLowRankErrorSamples;  // columns the sampled error reads (0: none)
+  uint32_t error_samples = kLowRankErrorSamples;  // columns the report's error reads (0: none;
+                                                  // at most kLowRankMaxErrorSamples, and cols)
 };
 
 // Q (rows x rank, ld rows) and B (rank x cols, ld rank), column-major, in `type`.
@@ -51,7 +52,7 @@ struct LowRankReport {
 // it, and the device scratch the factorization uses while it runs (released after; the rebuild
 // needs none). `layout` offsets are those the device path uses, each 256-byte aligned.
 struct LowRankScratchLayout {
-  uint64_t y = 0, w = 0, h = 0, norms = 0, bytes = 0;
+  uint64_t y = 0, w = 0, h = 0, norms = 0, partials = 0, bytes = 0;
 };
 LowRankScratchLayout lowrank_scratch_layout(uint64_t rows, uint64_t cols, uint32_t rank);
 struct LowRankBytes {

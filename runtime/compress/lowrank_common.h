@@ -26,6 +26,7 @@ constexpr float kLowRankSecondDrop = 0.5f;          // ... in the second pass (u
 constexpr uint64_t kLowRankSeed = 0x76726d6361636865ull;  // the default seed
 constexpr uint32_t kLowRankPowerIterations = 1;
 constexpr uint32_t kLowRankErrorSamples = 32;       // columns the error estimate reads
+constexpr uint32_t kLowRankMaxErrorSamples = 256;   // ... at most (its scratch is fixed)
 
 // splitmix64's finalizer: a bijection of 64-bit words that mixes every bit.
 VC_HD uint64_t lowrank_mix(uint64_t z) {
