@@ -1,10 +1,8 @@
-// The device path of the low-rank factorization: loads vramcache's own kernels (a fat binary
-// embedded in the library, lowrank_kernels.cu) and enqueues the algorithm of
-// runtime/compress/lowrank.cc on a stream the caller owns. Driver functions come in through
-// LowRankDriver, so the library hands it the REAL ones (never a public name, which would re-enter
-// our hooks) and a test program its own. It allocates nothing and never synchronizes: memory and
-// ordering (events around the work, OwnCalls so the launch observer skips these launches) are the
-// caller's.
+// The device path of the low-rank factorization: loads vramcache's own kernels (the embedded fat
+// binary of lowrank_kernels.cu) and enqueues the algorithm of runtime/compress/lowrank.cc on the
+// caller's stream. Driver functions come in through LowRankDriver: the library hands it the REAL
+// ones (a public name would re-enter our hooks), a test its own. It allocates nothing and never
+// synchronizes: memory, events and OwnCalls (so the launch observer skips these) are the caller's.
 #pragma once
 
 #include <cuda.h>

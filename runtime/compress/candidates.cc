@@ -1,4 +1,5 @@
 // Compression candidates (candidates.h): shape checks and the scan of the trace after a GEMM.
+// Decisions only: nothing here factors, moves or allocates device memory.
 #include "runtime/compress/candidates.h"
 
 #include <algorithm>

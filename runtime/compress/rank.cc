@@ -1,4 +1,5 @@
-// Parsing of VRAMCACHE_COMPRESS_RANK and the rank of one matrix.
+// Parsing of VRAMCACHE_COMPRESS_RANK and the rank of one matrix. Pure: no logging, no global
+// state (options.cc turns a refusal into the option's one line).
 #include "runtime/compress/rank.h"
 
 #include <algorithm>

@@ -1,15 +1,15 @@
 // GPU check of the device low-rank factorization (interpose/compress/lowrank_device.h) against the
-// host reference (runtime/compress/lowrank.h) on a few matrices: fp32, fp16, bf16, leading
-// dimensions with padding, ranks that are not a multiple of the panel, 0 to 2 power iterations.
-// Checked per matrix, with u the unit roundoff of the element type:
-//   - the rebuilt matrices of device and host differ by at most 4u + 1e-4 of ||A||_F;
-//   - their relative errors, and the device's sampled error against the host's, by at most 5% + 4u;
-//   - two device runs give the same bytes; the rebuild leaves the padding of each column alone;
-//   - a NaN in A is reported as non-finite factors.
-// Then one large case (hidden 4096 x sequence 2048, bf16, rank h/4) on the device only, timed.
-// Prints "check ok: ..." and exits 0, "check fail: ..." and exits 1 (a failed driver call: 2, past
-// 60 s: 3, as the probes of probe.h), or exits 77 without a GPU.
-// Linked against libcuda directly: this program is not under the library, public names are fine.
+// host reference (runtime/compress/lowrank.h) on a few matrices, then one large case timed. Prints
+// "check ok: ..." and exits 0, "check fail: ..." and exits 1 (a failed driver call: 2, past 60 s:
+// 3, as the probes of probe.h), or exits 77 without a GPU. Linked against libcuda directly: it
+// runs outside the library, so public driver names are fine here.
+//
+// The matrices: fp32, fp16, bf16, leading dimensions with padding, ranks that are not a multiple
+// of the panel, 0 to 2 power iterations. Checked per matrix, with u the element type's unit
+// roundoff: the rebuilt matrices of device and host differ by at most 4u + 1e-4 of ||A||_F; their
+// relative errors, and the device's sampled error against the host's, by at most 5% + 4u; two
+// device runs give the same bytes; the rebuild leaves the padding of each column alone. A NaN in
+// A must be reported as non-finite factors. Large: hidden 4096 x sequence 2048, bf16, rank h/4.
 #include <cuda.h>
 
 #include <cmath>
