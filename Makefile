@@ -45,10 +45,21 @@ $(BUILD)/obj/tests/%.o: tests/%.cc
 	@mkdir -p $(@D)
 	$(CXX) $(BASEFLAGS) $(CXXFLAGS) $(CUDA_INC) -c $< -o $@
 
+# vramcache's own device code: lowrank_kernels.cu as a fat binary (sm_90 code, compute_90 PTX),
+# embedded in the library by lowrank_image.S and loaded with cuModuleLoadData. nvcc needs no GPU.
+LOWRANK_FATBIN := $(BUILD)/obj/interpose/compress/lowrank_kernels.fatbin
+LOWRANK_IMAGE  := $(BUILD)/obj/interpose/compress/lowrank_image.o
+$(LOWRANK_FATBIN): interpose/compress/lowrank_kernels.cu interpose/compress/lowrank_args.h runtime/compress/lowrank_common.h
+	@mkdir -p $(@D)
+	$(NVCC) -fatbin -O3 -std=c++17 -I. -Werror all-warnings -gencode arch=compute_90,code=[sm_90,compute_90] $< -o $@
+$(LOWRANK_IMAGE): interpose/compress/lowrank_image.S $(LOWRANK_FATBIN)
+	@mkdir -p $(@D)
+	$(CXX) -c -DVC_LOWRANK_FATBIN='"$(LOWRANK_FATBIN)"' $< -o $@
+
 # The library carries its own C++ runtime (hidden by the version script), so it never clashes with
 # the application's libstdc++. CUPTI is opened at run time from the RUNPATH or the loader's path.
-$(LIB): $(RUNTIME_OBJ) $(INTERPOSE_OBJ) interpose/libvramcache.map
-	$(CXX) -shared -o $@ $(RUNTIME_OBJ) $(INTERPOSE_OBJ) -static-libstdc++ -static-libgcc \
+$(LIB): $(RUNTIME_OBJ) $(INTERPOSE_OBJ) $(LOWRANK_IMAGE) interpose/libvramcache.map
+	$(CXX) -shared -o $@ $(RUNTIME_OBJ) $(INTERPOSE_OBJ) $(LOWRANK_IMAGE) -static-libstdc++ -static-libgcc \
 	  -Wl,--version-script=interpose/libvramcache.map -Wl,-z,defs \
 	  -Wl,-rpath,'$$ORIGIN:$(CUDA)/lib64:$(CUDA)/extras/CUPTI/lib64' -l:libzstd.a -ldl -lpthread
 
@@ -73,7 +84,9 @@ $(BUILD)/testdata/fake_kernels_wrong.fatbin: tests/fake/fake_kernels.cu
 	@mkdir -p $(@D)
 	$(NVCC) -fatbin -arch=sm_90 -DWRONG_LAYOUT $< -o $@
 
-$(BUILD)/unit_tests: $(UNIT_OBJ) $(PROFILER_OBJ) $(RUNTIME_OBJ) | $(TESTDATA)
+# The device launcher is tested with models of its kernels (tests/unit/compress/), next to the
+# fat binary it loads.
+$(BUILD)/unit_tests: $(UNIT_OBJ) $(PROFILER_OBJ) $(RUNTIME_OBJ) $(BUILD)/obj/interpose/compress/lowrank_device.o | $(TESTDATA) $(LOWRANK_FATBIN)
 	$(CXX) $(LDSAN) -o $@ $^ -l:libzstd.a -lpthread
 
 $(BUILD)/fake/libcuda.so.1: tests/fake/fake_cuda.cc
@@ -115,11 +128,17 @@ asan-test:
 check: test layering asan-test
 
 # ---- Samples (built here, run on the GPU machine) ----
-samples: $(BUILD)/samples/mlp $(BUILD)/samples/managed_residency $(BUILD)/samples/explicit_probe $(BUILD)/samples/managed_probe
+samples: $(BUILD)/samples/mlp $(BUILD)/samples/managed_residency $(BUILD)/samples/explicit_probe $(BUILD)/samples/managed_probe \
+         $(BUILD)/samples/lowrank_check
 $(BUILD)/samples/%: scripts/gpu_checks/%.cu scripts/gpu_checks/probe.h
 	@mkdir -p $(@D)
 	$(NVCC) -O2 -std=c++17 -gencode arch=compute_90,code=sm_90 -cudart shared \
 	  -Xlinker -rpath,$(CUDA)/lib64 $< -o $@ -lcuda
+# The device factorization against the host reference (linked with the driver, not under the library).
+$(BUILD)/samples/lowrank_check: scripts/gpu_checks/lowrank_check.cc scripts/gpu_checks/probe.h $(BUILD)/obj/interpose/compress/lowrank_device.o \
+                                $(LOWRANK_IMAGE) $(BUILD)/obj/runtime/compress/lowrank.o
+	@mkdir -p $(@D)
+	$(CXX) $(BASEFLAGS) $(CXXFLAGS) $(CUDA_INC) $(filter-out %.h,$^) -o $@ -static-libstdc++ -static-libgcc -L$(CUDA)/lib64/stubs -lcuda
 $(BUILD)/samples/mlp: samples/mlp/mlp.cu
 	@mkdir -p $(@D)
 	$(NVCC) -O2 -std=c++17 -Xcompiler -Wall,-Wextra -Werror all-warnings \

@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "runtime/compress/rank.h"
 #include "runtime/log.h"
 
 namespace vc {
@@ -92,6 +93,13 @@ bool parse_one(const OptionSpec &spec, const std::string &text, int64_t *num, st
       *num = v;
       return true;
     }
+    case OptionKind::kRank: {
+      std::string why;
+      if (parse_compress_rank(text, num, &why)) return true;
+      *error = std::string(spec.env) + "=" + text + " is not valid: " + why + " (for example " + spec.env + "=" +
+               spec.choices + ")";
+      return false;
+    }
   }
   return false;
 }
@@ -165,6 +173,7 @@ std::string options_markdown() {
       case OptionKind::kPath: values = "a path"; break;
       case OptionKind::kSize: values = std::string("a size, e.g. `") + spec.choices + "`"; break;
       case OptionKind::kCount: values = "a positive whole number"; break;
+      case OptionKind::kRank: values = std::string("0 (off), a whole number or h/N, e.g. `") + spec.choices + "`"; break;
     }
     for (size_t p = 0; (p = values.find('|', p)) != std::string::npos;) values.replace(p, 1, ", ");
     std::string def = *spec.def ? std::string("`") + spec.def + "`" : "(unset)";

@@ -83,12 +83,17 @@ namespace vc {
     "with a budget: every 100 ms, write the pager's resident bytes, the device's used memory (with "  \
     "the explicit backend a residency figure; with the managed one it keeps pages moved out) and "  \
     "bytes moved to this CSV file; `%p` becomes the process id (`vramcache run --report` sets it)")                                          \
+  X(kCompressRank, "VRAMCACHE_COMPRESS_RANK", kRank, "0", "h/4",                                   \
+    "with a budget: outputs of recognized GEMMs (bf16, fp16 or fp32, both sides at least 512) that " \
+    "would move out or stay idle until read are kept as two thin factors of this rank and rebuilt "  \
+    "before the read (lossy; deterministic for a run): a whole number, or `h/N`, the matrix's "      \
+    "inner dimension over N; 0: off. Parsed and checked; the pager does not apply it yet")           \
   X(kAllowOversubscribe, "VRAMCACHE_ALLOW_OVERSUBSCRIBE", kBool, "0", "1",                           \
     "let managed allocations exceed the device's free memory (read at the first managed "           \
     "allocation); without it such an "                                                             \
     "allocation fails with the out-of-memory code (never set this on a shared machine)")
 
-enum class OptionKind { kChoice, kBool, kPath, kSize, kCount };
+enum class OptionKind { kChoice, kBool, kPath, kSize, kCount, kRank };  // kRank: runtime/compress/rank.h
 
 enum OptionId : int {
 #define VC_OPTION_ID(id, env, kind, def, choices, doc) id,
