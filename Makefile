@@ -50,10 +50,10 @@ $(BUILD)/obj/tests/%.o: tests/%.cc
 $(LIB): $(RUNTIME_OBJ) $(INTERPOSE_OBJ) interpose/libvramcache.map
 	$(CXX) -shared -o $@ $(RUNTIME_OBJ) $(INTERPOSE_OBJ) -static-libstdc++ -static-libgcc \
 	  -Wl,--version-script=interpose/libvramcache.map -Wl,-z,defs \
-	  -Wl,-rpath,'$$ORIGIN:$(CUDA)/lib64:$(CUDA)/extras/CUPTI/lib64' -l:libzstd.a -ldl -lpthread
+	  -Wl,-rpath,'$$ORIGIN:$(CUDA)/lib64:$(CUDA)/extras/CUPTI/lib64' -l:libzstd.a -l:liburing.a -ldl -lpthread
 
 $(CLI): $(BUILD)/obj/profiler/main.o $(PROFILER_OBJ) $(RUNTIME_OBJ)
-	$(CXX) -o $@ $^ -l:libzstd.a -lpthread
+	$(CXX) -o $@ $^ -l:libzstd.a -l:liburing.a -lpthread
 
 # ---- Tests without a GPU ----
 # Fat binaries nvcc makes of tests/unit/kernels.cu, plain and compressed, for the cubin reader's
@@ -74,7 +74,7 @@ $(BUILD)/testdata/fake_kernels_wrong.fatbin: tests/fake/fake_kernels.cu
 	$(NVCC) -fatbin -arch=sm_90 -DWRONG_LAYOUT $< -o $@
 
 $(BUILD)/unit_tests: $(UNIT_OBJ) $(PROFILER_OBJ) $(RUNTIME_OBJ) | $(TESTDATA)
-	$(CXX) $(LDSAN) -o $@ $^ -l:libzstd.a -lpthread
+	$(CXX) $(LDSAN) -o $@ $^ -l:libzstd.a -l:liburing.a -lpthread
 
 $(BUILD)/fake/libcuda.so.1: tests/fake/fake_cuda.cc
 $(BUILD)/fake/libcudart.so.13: tests/fake/fake_cudart.cc
