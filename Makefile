@@ -98,6 +98,13 @@ test: $(LIB) $(CLI) $(BUILD)/unit_tests $(FAKE_LIBS) $(BUILD)/interpose_test $(B
 	bash tests/interpose/run.sh $(BUILD)
 	bash tests/cli/run.sh $(BUILD)
 
+# The disk benchmark's driver (scripts/disk_bench.sh runs it beside fio; a benchmark, not a test).
+$(BUILD)/disk_bench: $(BUILD)/obj/scripts/disk_bench.o $(RUNTIME_OBJ)
+	$(CXX) -o $@ $^ -l:libzstd.a -l:liburing.a -lpthread
+$(BUILD)/obj/scripts/%.o: scripts/%.cc
+	@mkdir -p $(@D)
+	$(CXX) $(BASEFLAGS) $(CXXFLAGS) -c $< -o $@
+
 # ---- Checks: layering, README options in sync, sanitizers ----
 layering: $(CLI)
 	@bad=$$(grep -rlE --include='*.h' --include='*.cc' '#include *[<"](cuda|cupti|cublas|dlfcn|generated_cuda)' runtime); \

@@ -1,7 +1,8 @@
 // Tests of the disk tier's lowest layer on a real file in a temporary folder: the private swap file
 // (no name in its folder, mode 0600, direct I/O; also by the unlink-at-once path), io_uring direct
 // reads and writes with their byte counts, wake-ups of a blocked reap, the disk probe, and a child
-// killed with SIGKILL in the middle of writing, which must leave its folder empty.
+// killed with SIGKILL in the middle of writing, which must leave its folder empty; and the disk
+// tier's rows of the options table.
 #include <doctest/doctest.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -13,6 +14,7 @@
 #include <thread>
 
 #include "runtime/disk/disk_probe.h"
+#include "runtime/options.h"
 #include "tests/unit/disk_fixture.h"
 
 using namespace disk_test;
@@ -66,7 +68,31 @@ std::vector<int32_t> run(vc::DiskIo *io, bool write, Buffer *buf, int n, uint32_
   return result;
 }
 
+// Parses one variable alone; the error (empty when it was accepted).
+std::string parse_one(const char *name, const char *value, vc::Options *o) {
+  std::string line = std::string(name) + "=" + value, error;
+  const char *environ_list[] = {line.c_str(), nullptr};
+  bool ok = vc::parse_options([&](const char *n) { return strcmp(n, name) == 0 ? value : nullptr; }, environ_list, o,
+                              &error);
+  return ok ? "" : error;
+}
+
 }  // namespace
+
+TEST_CASE("disk: options of the disk tier, their defaults and limits") {
+  vc::Options o;
+  CHECK(parse_one("VRAMCACHE_SWAP_DIR", "/mnt/nvme/tmp", &o) == "");
+  CHECK(o.str[vc::kSwapDir] == "/mnt/nvme/tmp");
+  CHECK(o.num[vc::kDiskDepth] == 16);
+  CHECK(o.num[vc::kDiskProbe] == int64_t(256 * kMiB));
+  CHECK(parse_one("VRAMCACHE_DISK_DEPTH", "1024", &o) == "");
+  CHECK(o.num[vc::kDiskDepth] == 1024);
+  CHECK(parse_one("VRAMCACHE_DISK_DEPTH", "1025", &o).find("from 1 to 1024") != std::string::npos);
+  CHECK(parse_one("VRAMCACHE_DISK_DEPTH", "0", &o).find("positive whole number") != std::string::npos);
+  CHECK(parse_one("VRAMCACHE_DISK_PROBE", "0", &o) == "");
+  CHECK(o.num[vc::kDiskProbe] == 0);
+  CHECK(parse_one("VRAMCACHE_DISK_PROBE", "1M", &o).find("from 8M to 16G") != std::string::npos);
+}
 
 TEST_CASE("disk: the swap file has no name in its folder, mode 0600, direct I/O") {
   check_private(false);  // O_TMPFILE
