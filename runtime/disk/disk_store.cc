@@ -10,10 +10,8 @@
 #include <cerrno>
 #include <chrono>
 
+#include "runtime/disk/checksum.h"
 #include "runtime/log.h"
-
-#define XXH_INLINE_ALL
-#include <xxhash.h>
 
 namespace vc {
 
@@ -24,8 +22,6 @@ constexpr int kReadRetries = 1;  // a failed or wrong chunk is read once more
 // A reap that keeps failing leaves the store unable to learn of completions; after this many in a
 // row (1 ms apart) the requests in flight are failed with its errno and the store refuses more.
 constexpr int kMaxReapErrors = 100;
-
-uint64_t checksum(const uint8_t *p, uint64_t bytes) { return XXH3_64bits(p, size_t(bytes)); }
 
 uint64_t now_ns() {
   return uint64_t(std::chrono::duration_cast<std::chrono::nanoseconds>(
@@ -281,7 +277,7 @@ void DiskStore::issue() {
       c.bytes = uint32_t(std::min(cfg_.chunk_bytes, op->bytes - op->issued));
       op->issued += c.bytes;
       ++op->in_flight;
-      if (op->write) op->sums[size_t(c.at / cfg_.chunk_bytes)] = checksum(op->buf + c.at, c.bytes);
+      if (op->write) op->sums[size_t(c.at / cfg_.chunk_bytes)] = block_checksum(op->buf + c.at, c.bytes);
       submit(tag);
     }
     if (free_chunks_.empty()) return;
@@ -321,7 +317,7 @@ void DiskStore::on_completion(uint32_t tag, int32_t result) {
       ++c.stalls;
     }
     if (c.done == c.bytes) {
-      if (!op->write && checksum(op->buf + c.at, c.bytes) != op->sums[size_t(c.at / cfg_.chunk_bytes)]) {
+      if (!op->write && block_checksum(op->buf + c.at, c.bytes) != op->sums[size_t(c.at / cfg_.chunk_bytes)]) {
         ++stats_.checksum_errors;
         return retry_or_fail(tag, EBADMSG);
       }

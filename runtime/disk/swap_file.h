@@ -13,9 +13,10 @@ namespace vc {
 // filesystem refuses O_TMPFILE (EOPNOTSUPP; EISDIR on kernels before 3.11), or `named` is set (the
 // tests of that path), it is created under a random name with O_EXCL and unlinked at once; a kill
 // in the microseconds between the two leaves a file `.vramcache-swap-XXXXXX` behind, the one window
-// there is. Mode 0600, close-on-exec, then O_DIRECT: a folder whose filesystem cannot do direct I/O
-// (EINVAL) is refused rather than paged through the page cache, which would hold a second copy of
-// every frame in the host memory the disk tier is there to spare.
+// there is. A child the program forks holds the file too, until it exits or execs (close-on-exec),
+// so the space is given back when the last of them ends. Mode 0600, then O_DIRECT: a folder whose
+// filesystem cannot do direct I/O (EINVAL) is refused rather than paged through the page cache,
+// which would hold a second copy of every frame in the host memory the disk tier is there to spare.
 //
 // Returns the descriptor, or -errno with `error` one line naming the folder and the errno.
 int open_private_file(const std::string &dir, bool named, std::string *error);

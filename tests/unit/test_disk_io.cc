@@ -1,8 +1,8 @@
 // Tests of the disk tier's lowest layer on a real file in a temporary folder: the private swap file
 // (no name in its folder, mode 0600, direct I/O; also by the unlink-at-once path), io_uring direct
 // reads and writes with their byte counts, wake-ups of a blocked reap, the disk probe, and a child
-// killed with SIGKILL in the middle of writing, which must leave its folder empty; and the disk
-// tier's rows of the options table.
+// killed with SIGKILL in the middle of writing, which must leave its folder empty; the block
+// checksum; and the disk tier's rows of the options table.
 #include <doctest/doctest.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -13,9 +13,13 @@
 #include <cerrno>
 #include <thread>
 
+#include "runtime/disk/checksum.h"
 #include "runtime/disk/disk_probe.h"
 #include "runtime/options.h"
 #include "tests/unit/disk_fixture.h"
+
+#define XXH_INLINE_ALL
+#include <xxhash.h>  // the reference the library's path must agree with
 
 using namespace disk_test;
 
@@ -92,6 +96,20 @@ TEST_CASE("disk: options of the disk tier, their defaults and limits") {
   CHECK(parse_one("VRAMCACHE_DISK_PROBE", "0", &o) == "");
   CHECK(o.num[vc::kDiskProbe] == 0);
   CHECK(parse_one("VRAMCACHE_DISK_PROBE", "1M", &o).find("from 8M to 16G") != std::string::npos);
+}
+
+TEST_CASE("disk: block checksums are XXH3-64 on every path and see one flipped bit") {
+  CHECK(vc::block_checksum(nullptr, 0) == 0x2D06800538D394C2ull);  // xxHash's own test vector
+  Buffer b(1 * kMiB);
+  b.fill(11);
+  for (uint64_t n : {uint64_t(1), uint64_t(17), uint64_t(240), uint64_t(4096), uint64_t(65536 + 7), kMiB}) {
+    CAPTURE(n);
+    uint64_t sum = vc::block_checksum(b.p, n);
+    CHECK(sum == XXH3_64bits(b.p, size_t(n)));
+    b.p[n / 2] ^= 0x10;
+    CHECK(vc::block_checksum(b.p, n) != sum);
+    b.p[n / 2] ^= 0x10;
+  }
 }
 
 TEST_CASE("disk: the swap file has no name in its folder, mode 0600, direct I/O") {
