@@ -8,7 +8,7 @@
 #                    linked statically, so the library needs nothing more where it runs)
 #   liburing-dev     the disk tier's direct I/O through io_uring (runtime/disk/uring_io.cc; linked
 #                    statically, like zstd)
-#   libxxhash-dev    the disk tier's block checksums, XXH3-64 (runtime/disk/disk_store.cc; header only)
+#   libxxhash-dev    the disk tier's block checksums, XXH3-64 (runtime/disk/checksum.cc; header only)
 #   fio              the disk benchmark's reference (scripts/disk_bench.sh), not the build
 # The CUDA toolkit (13.x, with CUPTI headers) is not a Debian package here: it must be installed
 # at $CUDA (default /usr/local/cuda). The library needs no GPU to build or to run its tests.

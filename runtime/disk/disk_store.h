@@ -36,7 +36,10 @@ namespace vc {
 // caller's host copy may be released then, and not before. A write to a slot ends what it held at
 // once (holds() is false until the write succeeds). A slot being written can be neither read nor
 // freed, one being read neither written nor freed (-EBUSY), a slot not holding a block cannot be
-// read (-ENODATA). Refused requests still get a ticket, whose result is the refusal.
+// read (-ENODATA). Refused requests still get a ticket, whose result is the refusal. A ticket is
+// collected once, by one caller. Buffers must be memory the kernel can pin for direct I/O
+// (anonymous memory, cudaHostRegister'd memory); a range only a driver maps may be refused with
+// EFAULT, which comes back as any errno does.
 //
 // Failures. A request the disk answers short is resubmitted for the rest (a short answer that
 // ends off the alignment is rounded down and the tail read or written again); one that makes no
@@ -54,7 +57,8 @@ namespace vc {
 // What the program sees then (the caller's contract): a block that fails to read is data the
 // library cannot give back. It is never handed to the program as if good. The frame mover marks
 // the frame lost and the program meets what it would meet on a GPU whose memory had an
-// uncorrectable ECC error: the frame is not mapped again, and every later call of the program
+// uncorrectable ECC error: the frame stays unmapped (a kernel that reaches it faults rather than
+// reads wrong bytes), and every later call of the program
 // that waits on or launches work (synchronize, launch, copy, event query) returns the
 // uncorrectable-ECC error code (CUDA_ERROR_ECC_UNCORRECTABLE / cudaErrorECCUncorrectable), which
 // frameworks treat as fatal (PyTorch raises it as a RuntimeError), with one error line naming the
@@ -65,11 +69,11 @@ namespace vc {
 // taken from the buffer just before the chunk is submitted and kept in the store's memory, not in
 // the file: the file lives no longer than the process, and a sum kept apart from the data also
 // catches a write that landed at the wrong offset or never reached the disk. Why XXH3-64: it runs
-// at 10-30 GB/s on one core (AVX2; SSE2 about 2.5x slower), above the disk's rate, and the worker
-// hashes one chunk while the others are in flight, so checking costs little of the disk's time;
-// it passes SMHasher's quality tests, and a corrupted chunk keeps its sum with a chance of 2^-64.
-// It is not cryptographic and need not be: the threat is a failing disk, not an adversary (who
-// could rewrite the file could rewrite host memory too).
+// at 12-17 GB/s on one loaded, shared core of the build machine (AVX2; SSE2 a third of that),
+// above the disk's rate, and the worker hashes one chunk while the others are in flight, so
+// checking costs little of the disk's time; it passes SMHasher's quality tests, and a corrupted
+// chunk keeps its sum with a chance of 2^-64. It is not cryptographic and need not be: the threat
+// is a failing disk, not an adversary (who could rewrite the file could rewrite host memory too).
 //
 // Threads. One worker thread of the store's own drives the DiskIo (submits, reaps, hashes);
 // take_slot, free_slot, write, read, poll, wait, holds may be called from any thread. Chunks are

@@ -61,17 +61,17 @@ UringDiskIo::~UringDiskIo() {
 // cannot be handed over it becomes a no-op (a later enter submits it harmlessly) and the error is
 // returned, so a refused request never runs.
 int UringDiskIo::flush(io_uring_sqe *mine) {
-  int last = 0;
+  int last = -EAGAIN;  // what a kernel that keeps taking nothing is told
   for (int tries = 0; io_uring_sq_ready(ring_.get()) > 0; ++tries) {
     int r = io_uring_submit(ring_.get());
-    if (r >= 0 || r == -EINTR) continue;
-    last = r;
-    if ((r != -EAGAIN && r != -EBUSY) || tries >= kEnterTries) {
+    if (r < 0 && r != -EINTR) last = r;
+    bool passing = r >= 0 || r == -EINTR || r == -EAGAIN || r == -EBUSY;
+    if (!passing || tries >= kEnterTries) {
       io_uring_prep_nop(mine);
       io_uring_sqe_set_data64(mine, kNopTag);
       return last;
     }
-    usleep(100);
+    if (r <= 0) usleep(100);
   }
   return 0;
 }
