@@ -61,10 +61,10 @@ $(LOWRANK_IMAGE): interpose/compress/lowrank_image.S $(LOWRANK_FATBIN)
 $(LIB): $(RUNTIME_OBJ) $(INTERPOSE_OBJ) $(LOWRANK_IMAGE) interpose/libvramcache.map
 	$(CXX) -shared -o $@ $(RUNTIME_OBJ) $(INTERPOSE_OBJ) $(LOWRANK_IMAGE) -static-libstdc++ -static-libgcc \
 	  -Wl,--version-script=interpose/libvramcache.map -Wl,-z,defs \
-	  -Wl,-rpath,'$$ORIGIN:$(CUDA)/lib64:$(CUDA)/extras/CUPTI/lib64' -l:libzstd.a -ldl -lpthread
+	  -Wl,-rpath,'$$ORIGIN:$(CUDA)/lib64:$(CUDA)/extras/CUPTI/lib64' -l:libzstd.a -l:liburing.a -ldl -lpthread
 
 $(CLI): $(BUILD)/obj/profiler/main.o $(PROFILER_OBJ) $(RUNTIME_OBJ)
-	$(CXX) -o $@ $^ -l:libzstd.a -lpthread
+	$(CXX) -o $@ $^ -l:libzstd.a -l:liburing.a -lpthread
 
 # ---- Tests without a GPU ----
 # Fat binaries nvcc makes of tests/unit/kernels.cu, plain and compressed, for the cubin reader's
@@ -87,7 +87,7 @@ $(BUILD)/testdata/fake_kernels_wrong.fatbin: tests/fake/fake_kernels.cu
 # The device launcher is tested with models of its kernels (tests/unit/compress/), next to the
 # fat binary it loads.
 $(BUILD)/unit_tests: $(UNIT_OBJ) $(PROFILER_OBJ) $(RUNTIME_OBJ) $(BUILD)/obj/interpose/compress/lowrank_device.o | $(TESTDATA) $(LOWRANK_FATBIN)
-	$(CXX) $(LDSAN) -o $@ $^ -l:libzstd.a -lpthread
+	$(CXX) $(LDSAN) -o $@ $^ -l:libzstd.a -l:liburing.a -lpthread
 
 $(BUILD)/fake/libcuda.so.1: tests/fake/fake_cuda.cc
 $(BUILD)/fake/libcudart.so.13: tests/fake/fake_cudart.cc
@@ -110,6 +110,13 @@ test: $(LIB) $(CLI) $(BUILD)/unit_tests $(FAKE_LIBS) $(BUILD)/interpose_test $(B
 	$(BUILD)/unit_tests
 	bash tests/interpose/run.sh $(BUILD)
 	bash tests/cli/run.sh $(BUILD)
+
+# The disk benchmark's driver (scripts/disk_bench.sh runs it beside fio; a benchmark, not a test).
+$(BUILD)/disk_bench: $(BUILD)/obj/scripts/disk_bench.o $(RUNTIME_OBJ)
+	$(CXX) -o $@ $^ -l:libzstd.a -l:liburing.a -lpthread
+$(BUILD)/obj/scripts/%.o: scripts/%.cc
+	@mkdir -p $(@D)
+	$(CXX) $(BASEFLAGS) $(CXXFLAGS) -c $< -o $@
 
 # ---- Checks: layering, README options in sync, sanitizers ----
 layering: $(CLI)

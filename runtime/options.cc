@@ -43,6 +43,9 @@ std::string check_option(int id, int64_t value) {
   if (id == kProfileIterations && (value < 1 || value > 1000)) return "must be from 1 to 1000";
   if (id == kBudget && value != 0 && value < (int64_t(8) << 20)) return "must be 0 (no paging) or at least 8M";
   if (id == kStatusInterval && value > 86400) return "must be from 1 to 86400 seconds";
+  if (id == kDiskDepth && value > 1024) return "must be from 1 to 1024";
+  if (id == kDiskProbe && value != 0 && (value < (int64_t(8) << 20) || value > (int64_t(16) << 30)))
+    return "must be 0 (not timed) or from 8M to 16G";
   return {};
 }
 

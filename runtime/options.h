@@ -76,6 +76,18 @@ namespace vc {
   X(kHostLimit, "VRAMCACHE_HOST_LIMIT", kSize, "0", "96G",                                           \
     "with a budget: most bytes of paged allocations in total (each may live on the host); past "    \
     "it an allocation fails with the out-of-memory code; 0: 85% of physical memory")              \
+  X(kSwapDir, "VRAMCACHE_SWAP_DIR", kPath, "", "/mnt/nvme/tmp",                                     \
+    "with a host limit: frames past VRAMCACHE_HOST_LIMIT live in a swap file in this folder, on a "  \
+    "local disk that can do direct I/O; the file is private (never named, or unlinked at once; "     \
+    "mode 0600), so nothing is left behind however the process ends; its space is reserved as "     \
+    "frames go there, and when the disk is full an allocation fails with the out-of-memory code; "   \
+    "unset: no disk tier")                                                                         \
+  X(kDiskDepth, "VRAMCACHE_DISK_DEPTH", kCount, "16", "32",                                          \
+    "with a swap folder: direct I/O requests of 1 MiB kept in flight on the disk (io_uring), from 1 " \
+    "to 1024")                                                                                     \
+  X(kDiskProbe, "VRAMCACHE_DISK_PROBE", kSize, "256M", "64M",                                        \
+    "with a swap folder: bytes written then read back at start, in a private file of their own, to " \
+    "time the disk as the link is timed (the read-ahead's lead comes from it); 0: not timed")       \
   X(kStatusInterval, "VRAMCACHE_STATUS_INTERVAL", kCount, "10", "2",                                 \
     "with a budget: seconds between status lines (resident bytes, bytes moved each way, misses) "   \
     "at log level info")                                                                          \

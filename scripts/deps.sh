@@ -6,10 +6,14 @@
 #   python3          checks that interpose/observed.def matches the CUDA headers (scripts/gen_observed.py)
 #   libzstd-dev      reading the kernels' parameter layouts from compressed cubins (runtime/cubin.cc;
 #                    linked statically, so the library needs nothing more where it runs)
+#   liburing-dev     the disk tier's direct I/O through io_uring (runtime/disk/uring_io.cc; linked
+#                    statically, like zstd)
+#   libxxhash-dev    the disk tier's block checksums, XXH3-64 (runtime/disk/checksum.cc; header only)
+#   fio              the disk benchmark's reference (scripts/disk_bench.sh), not the build
 # The CUDA toolkit (13.x, with CUPTI headers) is not a Debian package here: it must be installed
 # at $CUDA (default /usr/local/cuda). The library needs no GPU to build or to run its tests.
 set -euo pipefail
-packages=(g++ make doctest-dev python3 libzstd-dev)
+packages=(g++ make doctest-dev python3 libzstd-dev liburing-dev libxxhash-dev fio)
 missing=()
 for p in "${packages[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
 if [ ${#missing[@]} -gt 0 ]; then
