@@ -7,9 +7,7 @@
 
 #include <cstdint>
 #include <cstring>
-#ifndef __CUDACC__
 #include <random>
-#endif
 
 #ifdef __CUDACC__
 #define VC_HD __host__ __device__ __forceinline__
@@ -118,7 +116,6 @@ VC_HD PieceHash piece_final(const PieceKey &k, uint64_t n, PieceHash lanes) {
   return s.finish(uint64_t(24) << 56);
 }
 
-#ifndef __CUDACC__
 // The reference (host) computation of a piece's hash: n at most kMaxPiece.
 inline PieceHash piece_hash(const PieceKey &k, const void *data, uint64_t n) {
   const uint8_t *p = static_cast<const uint8_t *>(data);
@@ -126,12 +123,14 @@ inline PieceHash piece_hash(const PieceKey &k, const void *data, uint64_t n) {
   Sip lane[kPieceLanes];
   for (unsigned j = 0; j < L; ++j) lane[j] = Sip(k), lane[j].absorb(lane_tag(n, j));
   const uint64_t units = piece_units(n);
-  for (uint64_t u = 0; u < units; ++u) {
-    uint64_t w[2] = {0, 0};
-    std::memcpy(w, p + 16 * u, 16 * (u + 1) <= n ? 16 : n - 16 * u);
-    lane[u % L].absorb(w[0]);
-    lane[u % L].absorb(w[1]);
-  }
+  for (uint64_t u0 = 0; u0 < units; u0 += L)  // unit u0 + j to lane j
+    for (uint64_t j = 0; j < L && u0 + j < units; ++j) {
+      const uint64_t u = u0 + j;
+      uint64_t w[2] = {0, 0};
+      std::memcpy(w, p + 16 * u, 16 * (u + 1) <= n ? 16 : n - 16 * u);
+      lane[j].absorb(w[0]);
+      lane[j].absorb(w[1]);
+    }
   PieceHash x;
   for (unsigned j = 0; j < L; ++j) {
     PieceHash h = lane[j].finish(lane_last(n, j));
@@ -164,6 +163,5 @@ inline PieceKey random_piece_key() {
   k.k0 = word(), k.k1 = word();
   return k;
 }
-#endif
 
 }  // namespace vc

@@ -155,7 +155,8 @@ else
     paged_allocs=0 paged_bytes=0 resident=0 paging_failed=0 launches=12 launches_decoded=12 \
     copies=14 copy_h2d_bytes=167772160 copy_d2h_bytes=469762048 vmm_creates=0 allocs_vmm_map=0 launch_observer_on=1
   # Every copy timed (the fake's events say 1 ms each), and the link probe made at the start.
-  for key in paging_h2d_bytes paging_d2h_bytes paging_evictions paging_remote link_in_ns link_out_ns link_probe_in_bps link_probe_out_bps; do
+  for key in paging_h2d_bytes paging_d2h_bytes paging_evictions paging_remote link_in_ns link_out_ns link_probe_in_bps link_probe_out_bps \
+      frames_clean_check frames_pieces_hashed frames_unchanged_bytes; do  # (the fake driver runs vramcache's hash kernel)
     [ "$(json_num "$out/explicit-paging.json" $key)" -gt 0 ] || bad "explicit paging: $key is not above 0"
   done
   peak=$(json_num "$out/explicit-paging.json" peak_resident)
