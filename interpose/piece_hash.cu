@@ -8,9 +8,6 @@
 
 namespace {
 
-constexpr unsigned kPerThread = vc::kPieceLanes / vc::kPieceThreads;
-static_assert(kPerThread * vc::kPieceThreads == vc::kPieceLanes, "lanes are shared out evenly");
-
 // Unit u of a piece of n bytes at p (16-byte aligned): two little-endian words, zeros past n.
 __device__ __forceinline__ void load_unit(const unsigned char *p, uint64_t n, uint64_t u, uint64_t *w0,
                                           uint64_t *w1) {
@@ -30,11 +27,14 @@ __device__ __forceinline__ void load_unit(const unsigned char *p, uint64_t n, ui
 
 }  // namespace
 
-// Hashes of [base, base + bytes) in pieces of `piece` bytes (the last one smaller; a multiple of 16,
-// at most kMaxPiece), piece i's into out[i]: gridDim.x pieces, kPieceThreads threads each.
-extern "C" __global__ void __launch_bounds__(vc::kPieceThreads)
-    vc_piece_hash(const unsigned char *base, uint64_t bytes, uint64_t piece, uint64_t k0, uint64_t k1,
-                  vc::PieceHash *out) {
+// The hash of piece blockIdx.x of [base, base + bytes) (pieces of `piece` bytes, the last one
+// smaller; `piece` a multiple of 16, at most kMaxPiece) into out[blockIdx.x], by `kThreads` threads
+// (of any number dividing kPieceLanes: the launch shares out the lanes, it does not define them).
+template <unsigned kThreads>
+__device__ __forceinline__ void piece_hash_block(const unsigned char *base, uint64_t bytes, uint64_t piece,
+                                                 uint64_t k0, uint64_t k1, vc::PieceHash *out) {
+  constexpr unsigned kPerThread = vc::kPieceLanes / kThreads;
+  static_assert(kPerThread * kThreads == vc::kPieceLanes && kThreads % 32 == 0, "lanes shared out evenly, by warps");
   const uint64_t off = uint64_t(blockIdx.x) * piece;
   if (off >= bytes) return;
   const uint64_t n = bytes - off < piece ? bytes - off : piece, units = vc::piece_units(n);
@@ -44,7 +44,7 @@ extern "C" __global__ void __launch_bounds__(vc::kPieceThreads)
   vc::Sip lane[kPerThread];
 #pragma unroll
   for (unsigned q = 0; q < kPerThread; ++q) {
-    const unsigned j = threadIdx.x + q * vc::kPieceThreads;
+    const unsigned j = threadIdx.x + q * kThreads;
     lane[q] = vc::Sip(key);
     lane[q].absorb(vc::lane_tag(n, j));
   }
@@ -52,7 +52,7 @@ extern "C" __global__ void __launch_bounds__(vc::kPieceThreads)
   for (uint64_t u0 = 0; u0 < units; u0 += L) {
 #pragma unroll
     for (unsigned q = 0; q < kPerThread; ++q) {
-      const unsigned j = threadIdx.x + q * vc::kPieceThreads;
+      const unsigned j = threadIdx.x + q * kThreads;
       if (j >= L || u0 + j >= units) continue;
       uint64_t w0, w1;
       load_unit(p, n, u0 + j, &w0, &w1);
@@ -63,7 +63,7 @@ extern "C" __global__ void __launch_bounds__(vc::kPieceThreads)
   vc::PieceHash x;
 #pragma unroll
   for (unsigned q = 0; q < kPerThread; ++q) {
-    const unsigned j = threadIdx.x + q * vc::kPieceThreads;
+    const unsigned j = threadIdx.x + q * kThreads;
     if (j >= L) continue;
     const vc::PieceHash h = lane[q].finish(vc::lane_last(n, j));
     x.lo ^= h.lo, x.hi ^= h.hi;
@@ -73,11 +73,18 @@ extern "C" __global__ void __launch_bounds__(vc::kPieceThreads)
     x.lo ^= __shfl_xor_sync(0xffffffffu, x.lo, d);
     x.hi ^= __shfl_xor_sync(0xffffffffu, x.hi, d);
   }
-  __shared__ uint64_t warps[vc::kPieceThreads / 32][2];
+  __shared__ uint64_t warps[kThreads / 32][2];
   if (threadIdx.x % 32 == 0) warps[threadIdx.x / 32][0] = x.lo, warps[threadIdx.x / 32][1] = x.hi;
   __syncthreads();
   if (threadIdx.x != 0) return;
   vc::PieceHash all;
-  for (unsigned w = 0; w < vc::kPieceThreads / 32; ++w) all.lo ^= warps[w][0], all.hi ^= warps[w][1];
+  for (unsigned w = 0; w < kThreads / 32; ++w) all.lo ^= warps[w][0], all.hi ^= warps[w][1];
   out[blockIdx.x] = vc::piece_final(key, n, all);
+}
+
+// The library's kernel: gridDim.x pieces, kPieceThreads threads each.
+extern "C" __global__ void __launch_bounds__(vc::kPieceThreads)
+    vc_piece_hash(const unsigned char *base, uint64_t bytes, uint64_t piece, uint64_t k0, uint64_t k1,
+                  vc::PieceHash *out) {
+  piece_hash_block<vc::kPieceThreads>(base, bytes, piece, k0, k1, out);
 }

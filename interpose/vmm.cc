@@ -17,7 +17,8 @@ namespace {
 
 class CudaVmm final : public VmmDevice {
  public:
-  static constexpr int kIn = FrameMover::kIn, kOut = FrameMover::kOut, kBack = FrameMover::kBack;
+  static constexpr int kIn = FrameMover::kIn, kOut = FrameMover::kOut, kBack = FrameMover::kBack,
+                       kHash = FrameMover::kHash;
   bool start(const DriverApi *api) {
     api_ = api;
     if (!api->cuCtxGetCurrent || !api->cuCtxGetDevice || !api->cuDeviceGetAttribute || !api->cuStreamCreate ||
@@ -162,6 +163,12 @@ class CudaVmm final : public VmmDevice {
     return hasher_.start(api_, key, copy_[kIn]);
   }
   uint64_t hash(int dir, uint64_t va, uint64_t bytes, uint64_t piece) override {
+    if (dir == kHash) {  // after the copies in issued so far
+      const uint64_t t = events_.record(copy_[kIn]);
+      const bool after = t && api_->cuStreamWaitEvent(copy_[kHash], events_.event(t), 0) == CUDA_SUCCESS;
+      if (t) events_.drop(t);  // (the wait holds the event's state as of now)
+      if (!after) return 0;
+    }
     return hasher_.hash(copy_[dir], va, bytes, piece);
   }
   bool read_hashes(uint64_t token, PieceHash *out, size_t n) override { return hasher_.read(token, out, n); }
@@ -230,7 +237,7 @@ class CudaVmm final : public VmmDevice {
   CUdevice dev_ = 0;
   int numa_ = 0;
   uint64_t granularity_ = 2 << 20;
-  CUstream copy_[3] = {nullptr, nullptr, nullptr};  // kIn, kOut, kBack
+  CUstream copy_[4] = {nullptr, nullptr, nullptr, nullptr};  // kIn, kOut, kBack, kHash (no copies)
   EventPool events_;
   PieceHasher hasher_;
   std::mutex timing_mu_;  // the copies' timing, below (copies come under the mover's lock; figures from anywhere)

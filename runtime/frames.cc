@@ -307,10 +307,10 @@ bool FrameMover::fetch(Lock &lock, Frame *f) {
   Chunk c;
   if (!take_chunk(lock, f->bytes, &c)) return false;
   uint64_t token = 0, hashes = 0;
-  // With the clean check, the hashes of what arrived (Note [Clean pieces]).
+  // With the clean check, the hashes of what arrived, on a stream of their own (Note [Clean pieces]).
   const bool copied = dev_->copy(kIn, c.va, f->home_va, f->bytes);
-  if (copied && check_) hashes = hash(kIn, c.va, f->bytes);
-  if (!copied || !(token = dev_->mark(kIn))) {
+  if (copied && check_) hashes = hash(kHash, c.va, f->bytes);
+  if (!copied || !(token = dev_->mark(hashes ? kHash : kIn))) {
     if (hashes) dev_->drop_hashes(hashes);
     give_chunk(c.handle, c.va, c.bytes);
     return fail("a copy to the device");

@@ -39,7 +39,8 @@ class VmmDevice {
   virtual bool map(uint64_t va, uint64_t bytes, uint64_t chunk) = 0;
   virtual bool unmap(uint64_t va, uint64_t bytes) = 0;
   // Copy streams kIn (to the device), kOut (to the host) and kBack (to the host, never ordered after
-  // the program's work: Note [Clean pieces]) run their copies in issue order.
+  // the program's work: Note [Clean pieces]) run their copies in issue order; kHash runs the hashes
+  // of what arrives (hash).
   virtual bool copy(int dir, uint64_t dst, uint64_t src, uint64_t bytes) = 0;
   // An event at the current end of copy stream `dir`: a nonzero token.
   virtual uint64_t mark(int dir) = 0;
@@ -64,7 +65,8 @@ class VmmDevice {
   // cannot (it has no code for it, or that code failed its check: it says why in the log).
   virtual bool start_hashing(const PieceKey & /*key*/) { return false; }
   // The hashes of [va, va + bytes) in pieces of `piece` bytes (the last one smaller), made on stream
-  // `dir` after what was issued there before: a nonzero token, 0 if they cannot be made.
+  // `dir` after what was issued there before (on kHash, also after the copies issued on kIn before
+  // it): a nonzero token, 0 if they cannot be made.
   virtual uint64_t hash(int /*dir*/, uint64_t /*va*/, uint64_t /*bytes*/, uint64_t /*piece*/) { return 0; }
   // Once a mark on that stream issued after the hash has passed: its `n` hashes into `out`. The token
   // is spent either way; false: there are none to read.
@@ -104,7 +106,7 @@ struct FrameStats {
 
 class FrameMover final : public Mover {
  public:
-  static constexpr int kIn = 0, kOut = 1, kBack = 2;
+  static constexpr int kIn = 0, kOut = 1, kBack = 2, kHash = 3;
   // `granularity`: of chunk sizes (the driver's); `capacity`: device bytes the chunks may take (the
   // budget). `worker`: moves complete on a thread of the mover's own, else on the callers' (the
   // tests' deterministic mode). `home_on_demand`: an evicted frame is left unmapped until an op may

@@ -59,7 +59,7 @@ struct PieceHash {
 
 constexpr uint64_t kMaxPiece = uint64_t(2) << 20;  // n << 10 stays below the tag's bits
 constexpr unsigned kPieceLanes = 1024;              // L at most
-constexpr unsigned kPieceThreads = 256;             // the kernel's threads per piece, 4 lanes each
+constexpr unsigned kPieceThreads = 1024;            // the kernel's threads per piece (one lane each)
 constexpr uint64_t kLaneTag = uint64_t(0x6c616e65) << 32;   // "lane"
 constexpr uint64_t kPieceTag = uint64_t(0x70696563) << 32;  // "piec"
 

@@ -2,9 +2,10 @@
 // (runtime/piece_hash.h, Note [Piece hash]): random data and keys, pieces of 2 MiB down to 16 KiB,
 // ranges that end inside a piece and inside a 16-byte unit; the kernel compiled in here, and the
 // library's own image (build/piece_hash.fatbin, or the path given) loaded and launched as the
-// library does (cuModuleLoadData, cuLaunchKernel). A byte changed on the device must change that
-// piece's hash and no other. Exits 1 on any mismatch, 77 without a GPU; prints the kernel's rate
-// (not asserted). Build: make samples (build/samples/piece_hash_check).
+// library does (cuModuleLoadData, cuLaunchKernel), and the same block with 256 and 512 threads. A
+// byte changed on the device must change that piece's hash and no other. Exits 1 on any mismatch,
+// 77 without a GPU; prints the rates (not asserted). Build: make samples
+// (build/samples/piece_hash_check).
 #include <cstring>
 #include <random>
 #include <string>
@@ -12,6 +13,12 @@
 
 #include "../../interpose/piece_hash.cu"
 #include "probe.h"
+
+template <unsigned kThreads>
+__global__ void __launch_bounds__(kThreads) variant(const unsigned char *base, uint64_t bytes, uint64_t piece,
+                                                    uint64_t k0, uint64_t k1, vc::PieceHash *out) {
+  piece_hash_block<kThreads>(base, bytes, piece, k0, k1, out);
+}
 
 namespace {
 
@@ -21,22 +28,32 @@ struct Image {  // the library's image, when found
   CUmodule module = nullptr;
   CUfunction fn = nullptr;
 };
+Image image;
+// The kernels: the library's compiled in, its image (if found), the block with 256 and 512 threads.
+const char *const kKernels[] = {"compiled-in", "image", "256 threads", "512 threads"};
 
-// Hashes of [d, d + bytes) in pieces of `piece`, by the compiled-in kernel or the image.
-std::vector<vc::PieceHash> device_hashes(const Image *img, CUdeviceptr d, uint64_t bytes, uint64_t piece,
-                                         const vc::PieceKey &k, vc::PieceHash *out) {
+// Launches kernel `which` over [d, d + bytes) in pieces of `piece` (not synchronized).
+void launch(int which, CUdeviceptr d, uint64_t bytes, uint64_t piece, const vc::PieceKey &k, vc::PieceHash *out) {
   const unsigned blocks = unsigned((bytes + piece - 1) / piece);
-  if (img) {
-    const unsigned char *base = reinterpret_cast<const unsigned char *>(d);
+  const unsigned char *base = reinterpret_cast<const unsigned char *>(d);
+  if (which == 1) {
     uint64_t b = bytes, p = piece, k0 = k.k0, k1 = k.k1;
     void *params[] = {&base, &b, &p, &k0, &k1, &out};
-    CK(cuLaunchKernel(img->fn, blocks, 1, 1, vc::kPieceThreads, 1, 1, 0, nullptr, params, nullptr));
+    CK(cuLaunchKernel(image.fn, blocks, 1, 1, vc::kPieceThreads, 1, 1, 0, nullptr, params, nullptr));
+  } else if (which == 2) {
+    variant<256><<<blocks, 256>>>(base, bytes, piece, k.k0, k.k1, out);
+  } else if (which == 3) {
+    variant<512><<<blocks, 512>>>(base, bytes, piece, k.k0, k.k1, out);
   } else {
-    vc_piece_hash<<<blocks, vc::kPieceThreads>>>(reinterpret_cast<const unsigned char *>(d), bytes, piece, k.k0, k.k1,
-                                                out);
+    vc_piece_hash<<<blocks, vc::kPieceThreads>>>(base, bytes, piece, k.k0, k.k1, out);
   }
+}
+
+std::vector<vc::PieceHash> device_hashes(int which, CUdeviceptr d, uint64_t bytes, uint64_t piece, const vc::PieceKey &k,
+                                         vc::PieceHash *out) {
+  launch(which, d, bytes, piece, k, out);
   CK(cuCtxSynchronize());
-  return std::vector<vc::PieceHash>(out, out + blocks);
+  return std::vector<vc::PieceHash>(out, out + (bytes + piece - 1) / piece);
 }
 
 void compare(const char *what, const std::vector<vc::PieceHash> &got, const std::vector<uint8_t> &host,
@@ -65,7 +82,6 @@ int main(int argc, char **argv) {
   CUdevice dev;
   probe_start(&dev);
   const std::string path = argc > 1 ? argv[1] : "build/piece_hash.fatbin";
-  Image image;
   std::vector<char> bytes_of_image;
   if (FILE *f = fopen(path.c_str(), "rb")) {
     char buf[1 << 16];
@@ -76,7 +92,7 @@ int main(int argc, char **argv) {
   } else {
     printf("note: no image at %s: the compiled-in kernel only\n", path.c_str());
   }
-  const uint64_t kMaxBytes = 64ull << 20;
+  const uint64_t kMaxBytes = 128ull << 20;
   CUdeviceptr d;
   CK(cuMemAlloc(&d, kMaxBytes));
   vc::PieceHash *out = nullptr;
@@ -93,45 +109,45 @@ int main(int argc, char **argv) {
     for (auto &b : host) b = uint8_t(rng());
     const vc::PieceKey k{rng(), rng()};
     CK(cuMemcpyHtoD(d, host.data(), c.bytes));
-    const Image *images[] = {nullptr, image.fn ? &image : nullptr};  // compiled in, then the image
-    for (const Image *img : images) {
-      const char *what = img ? "image" : "compiled-in";
-      auto got = device_hashes(img, d, c.bytes, c.piece, k, out);
+    for (int which = 0; which < 4; ++which) {
+      if (which == 1 && !image.fn) continue;
+      const char *what = kKernels[which];
+      auto got = device_hashes(which, d, c.bytes, c.piece, k, out);
       compare(what, got, host, c.bytes, c.piece, k);
       compared += got.size();
       // One byte changed on the device: its piece's hash changes, no other.
       const uint64_t at = rng() % c.bytes;
       uint8_t b = uint8_t(host[at] ^ 0x80);
       CK(cuMemcpyHtoD(d + at, &b, 1));
-      auto after = device_hashes(img, d, c.bytes, c.piece, k, out);
+      auto after = device_hashes(which, d, c.bytes, c.piece, k, out);
       for (size_t i = 0; i < after.size(); ++i)
         if ((after[i] != got[i]) != (i == at / c.piece) && ++mismatches <= 10)
           printf("MISMATCH %s: a byte changed at %llu: piece %zu's hash %s\n", what, (unsigned long long)at, i,
                  after[i] != got[i] ? "changed" : "did not change");
       CK(cuMemcpyHtoD(d + at, &host[at], 1));
-      if (!img && !image.fn) break;
     }
   }
-  // The rate, for the record: 64 MiB in 2 MiB pieces (32 blocks, as one 64 MiB frame), best of 5.
+  // The rates, for the record: a frame of 2, 64 or 128 MiB in 2 MiB pieces (a block each), best of 5.
   CUevent e0, e1;
   CK(cuEventCreate(&e0, CU_EVENT_DEFAULT));
   CK(cuEventCreate(&e1, CU_EVENT_DEFAULT));
-  for (uint64_t frame : {2ull << 20, 64ull << 20}) {
-    float best = 1e9;
-    for (int rep = 0; rep < 5; ++rep) {
-      CK(cuEventRecord(e0, nullptr));
-      vc_piece_hash<<<unsigned(frame / (2 << 20)), vc::kPieceThreads>>>(reinterpret_cast<const unsigned char *>(d), frame,
-                                                                        2 << 20, 1, 2, out);
-      CK(cuEventRecord(e1, nullptr));
-      CK(cuEventSynchronize(e1));
-      float ms = 0;
-      CK(cuEventElapsedTime(&ms, e0, e1));
-      best = std::min(best, ms);
+  for (int which : {0, 2, 3})
+    for (uint64_t frame : {2ull << 20, 64ull << 20, 128ull << 20}) {
+      float best = 1e9;
+      for (int rep = 0; rep < 5; ++rep) {
+        CK(cuEventRecord(e0, nullptr));
+        launch(which, d, frame, 2 << 20, vc::PieceKey{1, 2}, out);
+        CK(cuEventRecord(e1, nullptr));
+        CK(cuEventSynchronize(e1));
+        float ms = 0;
+        CK(cuEventElapsedTime(&ms, e0, e1));
+        best = std::min(best, ms);
+      }
+      printf("piece hash, %s: a frame of %llu MiB in %.1f us (%.1f GB/s)\n", kKernels[which],
+             (unsigned long long)(frame >> 20), best * 1e3, frame / (best * 1e-3) / 1e9);
     }
-    printf("piece hash: a frame of %llu MiB in %.1f us (%.1f GB/s)\n", (unsigned long long)(frame >> 20), best * 1e3,
-           frame / (best * 1e-3) / 1e9);
-  }
   printf("piece hash: %zu pieces compared with the host, %d mismatches%s\n", compared, mismatches,
-         image.fn ? " (the compiled-in kernel and the library's image)" : " (the compiled-in kernel)");
+         image.fn ? " (the library's kernel compiled in and its image, 256 and 512 threads)"
+                  : " (the library's kernel compiled in, 256 and 512 threads; no image)");
   return mismatches ? 1 : 0;
 }

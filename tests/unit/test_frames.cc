@@ -30,7 +30,8 @@
 namespace {
 
 constexpr uint64_t kMiB = 1 << 20;
-constexpr int kIn = vc::FrameMover::kIn, kOut = vc::FrameMover::kOut, kBack = vc::FrameMover::kBack;
+constexpr int kIn = vc::FrameMover::kIn, kOut = vc::FrameMover::kOut, kBack = vc::FrameMover::kBack,
+              kHash = vc::FrameMover::kHash;
 
 // The driver's rules it checks (a call breaking one returns false and counts a violation): a chunk
 // is mapped whole, at a reserved range where nothing is mapped; unmap and unreserve take exactly
@@ -40,25 +41,26 @@ constexpr int kIn = vc::FrameMover::kIn, kOut = vc::FrameMover::kOut, kBack = vc
 // Application work: app_work(s) enqueues some on stream s, done at app_done(), a blocking poll or
 // synchronize (it completes by itself: the device never waits for the host); a copy issued on kIn or
 // kOut after copies_after(m), m a mark_stream(s), runs only once the work s had at the mark is done.
-// A hash runs in its stream's order like a copy, reading through the mappings as they are then; its
-// hashes are read once, or dropped, after it ran.
+// A hash runs in its stream's order like a copy, reading through the mappings as they are then (on
+// kHash, once the copies issued on kIn before it ran); its hashes are read once, or dropped, after it
+// ran.
 class FakeVmm : public vc::VmmDevice {
  public:
   struct Chunk { bool host = false, released = false; std::vector<uint8_t> data; int maps = 0; };
   struct Copy {  // or a hash (`hash`: its token; of `bytes` at `src` in pieces of `dst` bytes)
     uint64_t dst, src, bytes, order;
     std::map<uint64_t, uint64_t> after;  // app work before it
-    uint64_t hash = 0;
+    uint64_t hash = 0, after_in = 0;     // after_in: copies on kIn before it
   };
   using Maps = std::map<uint64_t, std::pair<uint64_t, uint64_t>>;  // va -> (chunk, bytes)
   std::map<uint64_t, Chunk> chunks;                      // by handle
   std::map<uint64_t, uint64_t> reserved;                 // va -> bytes
   Maps maps;
-  std::deque<Copy> queue[3];                             // issued on kIn / kOut / kBack, not run yet
-  uint64_t issued[3] = {}, ran[3] = {};                  // copies (and hashes) per stream
+  std::deque<Copy> queue[4];                             // issued on kIn / kOut / kBack / kHash, not run yet
+  uint64_t issued[4] = {}, ran[4] = {};                  // copies (and hashes) per stream
   std::map<uint64_t, std::pair<int, uint64_t>> events;   // token -> (copy stream, copies before it)
   std::map<uint64_t, std::pair<uint64_t, uint64_t>> app_marks;  // token -> (app stream, its work before it)
-  std::map<uint64_t, uint64_t> enqueued, done, gate[3];  // app work per stream; gate: of the next copy
+  std::map<uint64_t, uint64_t> enqueued, done, gate[4];  // app work per stream; gate: of the next copy
   std::map<uint64_t, std::pair<bool, std::vector<vc::PieceHash>>> hashes;  // token -> (made, its hashes)
   bool can_hash = true;                                  // start_hashing says so
   vc::PieceKey key;
@@ -126,7 +128,7 @@ class FakeVmm : public vc::VmmDevice {
   uint64_t hash(int dir, uint64_t va, uint64_t bytes, uint64_t piece) override {
     if (call("hash " + std::to_string(dir))) return 0;
     if (!can_hash) return bad("a hash without start_hashing"), 0;
-    queue[dir].push_back({piece, va, bytes, order_++, gate[dir], ++next_token_});
+    queue[dir].push_back({piece, va, bytes, order_++, gate[dir], ++next_token_, dir == kHash ? issued[kIn] : 0});
     hashes[next_token_] = {false, {}};
     return issued[dir]++, next_token_;
   }
@@ -166,7 +168,8 @@ class FakeVmm : public vc::VmmDevice {
     if (it == events.end()) return bad("poll of an unknown event"), -1;
     auto [dir, n] = it->second;
     if (block) app_done();
-    while (block && ran[dir] < n) run(dir);
+    for (; block && ran[dir] < n; run(dir))
+      while (queue[dir].front().after_in > ran[kIn]) run(kIn);
     return ran[dir] >= n;
   }
   void drop(uint64_t token) override {
@@ -181,13 +184,13 @@ class FakeVmm : public vc::VmmDevice {
   void run_copies(size_t n) {
     for (; n > 0; --n) {
       int next = -1;
-      for (int dir : {kIn, kOut, kBack})
+      for (int dir : {kIn, kOut, kBack, kHash})
         if (ready(dir) && (next < 0 || queue[dir].front().order < queue[next].front().order)) next = dir;
       if (next < 0) return;
       run(next);
     }
   }
-  uint64_t issued_all() const { return issued[kIn] + issued[kOut] + issued[kBack]; }
+  uint64_t issued_all() const { return issued[kIn] + issued[kOut] + issued[kBack] + issued[kHash]; }
   // The program's view: where `bytes` at `va` are now (null: not all mapped by one chunk).
   uint8_t *at(uint64_t va, uint64_t bytes = 1) {
     auto it = find(va, bytes);
@@ -224,8 +227,9 @@ class FakeVmm : public vc::VmmDevice {
     return it == maps.begin() || std::prev(it)->first + std::prev(it)->second.second <= va ? maps.end() : std::prev(it);
   }
   bool ready(int dir) {
-    return !queue[dir].empty() && std::all_of(queue[dir].front().after.begin(), queue[dir].front().after.end(),
-                                              [&](auto w) { return done[w.first] >= w.second; });
+    return !queue[dir].empty() && queue[dir].front().after_in <= ran[kIn] &&
+           std::all_of(queue[dir].front().after.begin(), queue[dir].front().after.end(),
+                       [&](auto w) { return done[w.first] >= w.second; });
   }
   void run(int dir) {
     Copy c = queue[dir].front();
@@ -994,9 +998,14 @@ TEST_CASE("frames: with the clean check, only the pieces that changed are copied
   r.evict();
   CHECK((r.mover.stats().out_bytes == 0 && r.mover.stats().unchanged_bytes == kFrame && r.fake.issued[kBack] == 0));
   CHECK(holds(r.fake, r.va, 2 * kFrame, 3));
+  // Fetched again: its hashes on a stream of their own, after its copy in (the next copy in does not
+  // wait for them).
+  REQUIRE(r.mover.to_device(r.va, kFrame));
+  CHECK((r.fake.queue[kIn].size() == 1 && r.fake.queue[kHash].size() == 1));
+  CHECK(r.fake.queue[kHash].front().after_in == r.fake.issued[kIn]);
+  r.drain();
   // The same value written to piece 1, one byte changed in piece 2: piece 2 alone is copied, on the
   // stream of copies home, once its hash was made and read.
-  r.fetch();
   *r.at(1) = *r.at(1);
   *r.at(2, 777) ^= 0x10;
   const uint8_t changed = *r.at(2, 777);
@@ -1036,7 +1045,7 @@ TEST_CASE("frames: a hash that cannot be made or read leaves its pieces to be co
     CHECK(r.fake.hashes.empty());
   }
   // The arrival's hashes not made, or not read: none are made as it leaves, and every piece is copied.
-  for (const char *failing : {"hash 0", "read_hashes"}) {
+  for (const char *failing : {"hash 3", "read_hashes"}) {
     CAPTURE(failing);
     CleanRig r;
     r.evict();  // unchanged: nothing copied
