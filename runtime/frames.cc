@@ -160,7 +160,7 @@ bool FrameMover::map_home_all() {
 
 uint64_t FrameMover::footprint(uint64_t bytes) const { return round_up(bytes, gran_); }
 
-uint64_t FrameMover::headroom() const { return capacity_ / 32 / frame_size_ * frame_size_; }
+uint64_t FrameMover::headroom() const { return frame_headroom(capacity_, frame_size_); }
 
 void FrameMover::work() {
   Lock lock(mu_);

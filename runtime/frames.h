@@ -104,6 +104,10 @@ struct FrameStats {
   std::atomic<bool> failed{false};
 };
 
+// Device bytes of a capacity that the pager leaves to a mover of frames of `frame` bytes, for the
+// evictions in flight (Mover::headroom): 1/32 of it, in whole frames.
+inline uint64_t frame_headroom(uint64_t capacity, uint64_t frame) { return capacity / 32 / frame * frame; }
+
 class FrameMover final : public Mover {
  public:
   static constexpr int kIn = 0, kOut = 1, kBack = 2, kHash = 3;
