@@ -15,9 +15,12 @@ namespace vc::interpose {
 
 bool PieceHasher::start(const DriverApi *api, const PieceKey &key, CUstream s) {
   api_ = api, key_ = key;
-  auto off = [](const char *why, int result = 0) {
+  auto off = [this](const char *why, int result = 0) {
     if (result) VC_WARN("the clean check is off: %s (CUresult %d); evicted frames are copied home whole", why, result);
     else VC_WARN("the clean check is off: %s; evicted frames are copied home whole", why);
+    std::lock_guard lock(mu_);
+    for (PieceHash *b : blocks_) api_->cuMemFreeHost(b);
+    blocks_.clear(), free_.clear(), fn_ = nullptr;
     return false;
   };
   if (+vc_piece_hash_image_end == +vc_piece_hash_image)
@@ -47,8 +50,8 @@ bool PieceHasher::start(const DriverApi *api, const PieceKey &key, CUstream s) {
   bool same = r == CUDA_SUCCESS;
   for (uint64_t i = 0; same && i < 3; ++i) same = out[i] == piece_hash(key, data + i * kPiece, std::min(kPiece, kBytes - i * kPiece));
   api->cuMemFreeHost(buf);
-  if (r != CUDA_SUCCESS) return fn_ = nullptr, off("its check could not run on the device", r);
-  if (!same) return fn_ = nullptr, off("its check failed: the device's hashes differ from the host's");
+  if (r != CUDA_SUCCESS) return off("its check could not run on the device", r);
+  if (!same) return off("its check failed: the device's hashes differ from the host's");
   VC_DEBUG("clean check: the device's piece hashes match the host's");
   return true;
 }

@@ -551,7 +551,8 @@ DEF(CUresult, cuKernelGetParamInfo, CUkernel k, size_t i, size_t *offset, size_t
 // ---- launches, copies, synchronization, capture (each one raises its CUPTI callbacks) ----
 namespace {
 // vramcache's piece hashes (its kernel's parameters: base, bytes, piece, k0, k1, out), by the host's
-// definition, of VMM memory or of pinned host memory, into pinned host memory.
+// definition, of VMM memory or of pinned host memory, into pinned host memory; each one wrong with
+// FAKE_CUDA_BAD_HASH set.
 CUresult hash_pieces(void **params) {
   const uint64_t base = *static_cast<uint64_t *>(params[0]), bytes = *static_cast<uint64_t *>(params[1]),
                  piece = *static_cast<uint64_t *>(params[2]);
@@ -581,6 +582,7 @@ CUresult hash_pieces(void **params) {
     }
     if (data.size() != n) return CUDA_ERROR_ILLEGAL_ADDRESS;  // not memory
     out[i] = vc::piece_hash(key, data.data(), n);
+    if (getenv("FAKE_CUDA_BAD_HASH")) out[i].lo ^= 1;  // a device whose kernel is wrong
   }
   return CUDA_SUCCESS;
 }

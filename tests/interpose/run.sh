@@ -170,6 +170,16 @@ else
   ! grep -q "unified-memory migrations" "$out/explicit-paging.log" && [ "$(json_num "$out/explicit-paging.json" um_gpu_faults)" = -1 ] ||
     bad "explicit paging: tried to count unified-memory migrations (it makes no managed memory)"
 fi
+# A device whose hash kernel disagrees with the host (FAKE_CUDA_BAD_HASH): its check at the start
+# says so in one line and turns the clean check off; evicted frames are copied whole, every byte kept.
+explicit explicit-badhash FAKE_CUDA_BAD_HASH=1; rc=$?
+if [ $rc != 0 ]; then
+  bad "explicit paging, hashes wrong: test program failed (rc $rc)"; tail -20 "$out/explicit-badhash.log"
+else
+  expect_json "$out/explicit-badhash.json" paging_failed=0 frames_clean_check=0 frames_unchanged_bytes=0 frames_pieces_hashed=0
+  [ "$(grep -c "the clean check is off: its check failed" "$out/explicit-badhash.log")" = 1 ] ||
+    bad "explicit paging, hashes wrong: expected one line saying the clean check is off"
+fi
 # The same with CUPTI taken by another tool: the wrappers observe the launches, paging is the same.
 explicit explicit-busy FAKE_CUPTI_BUSY=1; rc=$?
 if [ $rc != 0 ]; then
