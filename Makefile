@@ -45,6 +45,20 @@ $(BUILD)/obj/tests/%.o: tests/%.cc
 	@mkdir -p $(@D)
 	$(CXX) $(BASEFLAGS) $(CXXFLAGS) $(CUDA_INC) -c $< -o $@
 
+# vramcache's own device code: the piece hash kernel (interpose/piece_hash.cu) as a fat binary for
+# the architectures the explicit backend runs on, with PTX for newer ones, embedded in the library
+# (interpose/piece_hash_image.S). Built without a GPU; without nvcc the image is empty, the library
+# still builds, and its clean check says it is off.
+DEVICE_ARCH := -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code='[sm_90,compute_90]' \
+               -gencode arch=compute_100,code=sm_100 -gencode arch=compute_120,code=sm_120
+IMAGE_OBJ   := $(BUILD)/obj/interpose/piece_hash_image.o
+$(BUILD)/piece_hash.fatbin: interpose/piece_hash.cu runtime/piece_hash.h
+	@mkdir -p $(@D)
+	$(if $(wildcard $(NVCC)),$(NVCC) -std=c++17 -O3 -I. -fatbin $(DEVICE_ARCH) $< -o $@,: > $@)
+$(IMAGE_OBJ): interpose/piece_hash_image.S $(BUILD)/piece_hash.fatbin
+	@mkdir -p $(@D)
+	$(CXX) -c -Wa,-I$(BUILD) $< -o $@
+
 # vramcache's own device code: lowrank_kernels.cu as a fat binary (sm_90 code, compute_90 PTX),
 # embedded in the library by lowrank_image.S and loaded with cuModuleLoadData. nvcc needs no GPU.
 LOWRANK_FATBIN := $(BUILD)/obj/interpose/compress/lowrank_kernels.fatbin
@@ -58,8 +72,8 @@ $(LOWRANK_IMAGE): interpose/compress/lowrank_image.S $(LOWRANK_FATBIN)
 
 # The library carries its own C++ runtime (hidden by the version script), so it never clashes with
 # the application's libstdc++. CUPTI is opened at run time from the RUNPATH or the loader's path.
-$(LIB): $(RUNTIME_OBJ) $(INTERPOSE_OBJ) $(LOWRANK_IMAGE) interpose/libvramcache.map
-	$(CXX) -shared -o $@ $(RUNTIME_OBJ) $(INTERPOSE_OBJ) $(LOWRANK_IMAGE) -static-libstdc++ -static-libgcc \
+$(LIB): $(RUNTIME_OBJ) $(INTERPOSE_OBJ) $(IMAGE_OBJ) $(LOWRANK_IMAGE) interpose/libvramcache.map
+	$(CXX) -shared -o $@ $(RUNTIME_OBJ) $(INTERPOSE_OBJ) $(IMAGE_OBJ) $(LOWRANK_IMAGE) -static-libstdc++ -static-libgcc \
 	  -Wl,--version-script=interpose/libvramcache.map -Wl,-z,defs \
 	  -Wl,-rpath,'$$ORIGIN:$(CUDA)/lib64:$(CUDA)/extras/CUPTI/lib64' -l:libzstd.a -l:liburing.a -ldl -lpthread
 
@@ -89,7 +103,8 @@ $(BUILD)/testdata/fake_kernels_wrong.fatbin: tests/fake/fake_kernels.cu
 $(BUILD)/unit_tests: $(UNIT_OBJ) $(PROFILER_OBJ) $(RUNTIME_OBJ) $(BUILD)/obj/interpose/compress/lowrank_device.o | $(TESTDATA) $(LOWRANK_FATBIN)
 	$(CXX) $(LDSAN) -o $@ $^ -l:libzstd.a -l:liburing.a -lpthread
 
-$(BUILD)/fake/libcuda.so.1: tests/fake/fake_cuda.cc
+$(BUILD)/fake/libcuda.so.1: tests/fake/fake_cuda.cc runtime/piece_hash.h
+$(BUILD)/fake/libcuda.so.1: FAKE_OPT := -O2  # it hashes pieces as vramcache's kernel does
 $(BUILD)/fake/libcudart.so.13: tests/fake/fake_cudart.cc
 $(BUILD)/fake/libcublas.so.13: tests/fake/fake_cublas.cc
 $(BUILD)/fake/libcublasLt.so.13: tests/fake/fake_cublasLt.cc
@@ -99,7 +114,7 @@ $(BUILD)/fake/libfaketool.so: tests/fake/fake_tool.cc
 $(BUILD)/fake-nocupti/libcupti.so.13: tests/fake/fake_nocupti.cc
 $(FAKE_LIBS): tests/fake/fake.h
 	@mkdir -p $(@D)
-	$(CXX) -std=c++17 $(WARN) -fPIC -fvisibility=hidden -shared -I. $(CUDA_INC) -Wl,-Bsymbolic -Wl,-soname,$(@F) -o $@ $(filter %.cc,$^) -ldl
+	$(CXX) -std=c++17 $(FAKE_OPT) $(WARN) -fPIC -fvisibility=hidden -shared -I. $(CUDA_INC) -Wl,-Bsymbolic -Wl,-soname,$(@F) -o $@ $(filter %.cc,$^) -ldl
 
 # Linked like PyTorch: directly against the runtime and cuBLAS (the fakes), never libcuda.
 $(BUILD)/interpose_test: $(BUILD)/obj/tests/interpose/interpose_test.o $(FAKE_LIBS)
@@ -136,7 +151,8 @@ check: test layering asan-test
 
 # ---- Samples (built here, run on the GPU machine) ----
 samples: $(BUILD)/samples/mlp $(BUILD)/samples/managed_residency $(BUILD)/samples/explicit_probe $(BUILD)/samples/managed_probe \
-         $(BUILD)/samples/lowrank_check
+         $(BUILD)/samples/lowrank_check \
+         $(BUILD)/samples/piece_hash_check
 $(BUILD)/samples/%: scripts/gpu_checks/%.cu scripts/gpu_checks/probe.h
 	@mkdir -p $(@D)
 	$(NVCC) -O2 -std=c++17 -gencode arch=compute_90,code=sm_90 -cudart shared \
@@ -146,6 +162,12 @@ $(BUILD)/samples/lowrank_check: scripts/gpu_checks/lowrank_check.cc scripts/gpu_
                                 $(LOWRANK_IMAGE) $(BUILD)/obj/runtime/compress/lowrank.o
 	@mkdir -p $(@D)
 	$(CXX) $(BASEFLAGS) $(CXXFLAGS) $(CUDA_INC) $(filter-out %.h,$^) -o $@ -static-libstdc++ -static-libgcc -L$(CUDA)/lib64/stubs -lcuda
+# The kernel compiled in, against the host's definition, and the library's image beside it.
+$(BUILD)/samples/piece_hash_check: scripts/gpu_checks/piece_hash_check.cu scripts/gpu_checks/probe.h \
+                                   interpose/piece_hash.cu runtime/piece_hash.h $(BUILD)/piece_hash.fatbin
+	@mkdir -p $(@D)
+	$(NVCC) -O2 -std=c++17 -I. -gencode arch=compute_90,code='[sm_90,compute_90]' -cudart shared \
+	  -Xlinker -rpath,$(CUDA)/lib64 $< -o $@ -lcuda
 $(BUILD)/samples/mlp: samples/mlp/mlp.cu
 	@mkdir -p $(@D)
 	$(NVCC) -O2 -std=c++17 -Xcompiler -Wall,-Wextra -Werror all-warnings \

@@ -49,7 +49,12 @@ namespace vc::interpose {
   X(cuMemUnmap, 10020)                \
   X(cuMemSetAccess, 10020)            \
   X(cuMemGetAllocationGranularity, 10020) \
-  X(cuMemcpyAsync, 4000)
+  X(cuMemcpyAsync, 4000)              \
+  X(cuModuleLoadData, 2000)           \
+  X(cuModuleGetFunction, 2000)        \
+  X(cuLaunchKernel, 4000)             \
+  X(cuMemAllocHost, 3020)             \
+  X(cuMemFreeHost, 2000)
 
 struct DriverApi {
 #define VC_DRIVER_FIELD(name, version) PFN_##name##_v##version name = nullptr;

@@ -10,6 +10,7 @@
 #include <cstring>
 #include <map>
 
+#include "runtime/frames.h"
 #include "runtime/options.h"
 #include "runtime/pager_replay.h"
 #include "runtime/recorder.h"
@@ -454,14 +455,22 @@ struct PagerFigures {
 struct PagerReplay {
   int iterations = 0;  // measured over; 0 = not available
   PagerFigures reactive, predictive, bypass;  // predictive without bypass (VRAMCACHE_BYPASS=0), and with it
+  uint64_t frame = 0, planned = 0, window = 0;  // the settings replayed
 };
 
-PagerReplay replay_policies(const Analysis &a, uint64_t budget, uint64_t prefetch_ahead) {
+// With the explicit backend's own settings for the budget, as the library makes them: its frames
+// (frame_size; `frame`, VRAMCACHE_FRAME_SIZE, if given), planned within the budget less the mover's
+// headroom, and a prefetch window of 1/32 of that (Runtime::start_paging) unless one is given.
+PagerReplay replay_policies(const Analysis &a, uint64_t budget, uint64_t prefetch_ahead, uint64_t frame) {
   PagerReplay out;
-  uint64_t period = a.iterations.period, page = a.model.page_size;
+  Options o;
+  o.num[kBudget] = int64_t(budget), o.num[kFrameSize] = int64_t(frame);
+  out.frame = frame_size(o), out.planned = budget - std::min(budget / 2, frame_headroom(budget, out.frame));
+  out.window = prefetch_ahead ? prefetch_ahead : out.planned / 32;
+  uint64_t period = a.iterations.period;
   if (!period) return out;
   auto figures = [&](PagingPolicy policy, PagerFigures *f, bool bypass = false) {
-    ReplayResult r = replay_trace(a.trace, budget, page, policy, period, 2 * period, prefetch_ahead, bypass);
+    ReplayResult r = replay_trace(a.trace, out.planned, out.frame, policy, period, 2 * period, out.window, bypass);
     size_t from = 3, n = r.h2d.size();  // samples at k * period; the plan is in use from 3 * period
     if (n < from + 2) return false;
     out.iterations = int(n - 1 - from);
@@ -484,14 +493,16 @@ PagerReplay replay_policies(const Analysis &a, uint64_t budget, uint64_t prefetc
 std::string replay_text(const PagerReplay &p) {
   if (!p.iterations)
     return "pager replay: not shown (needs a period and at least 5 iterations of trace)\n";
-  char buf[768];
+  char buf[1024];
   snprintf(buf, sizeof buf,
-           "pager replay (the library's own pager on this trace, copies instant), per iteration over the last %d: "
+           "pager replay (the library's own pager on this trace, copies instant, with the explicit backend's settings: "
+           "frames of %s, planned within %s, prefetch window %s), per iteration over the last %d: "
            "reactive %s in, %s out, %llu pages missed; predictive without bypass (VRAMCACHE_BYPASS=0) %s in, %s out, "
            "%llu pages missed; predictive with bypass (the default) %s in, %s out (%s of it clean, not copied), %s reached over the link, %s mapped "
            "home for ops that may reach it there (the explicit backend's frames: Note [Home mapped on demand]); "
            "of what it brings in, %s are pages of the trace that the next op to reach them overwrites whole\n",
-           p.iterations, format_bytes(uint64_t(p.reactive.h2d)).c_str(), format_bytes(uint64_t(p.reactive.d2h)).c_str(),
+           format_bytes(p.frame).c_str(), format_bytes(p.planned).c_str(), format_bytes(p.window).c_str(), p.iterations,
+           format_bytes(uint64_t(p.reactive.h2d)).c_str(), format_bytes(uint64_t(p.reactive.d2h)).c_str(),
            (unsigned long long)p.reactive.misses, format_bytes(uint64_t(p.predictive.h2d)).c_str(),
            format_bytes(uint64_t(p.predictive.d2h)).c_str(), (unsigned long long)p.predictive.misses,
            format_bytes(uint64_t(p.bypass.h2d)).c_str(), format_bytes(uint64_t(p.bypass.d2h)).c_str(),
@@ -509,7 +520,7 @@ int simulate_main(int argc, char **argv) {
   if (!load(args.trace, &t)) return 1;
   Analysis a = analyze(std::move(t), args.page_size);
   BudgetResult r = evaluate_budget(a, args.budget, args.link);
-  PagerReplay replay = replay_policies(a, args.budget, args.prefetch_ahead);
+  PagerReplay replay = replay_policies(a, args.budget, args.prefetch_ahead, args.page_size);
   fputs((summary_text(a, {r}) + replay_text(replay)).c_str(), stdout);
   std::string json = budget_json(a, r);
   if (replay.iterations) {

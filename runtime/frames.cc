@@ -108,9 +108,10 @@ uint64_t now_ns() {
 }  // namespace
 
 FrameMover::FrameMover(VmmDevice *dev, uint64_t frame_size, uint64_t granularity, uint64_t capacity, bool worker,
-                       bool home_on_demand)
+                       bool home_on_demand, bool clean_check)
     : dev_(dev), frame_size_(round_up(frame_size, granularity)), gran_(granularity), capacity_(capacity),
-      threaded_(worker), on_demand_(home_on_demand) {
+      piece_(std::min(kMaxPiece, granularity)), threaded_(worker), on_demand_(home_on_demand) {
+  check_ = clean_check && dev->start_hashing(random_piece_key());  // a key of this process's own
   if (worker) worker_ = std::thread(&FrameMover::work, this);
 }
 
@@ -159,7 +160,7 @@ bool FrameMover::map_home_all() {
 
 uint64_t FrameMover::footprint(uint64_t bytes) const { return round_up(bytes, gran_); }
 
-uint64_t FrameMover::headroom() const { return capacity_ / 32 / frame_size_ * frame_size_; }
+uint64_t FrameMover::headroom() const { return frame_headroom(capacity_, frame_size_); }
 
 void FrameMover::work() {
   Lock lock(mu_);
@@ -176,6 +177,8 @@ void FrameMover::work() {
       fail("waiting for a copy");
       continue;
     }
+    bool issued = false;  // the front eviction's copies home, issued now: wait for them
+    if (moves_.front().gate && (!write_back(&moves_.front(), &issued) || issued)) continue;
     complete(lock, &moves_.front());  // a failure stops the mover (then nothing is queued)
     moves_.pop_front();
     moved_.notify_all();
@@ -274,10 +277,18 @@ bool FrameMover::each_frame(uint64_t addr, uint64_t bytes, const std::function<b
   return true;
 }
 
-FrameMover::Move *FrameMover::move_of(const Frame *f) {
-  auto it = std::lower_bound(moves_.begin(), moves_.end(), f->move,
-                             [](const Move &m, uint64_t seq) { return m.seq < seq; });
-  return it != moves_.end() && it->seq == f->move ? &*it : nullptr;
+FrameMover::Move *FrameMover::move_of(const Frame *f) { return move_at(f->move); }
+
+FrameMover::Move *FrameMover::move_at(uint64_t seq) {
+  auto it = std::lower_bound(moves_.begin(), moves_.end(), seq, [](const Move &m, uint64_t s) { return m.seq < s; });
+  return it != moves_.end() && it->seq == seq ? &*it : nullptr;
+}
+
+// Note [Remaps and write-backs]: whether a copy to the host the mover issued after move `seq`'s (the
+// one about to be remapped) is still in flight. A poll that fails counts as in flight.
+bool FrameMover::out_busy(uint64_t seq) {
+  Move *m = last_out_ > seq ? move_at(last_out_) : nullptr;
+  return m && dev_->poll(m->token, false) != 1;
 }
 
 bool FrameMover::fetch(Lock &lock, Frame *f) {
@@ -287,6 +298,7 @@ bool FrameMover::fetch(Lock &lock, Frame *f) {
     case Where::kFetching: return true;
     case Where::kEvicting:  // needed again before it left: it stays
       move_of(f)->cancelled = true;
+      forget_written(f, *move_of(f));
       f->where = Where::kResident, f->move = 0;
       stats_.cancelled++;
       return true;
@@ -294,13 +306,17 @@ bool FrameMover::fetch(Lock &lock, Frame *f) {
   }
   Chunk c;
   if (!take_chunk(lock, f->bytes, &c)) return false;
-  uint64_t token = 0;
-  if (!dev_->copy(kIn, c.va, f->home_va, f->bytes) || !(token = dev_->mark(kIn))) {
+  uint64_t token = 0, hashes = 0;
+  // With the clean check, the hashes of what arrived, on a stream of their own (Note [Clean pieces]).
+  const bool copied = dev_->copy(kIn, c.va, f->home_va, f->bytes);
+  if (copied && check_) hashes = hash(kHash, c.va, f->bytes);
+  if (!copied || !(token = dev_->mark(hashes ? kHash : kIn))) {
+    if (hashes) dev_->drop_hashes(hashes);
     give_chunk(c.handle, c.va, c.bytes);
     return fail("a copy to the device");
   }
   Move m;
-  m.seq = ++issued_, m.token = token, m.frame = f, m.fetch = true;
+  m.seq = ++issued_, m.token = token, m.frame = f, m.fetch = true, m.hashes = hashes;
   m.chunk = c.handle, m.chunk_va = c.va, m.bytes = c.bytes;
   moves_.push_back(m);
   f->where = Where::kFetching, f->move = m.seq;
@@ -321,21 +337,32 @@ bool FrameMover::evict(Lock &lock, Frame *f, bool write_back) {
       return true;
     case Where::kResident: break;
   }
-  // Clean: its home holds what the chunk does. The event still follows the program's work that the
-  // out stream was ordered after, so the remap waits for it as a copy would.
-  uint64_t token = 0;
-  if ((write_back && !dev_->copy(kOut, f->home_va, f->chunk_va, f->bytes)) || !(token = dev_->mark(kOut)))
-    return fail("a copy to the host");
   Move m;
-  m.seq = ++issued_, m.token = token, m.frame = f;
+  m.seq = ++issued_, m.frame = f;
+  if (check_) {
+    // Note [Clean pieces]: its hashes, once the program's work that the out stream was ordered after
+    // is done (when those it arrived with are known); the copies home of what changed come later.
+    if (std::count(f->known.begin(), f->known.end(), 1)) m.hashes = hash(kOut, f->chunk_va, f->bytes);
+    if (!(m.token = dev_->mark(kOut))) {
+      if (m.hashes) dev_->drop_hashes(m.hashes);
+      return fail("a copy to the host");
+    }
+    m.gate = true, m.claimed_clean = !write_back;
+  } else {
+    // Clean: its home holds what the chunk does. The event still follows the program's work that
+    // the out stream was ordered after, so the remap waits for it as a copy would.
+    if ((write_back && !dev_->copy(kOut, f->home_va, f->chunk_va, f->bytes)) || !(m.token = dev_->mark(kOut)))
+      return fail("a copy to the host");
+    (write_back ? stats_.out_bytes : stats_.clean_bytes) += f->bytes;
+    if (write_back) last_out_ = m.seq;
+  }
   moves_.push_back(m);
   f->where = Where::kEvicting, f->move = m.seq;
-  (write_back ? stats_.out_bytes : stats_.clean_bytes) += f->bytes;
   queued_.notify_one();
   return true;
 }
 
-bool FrameMover::remap(Frame *f, uint64_t from, uint64_t to) {
+bool FrameMover::remap(Frame *f, uint64_t from, uint64_t to, bool out_busy) {
   const uint64_t t0 = now_ns();
   const bool was = f->mapped;
   if (was && !dev_->unmap(f->va, f->bytes)) return false;  // still mapped where it was
@@ -347,6 +374,7 @@ bool FrameMover::remap(Frame *f, uint64_t from, uint64_t to) {
   if (ok) {
     f->mapped = to != 0;
     stats_.remaps++;
+    if (out_busy) stats_.remaps_out_busy++, stats_.remap_out_busy_ns += took;
     if (!to) stats_.left_unmapped++;
     return true;
   }
@@ -360,30 +388,34 @@ bool FrameMover::remap(Frame *f, uint64_t from, uint64_t to) {
 bool FrameMover::complete(Lock &lock, Move *m) {
   dev_->drop(m->token);
   if (m->cancelled) {
+    if (m->hashes) dev_->drop_hashes(m->hashes);
     if (m->fetch) give_chunk(m->chunk, m->chunk_va, m->bytes);
     return true;
   }
   Frame *f = m->frame;
   const uint64_t from = m->fetch ? f->home : f->chunk;
   const uint64_t to = m->fetch ? m->chunk : on_demand_ && !held_ && !m->home ? 0 : f->home;
+  const bool busy = out_busy(m->seq);
   bool ok;
   if (threaded_) {  // fetch and evict wait for it meanwhile; nothing else touches the frame
     m->remapping = true;
     lock.unlock();
-    ok = remap(f, from, to);
+    ok = remap(f, from, to, busy);
     lock.lock();
     m->remapping = false;
   } else {
-    ok = remap(f, from, to);
+    ok = remap(f, from, to, busy);
   }
   f->move = 0;
   if (m->fetch) {
     if (!ok) {
+      if (m->hashes) dev_->drop_hashes(m->hashes);
       give_chunk(m->chunk, m->chunk_va, m->bytes);
       f->where = Where::kHome;
       return fail("remapping a frame to the device");
     }
     f->chunk = m->chunk, f->chunk_va = m->chunk_va, f->where = Where::kResident;
+    arrived(f, m);
   } else {
     if (!ok) {
       f->where = Where::kResident;
@@ -391,6 +423,7 @@ bool FrameMover::complete(Lock &lock, Move *m) {
     }
     give_chunk(f->chunk, f->chunk_va, f->bytes);
     f->chunk = f->chunk_va = 0, f->where = Where::kHome;
+    f->known.clear();  // (its next arrival is hashed anew)
     // Held or failed while it was remapped without the lock: reachable at home after all.
     if (!f->mapped && (held_ || stats_.failed) && !map_home(f)) return fail("mapping a frame home");
   }
@@ -418,6 +451,11 @@ bool FrameMover::finish(Lock &lock, bool block, uint64_t upto) {
     }
     if (p < 0) return fail("waiting for a copy");
     if (p == 0) return true;
+    bool issued = false;  // the eviction's copies home, issued now: wait for them
+    if (m.gate && (!write_back(&m, &issued) || issued)) {
+      if (stats_.failed) return false;
+      continue;
+    }
     bool ok = complete(lock, &m);
     moves_.pop_front();
     if (!ok) return false;
@@ -553,10 +591,20 @@ bool FrameMover::hold_mappings(bool on) {
   return map_home_all() || fail("mapping a frame home");
 }
 
+// Copies to the host run on two streams (Note [Clean pieces]): their figures are summed.
+void FrameMover::link_time(int dir, uint64_t *bytes, uint64_t *ns, uint64_t *idle_ns) const {
+  dev_->copy_time(dir, bytes, ns, idle_ns);
+  if (dir != kOut) return;
+  uint64_t b, t, i;
+  dev_->copy_time(kBack, &b, &t, &i);
+  *bytes += b, *ns += t, *idle_ns += i;
+}
+
 std::vector<std::pair<std::string, uint64_t>> FrameMover::figures() const {
-  uint64_t in_bytes, in_ns, in_idle, out_bytes, out_ns, out_idle;
-  dev_->copy_time(kIn, &in_bytes, &in_ns, &in_idle);
-  dev_->copy_time(kOut, &out_bytes, &out_ns, &out_idle);
+  uint64_t in_bytes, in_ns, in_idle, out_bytes, out_ns, out_idle, hashed, hash_ns;
+  link_time(kIn, &in_bytes, &in_ns, &in_idle);
+  link_time(kOut, &out_bytes, &out_ns, &out_idle);
+  dev_->hash_time(&hashed, &hash_ns);
   return {{"frame_size", frame_size_},
           {"link_in_bytes", in_bytes},
           {"link_in_ns", in_ns},
@@ -571,6 +619,19 @@ std::vector<std::pair<std::string, uint64_t>> FrameMover::figures() const {
           {"frames_clean_bytes", stats_.clean_bytes},
           {"frames_remaps", stats_.remaps},
           {"frames_remap_ns", stats_.remap_ns},
+          {"frames_remaps_out_busy", stats_.remaps_out_busy},
+          {"frames_remap_out_busy_ns", stats_.remap_out_busy_ns},
+          {"frames_remaps_out_idle", stats_.remaps - stats_.remaps_out_busy},
+          {"frames_remap_out_idle_ns", stats_.remap_ns - stats_.remap_out_busy_ns},
+          {"frames_clean_check", check_},
+          {"frames_piece_size", piece_},
+          {"frames_unchanged_bytes", stats_.unchanged_bytes},
+          {"frames_pieces_hashed", stats_.pieces_hashed},
+          {"frames_hash_device_pieces", hashed},
+          {"frames_hash_device_ns", hash_ns},
+          {"frames_hash_failures", stats_.hash_failures},
+          {"frames_unhashed_bytes", stats_.unhashed_bytes},
+          {"frames_clean_claims_changed", stats_.clean_claims_changed},
           {"frames_remap_home_ns", stats_.remap_home_ns},
           {"frames_left_unmapped", stats_.left_unmapped},
           {"frames_home_maps", stats_.home_maps},
@@ -590,20 +651,30 @@ std::string FrameMover::describe() const {
     std::lock_guard lock(mu_);
     in_flight = moves_.size();
   }
-  char line[320];
+  char line[400];
   snprintf(line, sizeof line,
-           "frames: %zu moves in flight; copied in %.2f GB, out %.2f GB (%.2f GB left clean); %llu remaps (%.2f s), "
-           "%llu cancelled, %llu host waits (%.2f s; for a chunk %.2f s); device chunks %.2f GB (peak %.2f)",
+           "frames: %zu moves in flight; copied in %.2f GB, out %.2f GB (%.2f GB left clean); %llu remaps (%.2f s; "
+           "%llu while copies to the host ran, %.2f s), %llu cancelled, %llu host waits (%.2f s; for a chunk %.2f s); "
+           "device chunks %.2f GB (peak %.2f)",
            in_flight, stats_.in_bytes / 1e9, stats_.out_bytes / 1e9, stats_.clean_bytes / 1e9,
-           (unsigned long long)stats_.remaps.load(),
-           stats_.remap_ns / 1e9, (unsigned long long)stats_.cancelled.load(),
-           (unsigned long long)stats_.host_waits.load(), stats_.wait_ns / 1e9, stats_.chunk_wait_ns / 1e9,
-           stats_.device_bytes / 1e9,
-           stats_.device_peak / 1e9);
+           (unsigned long long)stats_.remaps.load(), stats_.remap_ns / 1e9,
+           (unsigned long long)stats_.remaps_out_busy.load(), stats_.remap_out_busy_ns / 1e9,
+           (unsigned long long)stats_.cancelled.load(), (unsigned long long)stats_.host_waits.load(),
+           stats_.wait_ns / 1e9, stats_.chunk_wait_ns / 1e9, stats_.device_bytes / 1e9, stats_.device_peak / 1e9);
   std::string out = line;
+  if (check_) {  // Note [Clean pieces]
+    uint64_t hashed, hash_ns;
+    dev_->hash_time(&hashed, &hash_ns);
+    snprintf(line, sizeof line,
+             "; clean check: %.2f GB not copied home (unchanged), %llu pieces hashed (%.3f s on the device), %llu "
+             "hashes failed (%.2f GB copied for want of one)",
+             stats_.unchanged_bytes / 1e9, (unsigned long long)stats_.pieces_hashed.load(), hash_ns / 1e9,
+             (unsigned long long)stats_.hash_failures.load(), stats_.unhashed_bytes / 1e9);
+    out += line;
+  }
   uint64_t bytes[2], ns[2], idle[2];
-  dev_->copy_time(kIn, &bytes[kIn], &ns[kIn], &idle[kIn]);
-  dev_->copy_time(kOut, &bytes[kOut], &ns[kOut], &idle[kOut]);
+  link_time(kIn, &bytes[kIn], &ns[kIn], &idle[kIn]);
+  link_time(kOut, &bytes[kOut], &ns[kOut], &idle[kOut]);
   if (ns[kIn] || ns[kOut] || dev_->probe_rate(kIn)) {
     auto rate = [](uint64_t b, uint64_t t) { return t ? b / (t / 1e9) / 1e9 : 0.0; };
     snprintf(line, sizeof line,

@@ -4,7 +4,9 @@
 // their copy is complete. The
 // pager decides what moves (runtime/pager.h); FrameMover carries it out through VmmDevice, which
 // is the driver's VMM API in interpose/vmm.cc and a fake that keeps memory contents in the tests.
-// No CUDA here. Note [Frames] says what keeps a remap safe.
+// With the clean check, the device hashes each piece of a frame as it arrives and before it leaves,
+// and only the pieces that changed are copied home (Note [Clean pieces]). No CUDA here. Note
+// [Frames] says what keeps a remap safe.
 #pragma once
 
 #include <atomic>
@@ -20,6 +22,7 @@
 #include <vector>
 
 #include "runtime/pager.h"
+#include "runtime/piece_hash.h"
 
 namespace vc {
 
@@ -35,13 +38,15 @@ class VmmDevice {
   // Maps all of `chunk` (`bytes`) at `va`, readable and writable by the device.
   virtual bool map(uint64_t va, uint64_t bytes, uint64_t chunk) = 0;
   virtual bool unmap(uint64_t va, uint64_t bytes) = 0;
-  // Copy streams kIn (to the device) and kOut (to the host) run their copies in issue order.
+  // Copy streams kIn (to the device), kOut (to the host) and kBack (to the host, never ordered after
+  // the program's work: Note [Clean pieces]) run their copies in issue order; kHash runs the hashes
+  // of what arrives (hash).
   virtual bool copy(int dir, uint64_t dst, uint64_t src, uint64_t bytes) = 0;
   // An event at the current end of copy stream `dir`: a nonzero token.
   virtual uint64_t mark(int dir) = 0;
   // An event at the current end of application stream `stream`: a nonzero token.
   virtual uint64_t mark_stream(uint64_t stream) = 0;
-  // Both copy streams wait for event `token` before the copies issued next.
+  // Copy streams kIn and kOut wait for event `token` before the copies issued next.
   virtual bool copies_after(uint64_t token) = 0;
   // 1 once the event has passed, 0 not yet (`block`: waits for it), -1 on failure.
   virtual int poll(uint64_t token, bool block) = 0;
@@ -55,6 +60,20 @@ class VmmDevice {
   // measured.
   virtual void copy_time(int /*dir*/, uint64_t *bytes, uint64_t *ns, uint64_t *idle_ns) { *bytes = *ns = *idle_ns = 0; }
   virtual uint64_t probe_rate(int /*dir*/) const { return 0; }
+
+  // Note [Clean pieces]. From now on the device hashes with `key` (Note [Piece hash]); false if it
+  // cannot (it has no code for it, or that code failed its check: it says why in the log).
+  virtual bool start_hashing(const PieceKey & /*key*/) { return false; }
+  // The hashes of [va, va + bytes) in pieces of `piece` bytes (the last one smaller), made on stream
+  // `dir` after what was issued there before (on kHash, also after the copies issued on kIn before
+  // it): a nonzero token, 0 if they cannot be made.
+  virtual uint64_t hash(int /*dir*/, uint64_t /*va*/, uint64_t /*bytes*/, uint64_t /*piece*/) { return 0; }
+  // Once a mark on that stream issued after the hash has passed: its `n` hashes into `out`. The token
+  // is spent either way; false: there are none to read.
+  virtual bool read_hashes(uint64_t /*token*/, PieceHash * /*out*/, size_t /*n*/) { return false; }
+  virtual void drop_hashes(uint64_t /*token*/) {}  // not to be read (its move was cancelled)
+  // Pieces hashed and the device time of the hashes found complete so far (no device call).
+  virtual void hash_time(uint64_t *pieces, uint64_t *ns) { *pieces = *ns = 0; }
 };
 
 struct FrameStats {
@@ -74,18 +93,31 @@ struct FrameStats {
   // later because an op may reach them there (with the time that took).
   std::atomic<uint64_t> left_unmapped{0}, home_maps{0}, home_map_ns{0};
   std::atomic<uint64_t> over_budget{0};  // device chunks created past the capacity (rounding)
+  // Note [Clean pieces]: bytes of evicted frames not copied home as their hash had not changed;
+  // pieces hashed (arriving and leaving); hashes that could not be made or read, and the bytes that
+  // were copied home for want of one; pieces the pager took for clean (to_host_clean) that had changed.
+  std::atomic<uint64_t> unchanged_bytes{0}, pieces_hashed{0}, hash_failures{0}, unhashed_bytes{0};
+  std::atomic<uint64_t> clean_claims_changed{0};
+  // Note [Remaps and write-backs]: remaps made while a copy of the mover's to the host was in
+  // flight, and their time (the others made while none was).
+  std::atomic<uint64_t> remaps_out_busy{0}, remap_out_busy_ns{0};
   std::atomic<bool> failed{false};
 };
 
+// Device bytes of a capacity that the pager leaves to a mover of frames of `frame` bytes, for the
+// evictions in flight (Mover::headroom): 1/32 of it, in whole frames.
+inline uint64_t frame_headroom(uint64_t capacity, uint64_t frame) { return capacity / 32 / frame * frame; }
+
 class FrameMover final : public Mover {
  public:
-  static constexpr int kIn = 0, kOut = 1;
+  static constexpr int kIn = 0, kOut = 1, kBack = 2, kHash = 3;
   // `granularity`: of chunk sizes (the driver's); `capacity`: device bytes the chunks may take (the
   // budget). `worker`: moves complete on a thread of the mover's own, else on the callers' (the
   // tests' deterministic mode). `home_on_demand`: an evicted frame is left unmapped until an op may
-  // reach it (Note [Home mapped on demand]), else mapped home at once. Note [Frames].
+  // reach it (Note [Home mapped on demand]), else mapped home at once. `clean_check`: Note [Clean
+  // pieces], if the device can hash. Note [Frames].
   FrameMover(VmmDevice *dev, uint64_t frame_size, uint64_t granularity, uint64_t capacity, bool worker,
-             bool home_on_demand);
+             bool home_on_demand, bool clean_check = false);
   ~FrameMover() override;  // stops the worker
   // Stops the worker (at exit, before the driver goes): moves in flight are left as they are.
   void stop();
@@ -119,6 +151,8 @@ class FrameMover final : public Mover {
   std::vector<std::pair<std::string, uint64_t>> figures() const override;
 
   const FrameStats &stats() const { return stats_; }
+  bool clean_check() const { return check_; }  // on, and the device hashes
+  uint64_t piece() const { return piece_; }
   // One line: moves in flight, copies, remaps, device chunks (for the status line).
   std::string describe() const;
 
@@ -133,6 +167,11 @@ class FrameMover final : public Mover {
     // demand]). Changed by a remap without the lock (Move::remapping).
     bool mapped = true;
     uint64_t move = 0;  // seq of its move in flight (kFetching, kEvicting), else 0
+    // Note [Clean pieces]: while resident, each piece's hash as it arrived, where it was made (known);
+    // kept: an eviction was cancelled since (what the pager calls clean may differ from home).
+    std::vector<PieceHash> arrived;
+    std::vector<uint8_t> known;
+    bool kept = false;
   };
   struct Alloc {
     uint64_t va = 0, reserved = 0, staging = 0;  // app and staging address space (reserved bytes each)
@@ -147,6 +186,12 @@ class FrameMover final : public Mover {
     bool remapping = false;  // the worker is remapping its frame, without the lock
     bool home = false;       // an eviction that maps its frame home, even on demand (reach)
     uint64_t chunk = 0, chunk_va = 0, bytes = 0;  // a fetch's chunk
+    // Note [Clean pieces]: the device's token of the hashes made for it (arriving or leaving); an
+    // eviction whose copies home are not issued yet (its token: the program's work done, and the
+    // hashes made); one the pager called clean; the pieces it copied home.
+    uint64_t hashes = 0;
+    bool gate = false, claimed_clean = false;
+    std::vector<uint8_t> written;
   };
   struct Chunk {
     uint64_t handle = 0, va = 0, bytes = 0;
@@ -158,10 +203,19 @@ class FrameMover final : public Mover {
   bool fetch(Lock &lock, Frame *f);
   bool evict(Lock &lock, Frame *f, bool write_back);
   Move *move_of(const Frame *f);
+  Move *move_at(uint64_t seq);  // the move in flight of that seq, else null
   // Until moves up to seq `upto` are complete (block) or as far as their copies are (not block).
   bool finish(Lock &lock, bool block, uint64_t upto);
   bool complete(Lock &lock, Move *m);  // the front move, its copy complete
-  bool remap(Frame *f, uint64_t from, uint64_t to);  // to 0: leaves `va` unmapped
+  bool remap(Frame *f, uint64_t from, uint64_t to, bool out_busy);  // to 0: leaves `va` unmapped
+  bool out_busy(uint64_t seq);  // a copy to the host issued after move `seq`'s is in flight
+  // Note [Clean pieces] (frames_clean.cc).
+  size_t pieces(uint64_t bytes) const { return (bytes + piece_ - 1) / piece_; }
+  uint64_t hash(int dir, uint64_t va, uint64_t bytes);  // 0: not made (counted)
+  void arrived(Frame *f, Move *m);                      // a fetch complete: its hashes kept
+  void forget_written(Frame *f, const Move &m);         // an eviction cancelled after copying home
+  // The front eviction's gate passed: copies home what changed (`issued`: some), on kBack.
+  bool write_back(Move *m, bool *issued);
   bool map_home(Frame *f);
   bool map_home_all();  // every frame away from the device not mapped (best effort)
   bool take_chunk(Lock &lock, uint64_t bytes, Chunk *c);
@@ -169,13 +223,15 @@ class FrameMover final : public Mover {
   bool release_free_chunk();  // the smallest free chunk
   void work();  // the worker
   void give_chunk(uint64_t handle, uint64_t va, uint64_t bytes);
+  void link_time(int dir, uint64_t *bytes, uint64_t *ns, uint64_t *idle_ns) const;  // kOut: with kBack
   void release(Alloc *a);
   void undo(Alloc *a);
   bool fail(const char *what);
 
   VmmDevice *dev_;
-  const uint64_t frame_size_, gran_, capacity_;
+  const uint64_t frame_size_, gran_, capacity_, piece_;
   FrameStats stats_;
+  bool check_ = false;  // Note [Clean pieces]: on, and the device hashes
 
   mutable std::mutex mu_;
   std::condition_variable moved_;  // a move completed, or the mover failed or stops
@@ -191,6 +247,7 @@ class FrameMover final : public Mover {
   uint64_t in_use_ = 0;  // device bytes of chunks held by frames or by fetches in flight
   uint64_t outside_ = 0;  // device bytes the program holds outside the pager (set_outside)
   uint64_t issued_ = 0;  // last seq
+  uint64_t last_out_ = 0;  // seq of the last move that copied to the host (Note [Remaps and write-backs])
 };
 
 }  // namespace vc

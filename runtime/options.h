@@ -73,6 +73,10 @@ namespace vc {
     "op vramcache sees may reach it there (mapping host memory costs the driver 10-20x more than "   \
     "device memory); 0: mapped at home at each eviction, so that an access vramcache cannot see "    \
     "(through a pointer kept in device memory) still finds it")                                     \
+  X(kCleanCheck, "VRAMCACHE_CLEAN_CHECK", kBool, "1", "0",                                           \
+    "with the explicit backend: vramcache's own kernel hashes each piece of a frame (2 MiB) as it "  \
+    "arrives on the device and before it leaves (a 128-bit keyed hash), and only the pieces that "   \
+    "changed are copied home; 0: every evicted frame an op may have written is copied home whole")  \
   X(kHostLimit, "VRAMCACHE_HOST_LIMIT", kSize, "0", "96G",                                           \
     "with a budget: most bytes of paged allocations in total (each may live on the host); past "    \
     "it an allocation fails with the out-of-memory code; 0: 85% of physical memory")              \

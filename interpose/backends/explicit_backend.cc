@@ -12,6 +12,7 @@
 #include "interpose/backends/event_pool.h"
 #include "interpose/cuda_check.h"
 #include "interpose/own_calls.h"
+#include "interpose/piece_hasher.h"
 #include "runtime/log.h"
 
 namespace vc::interpose {
@@ -19,7 +20,8 @@ namespace {
 
 class CudaVmm final : public VmmDevice {
  public:
-  static constexpr int kIn = FrameMover::kIn, kOut = FrameMover::kOut;
+  static constexpr int kIn = FrameMover::kIn, kOut = FrameMover::kOut, kBack = FrameMover::kBack,
+                       kHash = FrameMover::kHash;
   bool start(const DriverApi *api) {
     api_ = api;
     if (!api->cuCtxGetCurrent || !api->cuCtxGetDevice || !api->cuDeviceGetAttribute || !api->cuStreamCreate ||
@@ -156,6 +158,23 @@ class CudaVmm final : public VmmDevice {
   }
   void drop(uint64_t token) override { events_.drop(token); }
   bool synchronize() override { return VC_CU(api_->cuCtxSynchronize()); }
+  // Note [Clean pieces]: vramcache's own kernel, on the copy streams (interpose/piece_hasher.h).
+  bool start_hashing(const PieceKey &key) override {
+    OwnCalls own;  // on the program's thread: the launch of its check is not the program's
+    return hasher_.start(api_, key, copy_[kIn]);
+  }
+  uint64_t hash(int dir, uint64_t va, uint64_t bytes, uint64_t piece) override {
+    if (dir == kHash) {  // after the copies in issued so far
+      const uint64_t t = events_.record(copy_[kIn]);
+      const bool after = t && VC_CU(api_->cuStreamWaitEvent(copy_[kHash], events_.event(t), 0));
+      if (t) events_.drop(t);  // (the wait holds the event's state as of now)
+      if (!after) return 0;
+    }
+    return hasher_.hash(copy_[dir], va, bytes, piece);
+  }
+  bool read_hashes(uint64_t token, PieceHash *out, size_t n) override { return hasher_.read(token, out, n); }
+  void drop_hashes(uint64_t token) override { hasher_.drop(token); }
+  void hash_time(uint64_t *pieces, uint64_t *ns) override { hasher_.time(pieces, ns); }
   // The mover's thread: its calls are vramcache's own, never observed as the program's.
   bool enter_thread() override {
     static thread_local OwnCalls own;
@@ -220,19 +239,21 @@ class CudaVmm final : public VmmDevice {
   CUdevice dev_ = 0;
   int numa_ = 0;
   uint64_t granularity_ = 2 << 20;
-  CUstream copy_[2] = {nullptr, nullptr};
+  CUstream copy_[4] = {nullptr, nullptr, nullptr, nullptr};  // kIn, kOut, kBack, kHash (no copies)
   EventPool events_;
+  PieceHasher hasher_;
   std::mutex timing_mu_;  // the copies' timing, below (copies come under the mover's lock; figures from anywhere)
-  std::deque<Timed> timed_[2];
+  std::deque<Timed> timed_[3];
   std::vector<CUevent> spare_;
-  uint64_t timed_bytes_[2] = {0, 0}, timed_ns_[2] = {0, 0}, idle_ns_[2] = {0, 0};
-  CUevent last_end_[2] = {nullptr, nullptr};  // the end of the last copy harvested (kept for the next gap)
+  uint64_t timed_bytes_[3] = {0, 0, 0}, timed_ns_[3] = {0, 0, 0}, idle_ns_[3] = {0, 0, 0};
+  CUevent last_end_[3] = {nullptr, nullptr, nullptr};  // the end of the last copy harvested (kept for the next gap)
   uint64_t probe_bps_[2] = {0, 0};
 };
 
 }  // namespace
 
-ExplicitBackend *start_explicit(const DriverApi *api, uint64_t frame_size, uint64_t budget, bool home_on_demand) {
+ExplicitBackend *start_explicit(const DriverApi *api, uint64_t frame_size, uint64_t budget, bool home_on_demand,
+                                bool clean_check) {
   auto vmm = std::make_unique<CudaVmm>();
   if (!api || !vmm->start(api)) return nullptr;
   // The link probe: at most 256 MiB, and a quarter of the budget (Note [Link rate]).
@@ -241,7 +262,7 @@ ExplicitBackend *start_explicit(const DriverApi *api, uint64_t frame_size, uint6
   b->context = vmm->context();
   b->device = vmm->device();
   b->mover = std::make_unique<FrameMover>(vmm.get(), frame_size, vmm->granularity(), budget, /*worker=*/true,
-                                           home_on_demand);
+                                           home_on_demand, clean_check);
   b->vmm = std::move(vmm);
   return b;
 }

@@ -20,7 +20,9 @@ struct ExplicitBackend {
 };
 
 // Needs a current context. Null (logged once) when the driver or the device cannot do it.
-// `home_on_demand`: Note [Home mapped on demand] in runtime/frames.cc.
-ExplicitBackend *start_explicit(const DriverApi *api, uint64_t frame_size, uint64_t budget, bool home_on_demand);
+// `home_on_demand`: Note [Home mapped on demand] in runtime/frames.cc; `clean_check`: Note [Clean
+// pieces] in runtime/frames_clean.cc.
+ExplicitBackend *start_explicit(const DriverApi *api, uint64_t frame_size, uint64_t budget, bool home_on_demand,
+                                bool clean_check);
 
 }  // namespace vc::interpose

@@ -61,7 +61,8 @@ bool ensure_paging(Runtime *rt) {
   CUcontext ctx = nullptr;
   if (explicit_backend(rt)) {
     const Options &o = rt->options();
-    ExplicitBackend *b = start_explicit(api, frame_size(o), uint64_t(o.num[kBudget]), o.num[kHomeOnDemand] != 0);
+    ExplicitBackend *b = start_explicit(api, frame_size(o), uint64_t(o.num[kBudget]), o.num[kHomeOnDemand] != 0,
+                                        o.num[kCleanCheck] != 0);
     if (!b) {  // logged; not started yet: the next allocation starts the managed backend
       g_explicit_unavailable = true;
       return false;

@@ -30,8 +30,9 @@ void CUPTIAPI activity_buffer_completed(CUcontext ctx, uint32_t stream, uint8_t 
   // The loop ends where CUPTI answers that the buffer holds no more (CUPTI_ERROR_MAX_LIMIT_REACHED).
   while (o->cupti->cuptiActivityGetNextRecord(buffer, valid, &record) == CUPTI_SUCCESS) {
     if (record->kind == CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL || record->kind == CUPTI_ACTIVITY_KIND_KERNEL) {
-      c.activity_kernels++;
       auto *k = reinterpret_cast<const CUpti_ActivityKernel10 *>(record);
+      if (k->name && !strcmp(k->name, "vc_piece_hash")) continue;  // vramcache's own (interpose/piece_hasher.h)
+      c.activity_kernels++;
       o->rt->on_kernel_time(k->correlationId, k->graphNodeId, k->start, k->end);
     } else if (record->kind == CUPTI_ACTIVITY_KIND_UNIFIED_MEMORY_COUNTER) {
       auto *u = reinterpret_cast<const CUpti_ActivityUnifiedMemoryCounter3 *>(record);

@@ -33,12 +33,13 @@ trap 'rm -rf "$tmp"' EXIT
 check 0 "iterations: period 3975 ops" -- report -o "$tmp/r.html" "$trace"
 grep -q "Resident bytes over one iteration" "$tmp/r.html" || bad "report: no resident-bytes chart in the HTML"
 check 0 "predictive" -- simulate --budget 12G "$trace"
-# The library's own pager replayed on the trace: the plan moves half of what LRU moves, misses nothing.
-check 0 "reactive 29.23 GiB in, 29.23 GiB out, 44902 pages missed; predictive without bypass (VRAMCACHE_BYPASS=0) 14.54 GiB in, 14.54 GiB out, 0 pages missed" -- simulate --budget 12G "$trace"
+# The library's own pager replayed on the trace with the explicit backend's settings for the budget:
+# the plan moves half of what LRU moves, misses nothing.
+check 0 "frames of 64.00 MiB, planned within 11.62 GiB, prefetch window 372.00 MiB), per iteration over the last 3: reactive 33.06 GiB in, 33.05 GiB out, 2348 pages missed; predictive without bypass (VRAMCACHE_BYPASS=0) 16.28 GiB in, 16.29 GiB out, 0 pages missed" -- simulate --budget 12G "$trace"
 check 0 "only through kernel parameters (role unknown); 3.58 GiB of page accesses are followed by an overwrite" -- report -o "$tmp/r2.html" "$trace"
 check 0 "bound" -- simulate --budget 16G --link 25 --page-size 512K "$trace"
-# The replay with a narrower prefetch window (VRAMCACHE_PREFETCH_AHEAD) than its 768 MiB default.
-check 0 "(VRAMCACHE_BYPASS=0) 13.56 GiB in, 13.56 GiB out, 0 pages missed" -- simulate --budget 12G --prefetch-ahead 192M "$trace"
+# The replay with a narrower prefetch window (VRAMCACHE_PREFETCH_AHEAD) than its 372 MiB default.
+check 0 "(VRAMCACHE_BYPASS=0) 16.05 GiB in, 16.05 GiB out, 0 pages missed" -- simulate --budget 12G --prefetch-ahead 192M "$trace"
 check 2 "--budget SIZE is required" -- simulate "$trace"
 check 2 "--budget 12Q is not a size" -- simulate --budget 12Q "$trace"
 check 2 "--page-size must be a power of two" -- simulate --budget 1G --page-size 100K "$trace"

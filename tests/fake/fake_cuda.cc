@@ -18,6 +18,7 @@
 #include <set>
 #include <vector>
 
+#include "runtime/piece_hash.h"
 #include "tests/fake/fake.h"
 
 FAKE_STATE(cuda)
@@ -493,6 +494,34 @@ DEF(CUresult, cuLibraryLoadData, CUlibrary *l, const void *, CUjit_option *, voi
   return counted("cuLibraryLoadData");
 }
 
+// vramcache's own kernel (interpose/piece_hash.cu): its function, and pinned host memory it may
+// read and writes its hashes to (cuMemAllocHost: plain memory here, its ranges kept).
+constexpr uint64_t kFakePieceHash = 0x7000;
+namespace {
+std::map<uint64_t, uint64_t> g_pinned;  // address -> bytes
+}  // namespace
+DEF(CUresult, cuModuleGetFunction, CUfunction *f, CUmodule, const char *name) {
+  if (strcmp(name, "vc_piece_hash")) return counted("cuModuleGetFunction"), CUDA_ERROR_NOT_FOUND;
+  *f = reinterpret_cast<CUfunction>(kFakePieceHash);
+  return counted("cuModuleGetFunction");
+}
+DEF(CUresult, cuMemAllocHost_v2, void **p, size_t n) {
+  if (CUresult r = counted("cuMemAllocHost")) return r;
+  *p = aligned_alloc(64, (n + 63) / 64 * 64);
+  if (!*p) return CUDA_ERROR_OUT_OF_MEMORY;
+  std::lock_guard<std::mutex> lock(g_fake_mu);
+  g_pinned[uint64_t(*p)] = n;
+  return CUDA_SUCCESS;
+}
+DEF(CUresult, cuMemFreeHost, void *p) {
+  {
+    std::lock_guard<std::mutex> lock(g_fake_mu);
+    if (!g_pinned.erase(uint64_t(p))) return CUDA_ERROR_INVALID_VALUE;
+  }
+  free(p);
+  return counted("cuMemFreeHost");
+}
+
 // ---- kernels: names and parameter layouts ----
 DEF(CUresult, cuFuncGetName, const char **name, CUfunction f) {
   if (uint64_t(f) != kFakeFunction && uint64_t(f) != kFakeAdd) return CUDA_ERROR_INVALID_HANDLE;
@@ -521,9 +550,46 @@ DEF(CUresult, cuKernelGetParamInfo, CUkernel k, size_t i, size_t *offset, size_t
 
 // ---- launches, copies, synchronization, capture (each one raises its CUPTI callbacks) ----
 namespace {
-// What a launch does: kernels run at once, on the host. Only fake_add touches memory: it adds 1 to
-// the first n bytes at each of its two pointers that is not null.
+// vramcache's piece hashes (its kernel's parameters: base, bytes, piece, k0, k1, out), by the host's
+// definition, of VMM memory or of pinned host memory, into pinned host memory; each one wrong with
+// FAKE_CUDA_BAD_HASH set.
+CUresult hash_pieces(void **params) {
+  const uint64_t base = *static_cast<uint64_t *>(params[0]), bytes = *static_cast<uint64_t *>(params[1]),
+                 piece = *static_cast<uint64_t *>(params[2]);
+  const vc::PieceKey key{*static_cast<uint64_t *>(params[3]), *static_cast<uint64_t *>(params[4])};
+  auto *out = *static_cast<vc::PieceHash **>(params[5]);
+  auto pinned = [](uint64_t p, uint64_t n) {
+    std::lock_guard<std::mutex> lock(g_fake_mu);
+    auto it = g_pinned.upper_bound(p);
+    return it != g_pinned.begin() && p + n <= std::prev(it)->first + std::prev(it)->second;
+  };
+  const uint64_t pieces = (bytes + piece - 1) / piece;
+  if (!piece || !pinned(uint64_t(out), pieces * sizeof(vc::PieceHash))) return CUDA_ERROR_ILLEGAL_ADDRESS;
+  std::vector<uint8_t> data;
+  for (uint64_t i = 0; i < pieces; ++i) {
+    const uint64_t at = base + i * piece, n = std::min(piece, bytes - i * piece);
+    data.clear();
+    if (pinned(at, n)) {
+      data.assign(reinterpret_cast<uint8_t *>(at), reinterpret_cast<uint8_t *>(at) + n);
+    } else {
+      std::lock_guard<std::mutex> lock(g_vmm_mu);
+      for (uint64_t done = 0, run; done < n && touches_reservation(at, n); done += run) {
+        uint8_t *p = ::at(at + done, &(run = n - done));
+        if (!p) return CUDA_ERROR_ILLEGAL_ADDRESS;
+        run = std::min(run, n - done);
+        data.insert(data.end(), p, p + run);
+      }
+    }
+    if (data.size() != n) return CUDA_ERROR_ILLEGAL_ADDRESS;  // not memory
+    out[i] = vc::piece_hash(key, data.data(), n);
+    if (getenv("FAKE_CUDA_BAD_HASH")) out[i].lo ^= 1;  // a device whose kernel is wrong
+  }
+  return CUDA_SUCCESS;
+}
+// What a launch does: kernels run at once, on the host. Only fake_add and vramcache's piece hash
+// touch memory: fake_add adds 1 to the first n bytes at each of its two pointers that is not null.
 CUresult run_kernel(CUfunction f, void **params) {
+  if (uint64_t(f) == kFakePieceHash && params) return hash_pieces(params);
   if (uint64_t(f) != kFakeAdd || !params) return CUDA_SUCCESS;
   uint64_t n = uint64_t(*static_cast<int *>(params[2]));
   for (int i = 0; i < 2; ++i)
@@ -745,6 +811,9 @@ const Entry kEntries[] = {
     E("cuFuncGetName", 12030, false, cuFuncGetName),
     E("cuFuncGetParamInfo", 12040, false, cuFuncGetParamInfo),
     E("cuModuleLoadData", 2000, false, cuModuleLoadData),
+    E("cuModuleGetFunction", 2000, false, cuModuleGetFunction),
+    E("cuMemAllocHost", 3020, false, cuMemAllocHost_v2),
+    E("cuMemFreeHost", 2000, false, cuMemFreeHost),
     E("cuModuleLoadDataEx", 2010, false, cuModuleLoadDataEx),
     E("cuModuleLoadFatBinary", 2000, false, cuModuleLoadFatBinary),
     E("cuLibraryLoadData", 12000, false, cuLibraryLoadData),

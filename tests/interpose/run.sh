@@ -164,7 +164,8 @@ else
     paged_allocs=0 paged_bytes=0 resident=0 paging_failed=0 launches=12 launches_decoded=12 \
     copies=14 copy_h2d_bytes=167772160 copy_d2h_bytes=469762048 vmm_creates=0 allocs_vmm_map=0 launch_observer_on=1
   # Every copy timed (the fake's events say 1 ms each), and the link probe made at the start.
-  for key in paging_h2d_bytes paging_d2h_bytes paging_evictions paging_remote link_in_ns link_out_ns link_probe_in_bps link_probe_out_bps; do
+  for key in paging_h2d_bytes paging_d2h_bytes paging_evictions paging_remote link_in_ns link_out_ns link_probe_in_bps link_probe_out_bps \
+      frames_clean_check frames_pieces_hashed frames_unchanged_bytes; do  # (the fake driver runs vramcache's hash kernel)
     [ "$(json_num "$out/explicit-paging.json" $key)" -gt 0 ] || bad "explicit paging: $key is not above 0"
   done
   peak=$(json_num "$out/explicit-paging.json" peak_resident)
@@ -177,6 +178,16 @@ else
   ! grep -q "paging stopped\|cannot start" "$out/explicit-paging.log" || bad "explicit paging: $(grep 'paging stopped\|cannot start' "$out/explicit-paging.log")"
   ! grep -q "unified-memory migrations" "$out/explicit-paging.log" && [ "$(json_num "$out/explicit-paging.json" um_gpu_faults)" = -1 ] ||
     bad "explicit paging: tried to count unified-memory migrations (it makes no managed memory)"
+fi
+# A device whose hash kernel disagrees with the host (FAKE_CUDA_BAD_HASH): its check at the start
+# says so in one line and turns the clean check off; evicted frames are copied whole, every byte kept.
+explicit explicit-badhash FAKE_CUDA_BAD_HASH=1; rc=$?
+if [ $rc != 0 ]; then
+  bad "explicit paging, hashes wrong: test program failed (rc $rc)"; tail -20 "$out/explicit-badhash.log"
+else
+  expect_json "$out/explicit-badhash.json" paging_failed=0 frames_clean_check=0 frames_unchanged_bytes=0 frames_pieces_hashed=0
+  [ "$(grep -c "the clean check is off: its check failed" "$out/explicit-badhash.log")" = 1 ] ||
+    bad "explicit paging, hashes wrong: expected one line saying the clean check is off"
 fi
 # The same with CUPTI taken by another tool: the wrappers observe the launches, paging is the same.
 explicit explicit-busy FAKE_CUPTI_BUSY=1; rc=$?

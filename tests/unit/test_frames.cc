@@ -6,7 +6,9 @@
 // chunks never take more than the capacity; that copies wait for the program's stream; and, paged by
 // a Pager with each device call failing in turn, that the program's data stays mapped and intact and
 // that nothing moves after a failure; the last two also with frames mapped home on demand (Note
-// [Home mapped on demand]).
+// [Home mapped on demand]) and with the clean check (Note [Clean pieces]): FakeVmm hashes with the
+// host's definition of the piece hash, in stream order, and the randomized programs' ops write
+// nothing, the same values, or change one byte of a piece.
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -23,11 +25,13 @@
 #include "runtime/frames.h"
 #include "runtime/log.h"
 #include "runtime/pager.h"
+#include "runtime/piece_hash.h"
 
 namespace {
 
 constexpr uint64_t kMiB = 1 << 20;
-constexpr int kIn = vc::FrameMover::kIn, kOut = vc::FrameMover::kOut;
+constexpr int kIn = vc::FrameMover::kIn, kOut = vc::FrameMover::kOut, kBack = vc::FrameMover::kBack,
+              kHash = vc::FrameMover::kHash;
 
 // The driver's rules it checks (a call breaking one returns false and counts a violation): a chunk
 // is mapped whole, at a reserved range where nothing is mapped; unmap and unreserve take exactly
@@ -35,23 +39,35 @@ constexpr int kIn = vc::FrameMover::kIn, kOut = vc::FrameMover::kOut;
 // released chunk lives until its last unmap; a copy reaches only mapped memory; events are used only
 // until dropped. Every call counts towards `fail_at`, the one that fails (with no effect).
 // Application work: app_work(s) enqueues some on stream s, done at app_done(), a blocking poll or
-// synchronize (it completes by itself: the device never waits for the host); a copy issued after
-// copies_after(m), m a mark_stream(s), runs only once the work s had at the mark is done.
+// synchronize (it completes by itself: the device never waits for the host); a copy issued on kIn or
+// kOut after copies_after(m), m a mark_stream(s), runs only once the work s had at the mark is done.
+// A hash runs in its stream's order like a copy, reading through the mappings as they are then (on
+// kHash, once the copies issued on kIn before it ran); its hashes are read once, or dropped, after it
+// ran.
 class FakeVmm : public vc::VmmDevice {
  public:
   struct Chunk { bool host = false, released = false; std::vector<uint8_t> data; int maps = 0; };
-  struct Copy { uint64_t dst, src, bytes, order; std::map<uint64_t, uint64_t> after; };  // app work before it
+  struct Copy {  // or a hash (`hash`: its token; of `bytes` at `src` in pieces of `dst` bytes)
+    uint64_t dst, src, bytes, order;
+    std::map<uint64_t, uint64_t> after;  // app work before it
+    uint64_t hash = 0, after_in = 0;     // after_in: copies on kIn before it
+  };
   using Maps = std::map<uint64_t, std::pair<uint64_t, uint64_t>>;  // va -> (chunk, bytes)
   std::map<uint64_t, Chunk> chunks;                      // by handle
   std::map<uint64_t, uint64_t> reserved;                 // va -> bytes
   Maps maps;
-  std::deque<Copy> queue[2];                             // issued on kIn / kOut, not run yet
-  uint64_t issued[2] = {}, ran[2] = {};                  // copies per stream
+  std::deque<Copy> queue[4];                             // issued on kIn / kOut / kBack / kHash, not run yet
+  uint64_t issued[4] = {}, ran[4] = {};                  // copies (and hashes) per stream
   std::map<uint64_t, std::pair<int, uint64_t>> events;   // token -> (copy stream, copies before it)
   std::map<uint64_t, std::pair<uint64_t, uint64_t>> app_marks;  // token -> (app stream, its work before it)
-  std::map<uint64_t, uint64_t> enqueued, done, gate[2];  // app work per stream; gate: of the next copy
+  std::map<uint64_t, uint64_t> enqueued, done, gate[4];  // app work per stream; gate: of the next copy
+  std::map<uint64_t, std::pair<bool, std::vector<vc::PieceHash>>> hashes;  // token -> (made, its hashes)
+  bool can_hash = true;                                  // start_hashing says so
+  vc::PieceKey key;
+  uint64_t pieces_hashed = 0;
   std::vector<std::string> log;                          // every call, in order
   uint64_t calls = 0, fail_at = 0, violations = 0;       // fail_at: 1-based; 0: none fails
+  std::string fail_next;                                 // the next call of this name fails
   std::string last_violation;
   uint64_t device_live = 0, device_peak = 0;  // bytes of device chunks not yet gone
 
@@ -105,6 +121,29 @@ class FakeVmm : public vc::VmmDevice {
     queue[dir].push_back({dst, src, bytes, order_++, gate[dir]});
     return issued[dir]++, true;
   }
+  bool start_hashing(const vc::PieceKey &k) override {
+    call("start_hashing");  // never fails (made before the tests set fail_at): can_hash says
+    return key = k, can_hash;
+  }
+  uint64_t hash(int dir, uint64_t va, uint64_t bytes, uint64_t piece) override {
+    if (call("hash " + std::to_string(dir))) return 0;
+    if (!can_hash) return bad("a hash without start_hashing"), 0;
+    queue[dir].push_back({piece, va, bytes, order_++, gate[dir], ++next_token_, dir == kHash ? issued[kIn] : 0});
+    hashes[next_token_] = {false, {}};
+    return issued[dir]++, next_token_;
+  }
+  bool read_hashes(uint64_t token, vc::PieceHash *out, size_t n) override {
+    auto it = hashes.find(token);
+    if (it == hashes.end()) return bad("a read of unknown hashes");
+    if (call("read_hashes")) return hashes.erase(it), false;
+    if (!it->second.first || it->second.second.size() != n) return bad("a read of hashes not made, or not so many");
+    std::copy(it->second.second.begin(), it->second.second.end(), out);
+    return hashes.erase(it), true;
+  }
+  void drop_hashes(uint64_t token) override {
+    call("drop_hashes");  // cannot fail
+    if (!hashes.erase(token)) bad("a drop of unknown hashes");
+  }
   uint64_t mark_stream(uint64_t stream) override {
     if (call("mark_stream " + std::to_string(stream))) return 0;
     app_marks[++next_token_] = {stream, enqueued[stream]};
@@ -115,7 +154,7 @@ class FakeVmm : public vc::VmmDevice {
     auto it = app_marks.find(token);
     if (it == app_marks.end()) return bad("copies_after an unknown mark");
     auto [stream, n] = it->second;
-    for (auto &g : gate) g[stream] = std::max(g[stream], n);
+    for (int dir : {kIn, kOut}) gate[dir][stream] = std::max(gate[dir][stream], n);
     return true;
   }
   uint64_t mark(int dir) override {
@@ -129,7 +168,8 @@ class FakeVmm : public vc::VmmDevice {
     if (it == events.end()) return bad("poll of an unknown event"), -1;
     auto [dir, n] = it->second;
     if (block) app_done();
-    while (block && ran[dir] < n) run(dir);
+    for (; block && ran[dir] < n; run(dir))
+      while (queue[dir].front().after_in > ran[kIn]) run(kIn);
     return ran[dir] >= n;
   }
   void drop(uint64_t token) override {
@@ -140,11 +180,17 @@ class FakeVmm : public vc::VmmDevice {
 
   void app_work(uint64_t stream) { ++enqueued[stream]; }
   void app_done() { done = enqueued; }
-  // The device runs the `n` oldest copies that may run (of both streams).
+  // The device runs the `n` oldest copies (and hashes) that may run, of any stream.
   void run_copies(size_t n) {
-    for (; n > 0 && (ready(kIn) || ready(kOut)); --n)
-      run(ready(kIn) && (!ready(kOut) || queue[kIn].front().order < queue[kOut].front().order) ? kIn : kOut);
+    for (; n > 0; --n) {
+      int next = -1;
+      for (int dir : {kIn, kOut, kBack, kHash})
+        if (ready(dir) && (next < 0 || queue[dir].front().order < queue[next].front().order)) next = dir;
+      if (next < 0) return;
+      run(next);
+    }
   }
+  uint64_t issued_all() const { return issued[kIn] + issued[kOut] + issued[kBack] + issued[kHash]; }
   // The program's view: where `bytes` at `va` are now (null: not all mapped by one chunk).
   uint8_t *at(uint64_t va, uint64_t bytes = 1) {
     auto it = find(va, bytes);
@@ -162,6 +208,7 @@ class FakeVmm : public vc::VmmDevice {
  private:
   bool call(const std::string &what) {  // true: this call fails
     log.push_back(what);
+    if (what == fail_next) return fail_next.clear(), ++calls, true;
     return ++calls == fail_at;
   }
   bool bad(const char *what) { return ++violations, last_violation = what, false; }
@@ -180,12 +227,24 @@ class FakeVmm : public vc::VmmDevice {
     return it == maps.begin() || std::prev(it)->first + std::prev(it)->second.second <= va ? maps.end() : std::prev(it);
   }
   bool ready(int dir) {
-    return !queue[dir].empty() && std::all_of(queue[dir].front().after.begin(), queue[dir].front().after.end(),
-                                              [&](auto w) { return done[w.first] >= w.second; });
+    return !queue[dir].empty() && queue[dir].front().after_in <= ran[kIn] &&
+           std::all_of(queue[dir].front().after.begin(), queue[dir].front().after.end(),
+                       [&](auto w) { return done[w.first] >= w.second; });
   }
   void run(int dir) {
     Copy c = queue[dir].front();
     queue[dir].pop_front(), ran[dir]++;
+    if (c.hash) {  // the device's hashes, by the host's definition
+      auto &made = hashes[c.hash];
+      for (uint64_t off = 0; off < c.bytes; off += c.dst) {
+        const uint64_t n = std::min(c.dst, c.bytes - off);
+        const uint8_t *p = at(c.src + off, n);
+        if (!p) return void(bad("a hash through unmapped memory"));
+        made.second.push_back(vc::piece_hash(key, p, n)), pieces_hashed++;
+      }
+      made.first = true;
+      return;
+    }
     uint8_t *d = at(c.dst, c.bytes), *s = at(c.src, c.bytes);
     if (!d || !s) return void(bad("a copy through unmapped memory"));
     std::memmove(d, s, c.bytes);
@@ -196,14 +255,17 @@ class FakeVmm : public vc::VmmDevice {
 struct Rig {
   FakeVmm fake;
   vc::FrameMover mover;
-  // `home_on_demand`: Note [Home mapped on demand].
-  Rig(uint64_t frame, uint64_t gran, uint64_t capacity, bool home_on_demand = false)
-      : mover(&fake, frame, gran, capacity, /*worker=*/false, home_on_demand) {}
+  // `home_on_demand`: Note [Home mapped on demand]; `clean_check`: Note [Clean pieces].
+  Rig(uint64_t frame, uint64_t gran, uint64_t capacity, bool home_on_demand = false, bool clean_check = false)
+      : mover(&fake, frame, gran, capacity, /*worker=*/false, home_on_demand, clean_check) {}
   bool step() { return mover.passed(mover.fence()); }  // completes what has finished; never blocks
-  void drain() {  // the device runs everything, then the moves complete
-    fake.app_done();
-    fake.run_copies(~size_t(0));
-    REQUIRE((step() || mover.stats().failed));  // false only from the call whose poll failed
+  void drain() {  // the device runs everything, then the moves complete (evictions issue copies home)
+    for (int round = 0;; ++round) {
+      REQUIRE(round < 1000);
+      fake.app_done();
+      fake.run_copies(~size_t(0));
+      if (step() || mover.stats().failed) break;  // failed: from the call whose poll failed
+    }
     REQUIRE(step());
   }
 };
@@ -225,7 +287,7 @@ bool holds(FakeVmm &fake, uint64_t va, uint64_t bytes, int seed) { return probe(
 // (page = frame) through the mover; ops touching 1-3 ranges on three streams, some undecoded (a
 // wildcard that tells the pager nothing and touches any byte); now and then one allocation freed and
 // another made. An op runs as on_op returns: it reads a byte of each page it touches (against a
-// shadow copy) and writes a new one. Then the device runs every copy and the moves complete (even
+// shadow copy), and where it may write, writes nothing, the same value, or changes that byte. Then the device runs every copy and the moves complete (even
 // seeds), or it mostly runs none and the mover may complete what has finished (odd seeds). Seeds 2, 3
 // mod 4 follow a plan (a sweep: op k touches frames k and k + 1 of the first allocations), 1 op in 6
 // off it, with a budget 2 frames under the capacity: prefetches and evictions stay in flight across
@@ -237,16 +299,17 @@ struct Outcome {
   uint64_t remaps = 0, evictions = 0, remote = 0, frees = 0, cancelled = 0, wildcards = 0, planned = 0;
   uint64_t left_unmapped = 0, home_maps = 0;  // Note [Home mapped on demand]
   uint64_t clean = 0;            // bytes evicted without a write-back
+  uint64_t unchanged = 0, hashed = 0, out = 0;  // Note [Clean pieces]: bytes left as unchanged, pieces hashed, bytes copied home
   std::vector<std::string> log;  // the device calls
 };
 // With `home_on_demand` (Note [Home mapped on demand]) the program reads an allocation through an
 // op before freeing it, and at the end a stream capture opens: the frames it reads at home are then
-// mapped there.
-Outcome program(uint32_t seed, uint64_t fail_at, bool home_on_demand = false) {
+// mapped there. `clean_check`: Note [Clean pieces].
+Outcome program(uint32_t seed, uint64_t fail_at, bool home_on_demand = false, bool clean_check = false) {
   std::mt19937 rng(seed);
   const bool predictive = seed % 4 >= 2;
   const uint64_t capacity = (3 + seed % 2 + 2 * predictive) * kFrame, budget = capacity - 2 * kFrame * predictive;
-  Rig r(kFrame, kGran, capacity, home_on_demand);
+  Rig r(kFrame, kGran, capacity, home_on_demand, clean_check);
   r.fake.fail_at = fail_at;
   vc::Pager pager(&r.mover, budget, kFrame, predictive ? vc::PagingPolicy::kPredictive : vc::PagingPolicy::kReactive);
   pager.set_prefetch_limit(budget / 2);
@@ -262,7 +325,7 @@ Outcome program(uint32_t seed, uint64_t fail_at, bool home_on_demand = false) {
   };
   auto seen = [&] {
     if (r.mover.stats().failed && !moved)
-      moved = r.fake.issued[kIn] + r.fake.issued[kOut] + 1, remapped = r.mover.stats().remaps;
+      moved = r.fake.issued_all() + 1, remapped = r.mover.stats().remaps;
   };
   auto frames = [&](uint64_t id, bool init) {  // the program initializes it, or finds it intact
     auto &[va, shadow] = live.at(id);
@@ -290,12 +353,18 @@ Outcome program(uint32_t seed, uint64_t fail_at, bool home_on_demand = false) {
     failed_in_free |= fail_at > before && fail_at <= r.fake.calls;
     live.erase(id), out.frees++;
   };
-  auto touch = [&](uint64_t id, uint64_t off, bool write) {  // the op reads one byte, and may write it
+  // The op reads one byte and, if it may write, writes nothing, the same value or another one.
+  auto touch = [&](uint64_t id, uint64_t off, bool write) {
     auto &[va, shadow] = live.at(id);
     uint8_t *p = r.fake.at(va + off);
     REQUIRE(p);
     CHECK(*p == shadow[off]);
-    if (write) *p = shadow[off] = uint8_t(rng());
+    if (!write) return;
+    switch (rng() % 3) {
+      case 0: break;
+      case 1: *p = shadow[off]; break;
+      case 2: *p = shadow[off] = uint8_t(shadow[off] ^ (1 + rng() % 255)); break;
+    }
   };
   auto any = [&] { return std::next(live.begin(), rng() % live.size()); };
   for (int i = 0; i < 3 + predictive; ++i) make();
@@ -381,16 +450,22 @@ Outcome program(uint32_t seed, uint64_t fail_at, bool home_on_demand = false) {
     CHECK((r.mover.passed(~uint64_t(0)) && r.mover.fence() == 0 && !r.mover.stream_wait(1, 1)));
     CHECK((!r.mover.copy_after(1) && !r.mover.to_device(va, kFrame) && !r.mover.to_host(va, kFrame)));
     CHECK(r.fake.calls == calls);
-    CHECK((r.fake.issued[kIn] + r.fake.issued[kOut] + 1 == moved && r.mover.stats().remaps == remapped));
+    CHECK((r.fake.issued_all() + 1 == moved && r.mover.stats().remaps == remapped));
   }
   CHECK(((failed_in_free || r.fake.device_peak <= capacity) && r.mover.stats().over_budget == 0));  // [1]
   out.remaps = r.mover.stats().remaps, out.evictions = pager.stats().evictions, out.remote = pager.stats().remote;
   out.clean = r.mover.stats().clean_bytes;
+  out.unchanged = r.mover.stats().unchanged_bytes, out.hashed = r.mover.stats().pieces_hashed;
+  out.out = r.mover.stats().out_bytes;
+  CHECK(r.mover.clean_check() == clean_check);
+  CHECK(r.mover.stats().clean_claims_changed == 0);  // what the pager called clean had not changed
+  if (!clean_check) CHECK((out.unchanged == 0 && out.hashed == 0 && r.fake.pieces_hashed == 0));
   out.left_unmapped = r.mover.stats().left_unmapped, out.home_maps = r.mover.stats().home_maps;
   out.cancelled = r.mover.stats().cancelled, out.planned = pager.stats().planned_ops;
   while (!live.empty()) release(live.begin()->first);
   out.calls = r.fake.calls, out.log = r.fake.log;
   CHECK_MESSAGE(violations() == 0, r.fake.last_violation);
+  CHECK((out.failed || r.fake.hashes.empty()));  // every hash read, or dropped
   // Left: no host memory and nothing mapped but device chunks within the capacity: the mover's
   // pool, kept for the life of the process (no call gives it back).
   if (!failed_in_free) {
@@ -561,10 +636,11 @@ TEST_CASE("frames: memory outside the pager shrinks the pool: free chunks past i
 }
 
 TEST_CASE("frames: the device's link figures reach the summary and the status line (Note [Link rate])") {
-  struct TimedVmm : FakeVmm {
+  struct TimedVmm : FakeVmm {  // out: the sum of kOut's and kBack's (Note [Clean pieces])
     void copy_time(int dir, uint64_t *bytes, uint64_t *ns, uint64_t *idle_ns) override {
-      *bytes = dir == vc::FrameMover::kIn ? 40000000000 : 20000000000, *ns = 1000000000;
-      *idle_ns = dir == vc::FrameMover::kIn ? 250000000 : 500000000;
+      *bytes = dir == kIn ? 40000000000 : dir == kOut ? 15000000000 : 5000000000;
+      *ns = dir == kIn ? 1000000000 : dir == kOut ? 600000000 : 400000000;
+      *idle_ns = dir == kIn ? 250000000 : dir == kOut ? 300000000 : 200000000;
     }
     uint64_t probe_rate(int dir) const override { return dir == vc::FrameMover::kIn ? 50000000000 : 0; }
   } fake;
@@ -665,29 +741,35 @@ TEST_CASE("frames: a range not starting at a frame moves every frame it covers")
 }
 
 TEST_CASE("frames: random programs paged by the pager keep their data within the capacity") {
-  for (bool on_demand : {false, true}) {
-    CAPTURE(on_demand);
-    Outcome total;
-    for (uint32_t seed = 0; seed < 40; ++seed) {
-      CAPTURE(seed);
-      Outcome o = program(seed, 0, on_demand);
-      CHECK(!o.failed);
-      total.remaps += o.remaps, total.evictions += o.evictions, total.remote += o.remote, total.frees += o.frees;
-      total.cancelled += o.cancelled, total.wildcards += o.wildcards, total.planned += o.planned;
-      total.clean += o.clean, total.left_unmapped += o.left_unmapped, total.home_maps += o.home_maps;
+  for (bool check : {false, true})
+    for (bool on_demand : {false, true}) {
+      CAPTURE(check);
+      CAPTURE(on_demand);
+      Outcome total;
+      for (uint32_t seed = 0; seed < 40; ++seed) {
+        CAPTURE(seed);
+        Outcome o = program(seed, 0, on_demand, check);
+        CHECK(!o.failed);
+        total.remaps += o.remaps, total.evictions += o.evictions, total.remote += o.remote, total.frees += o.frees;
+        total.cancelled += o.cancelled, total.wildcards += o.wildcards, total.planned += o.planned;
+        total.clean += o.clean, total.left_unmapped += o.left_unmapped, total.home_maps += o.home_maps;
+        total.unchanged += o.unchanged, total.hashed += o.hashed, total.out += o.out;
+      }
+      // Not vacuous: frames moved both ways, moves were cancelled, ops followed the plan, some did
+      // not fit, undecoded ops ran, allocations came and went, frames only read left without a copy
+      // (with the clean check: pieces found unchanged, and some copied); on demand, evictions left
+      // frames unmapped and ops reached others at home (every op's touches found their frames
+      // mapped: `touch` requires it).
+      CHECK((total.remaps > 1000 && total.evictions > 300 && total.cancelled > 10 && total.planned > 300));
+      CHECK((total.remote > 0 && total.wildcards > 50 && total.frees > 100));
+      if (check) CHECK((total.clean == 0 && total.unchanged > 200 * kFrame && total.out > 50 * kFrame && total.hashed > 1000));
+      else CHECK(total.clean > 50 * kFrame);
+      MESSAGE("clean check ", check, ", on demand ", on_demand, ": ", total.remaps, " remaps, ", total.left_unmapped,
+              " evictions left unmapped, ", total.home_maps, " frames mapped home on demand; bytes copied home ", total.out,
+              ", left clean ", total.clean, ", left unchanged ", total.unchanged);
+      if (on_demand) CHECK((total.left_unmapped > 300 && total.home_maps > 100));
+      else CHECK((total.left_unmapped == 0 && total.home_maps == 0));
     }
-    // Not vacuous: frames moved both ways, moves were cancelled, ops followed the plan, some did not
-    // fit, undecoded ops ran, allocations came and went, frames only read left without a copy; on
-    // demand, evictions left frames unmapped and ops reached others at home (every op's touches
-    // found their frames mapped: `touch` requires it).
-    CHECK((total.remaps > 1000 && total.evictions > 300 && total.cancelled > 10 && total.planned > 300));
-    CHECK(total.clean > 50 * kFrame);
-    CHECK((total.remote > 0 && total.wildcards > 50 && total.frees > 100));
-    MESSAGE("on demand ", on_demand, ": ", total.remaps, " remaps, ", total.left_unmapped, " evictions left unmapped, ",
-            total.home_maps, " frames mapped home on demand");
-    if (on_demand) CHECK((total.left_unmapped > 300 && total.home_maps > 100));
-    else CHECK((total.left_unmapped == 0 && total.home_maps == 0));
-  }
 }
 
 // Also what the worker-thread mover got wrong: after a failure (of the stream's wait, say) it went on
@@ -696,17 +778,27 @@ TEST_CASE("frames: a device call failing at any point loses no data, and nothing
   vc::log_configure(vc::log_level(), "/dev/null");  // an error line per failed mover
   for (uint32_t seed : {1u, 2u, 23u}) {                // 23: moves cancelled
     for (bool on_demand : {false, true}) {             // on demand: a failure maps home what was not
-      const Outcome clean = program(seed, 0, on_demand);
-      REQUIRE(!clean.failed);
-      uint64_t stopped = 0;
-      for (uint64_t n = 1; n <= clean.calls; ++n) {
-        CAPTURE(seed);
-        CAPTURE(on_demand);
-        CAPTURE(n);
-        CAPTURE(clean.log[n - 1]);  // the same calls up to the failure
-        stopped += program(seed, n, on_demand).failed;
+      for (bool check : {false, true}) {               // Note [Clean pieces]: hashes failing too
+        const Outcome clean = program(seed, 0, on_demand, check);
+        REQUIRE(!clean.failed);
+        uint64_t stopped = 0, hashes = 0;
+        for (uint64_t n = 1; n <= clean.calls; ++n) {
+          CAPTURE(seed);
+          CAPTURE(on_demand);
+          CAPTURE(check);
+          CAPTURE(n);
+          CAPTURE(clean.log[n - 1]);  // the same calls up to the failure
+          const bool failed = program(seed, n, on_demand, check).failed;
+          stopped += failed;
+          // A hash not made or not read only means its pieces are copied: the mover goes on.
+          if (clean.log[n - 1].rfind("hash", 0) == 0 || clean.log[n - 1] == "read_hashes") {
+            CHECK(!failed);
+            hashes++;
+          }
+        }
+        CHECK(stopped > clean.calls / 2);  // most calls stop the mover: the failures reach its moves
+        CHECK((check ? hashes > 20 : hashes == 0));
       }
-      CHECK(stopped > clean.calls / 2);  // most calls stop the mover: the failures reach its moves
     }
   }
   vc::log_configure(vc::log_level(), "/dev/stderr");
@@ -795,6 +887,12 @@ class LockedVmm : public vc::VmmDevice {
   int poll(uint64_t token, bool block) override { return with([&](FakeVmm &v) { return v.poll(token, block); }); }
   void drop(uint64_t token) override { with([&](FakeVmm &v) { v.drop(token); return 0; }); }
   bool synchronize() override { return with([&](FakeVmm &v) { return v.synchronize(); }); }
+  bool start_hashing(const vc::PieceKey &k) override { return with([&](FakeVmm &v) { return v.start_hashing(k); }); }
+  uint64_t hash(int dir, uint64_t va, uint64_t bytes, uint64_t piece) override {
+    return with([&](FakeVmm &v) { return v.hash(dir, va, bytes, piece); });
+  }
+  bool read_hashes(uint64_t t, vc::PieceHash *out, size_t n) override { return with([&](FakeVmm &v) { return v.read_hashes(t, out, n); }); }
+  void drop_hashes(uint64_t t) override { with([&](FakeVmm &v) { v.drop_hashes(t); return 0; }); }
   bool enter_thread() override { return entered = true; }
   std::atomic<bool> entered{false};
 };
@@ -802,12 +900,12 @@ class LockedVmm : public vc::VmmDevice {
 
 TEST_CASE("frames: with the worker, ops find their frames on the device and their data intact") {
   for (uint32_t seed = 0; seed < 16; ++seed) {
-    const bool home_on_demand = seed % 2;
+    const bool home_on_demand = seed % 2, check = seed / 2 % 2;  // check: Note [Clean pieces]
     CAPTURE(seed);
     std::mt19937 rng(seed);
     const uint64_t capacity = 6 * kFrame;
     LockedVmm dev;
-    vc::FrameMover mover(&dev, kFrame, kGran, capacity, /*worker=*/true, home_on_demand);
+    vc::FrameMover mover(&dev, kFrame, kGran, capacity, /*worker=*/true, home_on_demand, check);
     vc::Pager pager(&mover, capacity - kFrame, kFrame, vc::PagingPolicy::kReactive);
     std::vector<std::pair<uint64_t, std::vector<uint8_t>>> live;  // (va, shadow), id = index + 1
     for (uint64_t id = 1; id <= 4; ++id) {
@@ -831,13 +929,15 @@ TEST_CASE("frames: with the worker, ops find their frames on the device and thei
         for (uint64_t o = off; o < off + bytes; o += 97) {
           REQUIRE(f.on_device(va + o));
           CHECK(*f.at(va + o) == shadow[o]);
-          if (write) *f.at(va + o) = shadow[o] = uint8_t(rng());
+          if (write) *f.at(va + o) = shadow[o] = rng() % 2 ? shadow[o] : uint8_t(rng());  // maybe the same
         }
         return 0;
       });
     }
     CHECK(dev.entered);
-    CHECK((mover.stats().remaps > 0 && mover.stats().clean_bytes > 0 && !mover.stats().failed && !pager.stats().failed));
+    CHECK((mover.stats().remaps > 0 && !mover.stats().failed && !pager.stats().failed));
+    CHECK((check ? mover.stats().unchanged_bytes : mover.stats().clean_bytes) > 0);
+    CHECK((mover.clean_check() == check && (mover.stats().out_bytes > 0)));
     REQUIRE(mover.stream_wait(1, mover.fence()));  // every move complete: all the data where it is mapped
     REQUIRE(mover.hold_mappings(true));            // (on demand, some at home were unmapped)
     dev.with([&](FakeVmm &f) {
@@ -853,7 +953,200 @@ TEST_CASE("frames: with the worker, ops find their frames on the device and thei
       CHECK_MESSAGE(f.violations == 0, f.last_violation);
       CHECK(f.device_peak <= capacity);
       CHECK(f.live(true) == 0);
+      CHECK(f.hashes.empty());  // every hash read, or dropped
       return 0;
     });
+  }
+}
+
+// ---- The clean check (Note [Clean pieces]): frames of 4 pieces of 1 KiB ----
+namespace {
+constexpr uint64_t kPiece = kGran;
+
+// A frame resident with its arrival hashes, its data a pattern of `seed`; `at(i)`: a byte of piece i.
+struct CleanRig : Rig {
+  uint64_t va = 0;
+  explicit CleanRig(bool check = true) : Rig(kFrame, kGran, 2 * kFrame, false, check) {
+    REQUIRE(mover.allocate(2 * kFrame, &va));
+    fill(fake, va, 2 * kFrame, 3);
+    home_ = fake.chunk_at(va);
+    REQUIRE(mover.to_device(va, kFrame));
+    drain();
+    REQUIRE(fake.on_device(va));
+  }
+  uint8_t *at(int piece, uint64_t off = 100) { return fake.at(va + piece * kPiece + off); }
+  uint8_t *home(int piece, uint64_t off = 100) { return fake.chunks.at(home_).data.data() + piece * kPiece + off; }
+  uint64_t home_ = 0;  // the host chunk of the frame
+  void evict(bool clean = false) {
+    REQUIRE((clean ? mover.to_host_clean(va, kFrame) : mover.to_host(va, kFrame)));
+    drain();
+    REQUIRE(!fake.on_device(va));
+  }
+  void fetch() {
+    REQUIRE(mover.to_device(va, kFrame));
+    drain();
+    REQUIRE(fake.on_device(va));
+  }
+};
+}  // namespace
+
+TEST_CASE("frames: with the clean check, only the pieces that changed are copied home") {
+  CleanRig r;
+  REQUIRE(r.mover.clean_check());
+  CHECK((r.mover.piece() == kPiece && r.mover.stats().pieces_hashed == 4 && r.fake.pieces_hashed == 4));
+  // Nothing written: nothing copied; the frame goes home with its data.
+  r.evict();
+  CHECK((r.mover.stats().out_bytes == 0 && r.mover.stats().unchanged_bytes == kFrame && r.fake.issued[kBack] == 0));
+  CHECK(holds(r.fake, r.va, 2 * kFrame, 3));
+  // Fetched again: its hashes on a stream of their own, after its copy in (the next copy in does not
+  // wait for them).
+  REQUIRE(r.mover.to_device(r.va, kFrame));
+  CHECK((r.fake.queue[kIn].size() == 1 && r.fake.queue[kHash].size() == 1));
+  CHECK(r.fake.queue[kHash].front().after_in == r.fake.issued[kIn]);
+  r.drain();
+  // The same value written to piece 1, one byte changed in piece 2: piece 2 alone is copied, on the
+  // stream of copies home, once its hash was made and read.
+  *r.at(1) = *r.at(1);
+  *r.at(2, 777) ^= 0x10;
+  const uint8_t changed = *r.at(2, 777);
+  r.fake.log.clear();
+  r.evict();
+  CHECK((r.mover.stats().out_bytes == kPiece && r.mover.stats().unchanged_bytes == 2 * kFrame - kPiece));
+  CHECK((r.fake.issued[kBack] == 1 && r.fake.pos("hash 1") < r.fake.pos("read_hashes")));
+  CHECK(r.fake.pos("read_hashes") < r.fake.pos("copy 2"));
+  CHECK(*r.fake.at(r.va + 2 * kPiece + 777) == changed);  // at home now
+  *r.fake.at(r.va + 2 * kPiece + 777) ^= 0x10;            // (the pattern back, to check the rest)
+  CHECK(holds(r.fake, r.va, 2 * kFrame, 3));
+  // Pieces 0, 1 and 3 changed: two runs, two copies.
+  r.fetch();
+  for (int p : {0, 1, 3}) *r.at(p) = uint8_t(*r.at(p) + 1);
+  r.evict();
+  CHECK((r.fake.issued[kBack] == 3 && r.mover.stats().out_bytes == 4 * kPiece));
+  for (int p : {0, 1, 3}) *r.fake.at(r.va + p * kPiece + 100) -= 1;
+  CHECK(holds(r.fake, r.va, 2 * kFrame, 3));
+  CHECK((r.mover.stats().hash_failures == 0 && r.mover.stats().unhashed_bytes == 0 && r.fake.hashes.empty()));
+  CHECK_MESSAGE(r.fake.violations == 0, r.fake.last_violation);
+}
+
+
+TEST_CASE("frames: a hash that cannot be made or read leaves its pieces to be copied") {
+  // The departure's hashes not made, or not read: every piece is copied.
+  for (const char *failing : {"hash 1", "read_hashes"}) {
+    CAPTURE(failing);
+    CleanRig r;
+    *r.at(1) ^= 1;
+    r.fake.fail_next = failing;
+    r.evict();
+    CHECK(r.fake.fail_next.empty());  // it did fail
+    CHECK((r.mover.stats().out_bytes == kFrame && r.mover.stats().unhashed_bytes == kFrame));
+    CHECK((r.mover.stats().hash_failures == 1 && !r.mover.stats().failed));
+    *r.fake.at(r.va + kPiece + 100) ^= 1;
+    CHECK(holds(r.fake, r.va, 2 * kFrame, 3));
+    CHECK(r.fake.hashes.empty());
+  }
+  // The arrival's hashes not made, or not read: none are made as it leaves, and every piece is copied.
+  for (const char *failing : {"hash 3", "read_hashes"}) {
+    CAPTURE(failing);
+    CleanRig r;
+    r.evict();  // unchanged: nothing copied
+    REQUIRE(r.mover.stats().out_bytes == 0);
+    r.fake.fail_next = failing;
+    r.fetch();
+    CHECK(r.fake.fail_next.empty());
+    r.fake.log.clear();
+    r.evict();
+    CHECK(r.fake.pos("hash 1") == r.fake.log.size());
+    CHECK((r.mover.stats().out_bytes == kFrame && r.mover.stats().unhashed_bytes == kFrame && r.mover.stats().hash_failures == 1));
+    CHECK(holds(r.fake, r.va, 2 * kFrame, 3));
+  }
+  // A device that cannot hash (no code for it): the check is off, and evictions copy whole frames
+  // as they did without it.
+  FakeVmm fake;
+  fake.can_hash = false;
+  vc::FrameMover mover(&fake, kFrame, kGran, 2 * kFrame, /*worker=*/false, false, /*clean_check=*/true);
+  CHECK(!mover.clean_check());
+  uint64_t va = 0;
+  REQUIRE((mover.allocate(kFrame, &va) && mover.to_device(va, kFrame)));
+  fake.run_copies(~size_t(0));
+  REQUIRE(mover.passed(mover.fence()));
+  REQUIRE(mover.to_host(va, kFrame));
+  CHECK((fake.queue[kOut].size() == 1 && fake.queue[kOut].front().bytes == kFrame && fake.pieces_hashed == 0));
+  fake.run_copies(~size_t(0));
+  CHECK((mover.passed(mover.fence()) && mover.stats().out_bytes == kFrame));
+  CHECK_MESSAGE(fake.violations == 0, fake.last_violation);
+}
+
+// The case that needs care in Note [Clean pieces]: the copy home of a changed piece is issued, the
+// eviction is cancelled (the frame is needed again) and the program writes the piece before that
+// copy runs, which takes the new bytes home. Were the piece's hash then taken for what home holds,
+// either what it arrived with (`back` false) or what it left with (`back` true), writing that value
+// again would leave it at home uncopied, with other bytes there.
+TEST_CASE("frames: an eviction cancelled after its copies home were issued forgets those pieces") {
+  for (bool back : {false, true}) {
+    CAPTURE(back);
+    CleanRig r;
+    const uint8_t d0 = *r.at(1);
+    *r.at(1) = uint8_t(d0 + 1);
+    REQUIRE(r.mover.to_host(r.va, kFrame));
+    r.fake.run_copies(1);  // its hashes
+    REQUIRE(!r.step());    // the copy home of piece 1 issued, not run
+    REQUIRE(r.fake.queue[kBack].size() == 1);
+    REQUIRE(r.mover.to_device(r.va, kFrame));  // needed again: it stays
+    CHECK(r.mover.stats().cancelled == 1);
+    *r.at(1) = uint8_t(d0 + 2);
+    r.fake.run_copies(1);  // the copy home takes d0 + 2
+    CHECK(*r.home(1) == uint8_t(d0 + 2));
+    r.drain();
+    *r.at(1) = uint8_t(back ? d0 + 1 : d0);
+    r.evict();
+    CHECK(*r.fake.at(r.va + kPiece + 100) == uint8_t(back ? d0 + 1 : d0));
+    *r.fake.at(r.va + kPiece + 100) = d0;
+    CHECK(holds(r.fake, r.va, 2 * kFrame, 3));
+    CHECK(r.mover.stats().out_bytes == 2 * kPiece);  // piece 1, twice: nothing else changed
+    CHECK_MESSAGE(r.fake.violations == 0, r.fake.last_violation);
+  }
+}
+
+TEST_CASE("frames: with the clean check, a frame the pager calls clean is checked, not trusted") {
+  vc::log_configure(vc::log_level(), "/dev/null");  // a warning line
+  CleanRig r;
+  r.evict(/*clean=*/true);  // truly clean
+  CHECK((r.mover.stats().out_bytes == 0 && r.mover.stats().clean_claims_changed == 0));
+  r.fetch();
+  *r.at(2) ^= 4;  // the pager is wrong: an op wrote it
+  r.evict(/*clean=*/true);
+  vc::log_configure(vc::log_level(), "/dev/stderr");
+  CHECK((r.mover.stats().out_bytes == kPiece && r.mover.stats().clean_claims_changed == 1 && r.mover.stats().clean_bytes == 0));
+  *r.fake.at(r.va + 2 * kPiece + 100) ^= 4;
+  CHECK(holds(r.fake, r.va, 2 * kFrame, 3));
+}
+
+// Note [Remaps and write-backs]: frame B's fetch completes while frame A's eviction, issued after it,
+// still copies home. Without the check that copy runs during B's remap; with it, A's copy home is
+// issued only once A is the oldest move, after B's remap.
+TEST_CASE("frames: remaps made while copies to the host run are counted; with the clean check there are none") {
+  for (bool check : {false, true}) {
+    CAPTURE(check);
+    Rig r(kFrame, kGran, 2 * kFrame, false, check);
+    uint64_t va = 0;
+    REQUIRE(r.mover.allocate(2 * kFrame, &va));
+    fill(r.fake, va, 2 * kFrame, 5);
+    REQUIRE(r.mover.to_device(va, kFrame));
+    r.drain();
+    *r.fake.at(va + 10) ^= 1;  // A changed: it must be copied home
+    REQUIRE(r.mover.to_device(va + kFrame, kFrame));
+    REQUIRE(r.mover.to_host(va, kFrame));
+    r.fake.run_copies(check ? 2 : 1);  // B's copy (and its hashes)
+    r.step();                          // B remapped, A's copy home in flight or not issued
+    CHECK((r.fake.on_device(va + kFrame) && r.mover.stats().remaps == 2));
+    CHECK(r.mover.stats().remaps_out_busy == (check ? 0 : 1));
+    r.drain();
+    CHECK((r.mover.stats().remaps == 3 && r.mover.stats().remaps_out_busy == (check ? 0 : 1)));
+    *r.fake.at(va + 10) ^= 1;
+    CHECK(holds(r.fake, va, 2 * kFrame, 5));
+    const auto figures = r.mover.figures();
+    std::map<std::string, uint64_t> f(figures.begin(), figures.end());
+    CHECK((f["frames_remaps_out_busy"] + f["frames_remaps_out_idle"] == 3 && f["frames_clean_check"] == check));
+    CHECK(r.mover.describe().find(check ? "; clean check: " : "1 while copies to the host ran") != std::string::npos);
   }
 }
