@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "runtime/iterations.h"
-#include "runtime/pages.h"
+#include "runtime/access_model.h"
 #include "runtime/simulate.h"
 #include "runtime/trace.h"
 

@@ -1,6 +1,6 @@
 // Paging simulator (Note [Simulator model]). Three replays of one repeating schedule: reactive
 // paging (sequential, per op), the predictive plan (an event loop over compute and the two copy
-// engines) and the offline bound. It must not call anything from pages.cc: it reads the
+// engines) and the offline bound. It must not call anything from access_model.cc: it reads the
 // AccessModel struct only, so it is tested on hand-built models.
 #include "runtime/simulate.h"
 

@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "runtime/pages.h"
+#include "runtime/access_model.h"
 
 namespace vc {
 

@@ -1,4 +1,4 @@
-// Tests of the paging simulator on hand-built access models (no trace, no pages.cc): bytes moved,
+// Tests of the paging simulator on hand-built access models (no trace, no access_model.cc): bytes moved,
 // stall and step time of reactive and predictive paging, link arithmetic, allocations inside the
 // window, and the bound. Figures are worked out by hand in the comments. Unless a test says
 // otherwise pages are 55 MB, so one page alone on the link takes 1 ms plus the 10 us latency.
