@@ -11,7 +11,7 @@
 #include <map>
 
 #include "runtime/options.h"
-#include "runtime/pager_replay.h"
+#include "runtime/pager/trace_replay.h"
 #include "runtime/recorder.h"
 #include "runtime/trace_io.h"
 
@@ -440,9 +440,9 @@ std::string budget_json(const Analysis &a, const BudgetResult &r) {
          ",\"allocated\":" + json_series(a.allocated) + ",\"live\":" + json_series(a.live) + "}\n";
 }
 
-// The library's own pager replayed on the trace (pager_replay.h): bytes per iteration in the
-// iterations after it learned (after two), and whether it still missed there. Empty without a
-// period or when the trace is too short to show a learned iteration.
+// The library's own pager replayed on the trace (runtime/pager/trace_replay.h): bytes per
+// iteration in the iterations after it learned (after two), and whether it still missed there.
+// Empty without a period or when the trace is too short to show a learned iteration.
 struct PagerFigures {
   double h2d = 0, d2h = 0;  // bytes per iteration
   double clean = 0;         // of d2h, bytes evicted clean (no write-back)

@@ -2,7 +2,7 @@
 // frames, each backed by pinned host memory (its home) and, while resident, by a device chunk;
 // frames move with copies on two copy streams and are remapped, by the mover's own thread, once
 // their copy is complete. The
-// pager decides what moves (runtime/pager.h); FrameMover carries it out through VmmDevice, which
+// pager decides what moves (runtime/pager/pager.h); FrameMover carries it out through VmmDevice, which
 // is the driver's VMM API in interpose/vmm.cc and a fake that keeps memory contents in the tests.
 // No CUDA here. Note [Frames] says what keeps a remap safe.
 #pragma once
@@ -19,7 +19,7 @@
 #include <thread>
 #include <vector>
 
-#include "runtime/pager.h"
+#include "runtime/pager/pager.h"
 
 namespace vc {
 

@@ -218,7 +218,8 @@ void Runtime::page_op(const RecordedOp &op, bool captured) {
   bool kernel = op.kind == OpKind::kKernel || op.kind == OpKind::kGraphKernel;
   bool wildcard = kernel ? !(op.flags & kOpDecoded) || (op.flags & kOpIndirect) : op.bytes == 0 && !op.ranges;
   if (pg && !captured && !capture_open && op.kind != OpKind::kSync) pg->on_op({op.kind, op.name, wildcard, op.batch}, op.stream, refs);
-  // Note [Learning again] in runtime/pager.cc: the profile thread learns from it once it has enough.
+  // Note [Learning again] in runtime/pager/plan.cc: the profile thread learns from it once it has
+  // enough.
   if (pg && recorder_ && pg->relearn_due()) recorder_->restart([this] { return allocs_.all(); });
 }
 

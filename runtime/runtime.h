@@ -17,7 +17,7 @@
 #include "runtime/api_class.h"
 #include "runtime/gemm.h"
 #include "runtime/options.h"
-#include "runtime/pager.h"
+#include "runtime/pager/pager.h"
 #include "runtime/param_decode.h"
 #include "runtime/recorder.h"
 

@@ -22,7 +22,7 @@
 
 #include "runtime/frames.h"
 #include "runtime/log.h"
-#include "runtime/pager.h"
+#include "runtime/pager/pager.h"
 
 namespace {
 

@@ -126,7 +126,7 @@ TEST_CASE("recorder: stops once the wanted iterations follow a warm-up") {
   CHECK(rec.ops() == 4096);
 }
 
-// Note [Learning again] in runtime/pager.cc: after finish, restart records anew, the allocations
+// Note [Learning again] in runtime/pager/plan.cc: after finish, restart records anew, the allocations
 // alive then first (made before its first op), each once though another thread reports it again.
 TEST_CASE("recorder: restarts with the live allocations, once each") {
   AllocMap allocs;

@@ -314,7 +314,7 @@ TEST_CASE("runtime: captures hold the mappings, and a pointer query reaches its 
   CHECK(mover.reached[0] == std::make_pair(uint64_t(0x10000000 + (4 << 20)), uint64_t(2) << 20));
 }
 
-// Note [Learning again] in runtime/pager.cc: a program that changes for good is recorded again and
+// Note [Learning again] in runtime/pager/plan.cc: a program that changes for good is recorded again and
 // followed by a new plan. Program A (10 kernels a step) is learned; then the program runs B (13
 // other kernels, other pages) for good: after 4 of A's periods without following the plan, the
 // recorder starts again, with the allocations already made, and B's plan replaces A's.

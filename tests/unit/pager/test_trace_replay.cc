@@ -1,13 +1,14 @@
-// The pager replayed (runtime/pager_replay.h) on the shipped trace of the GPT 1.3B job (samples/traces/gpt-1.3b.vctrace)
-// with a device whose copies complete at once: what each policy moves per iteration under a 12 GiB
-// budget. A regression test of the plan on real data: the learned plan must move far less than
-// least-recently-used paging and, once it follows the program, miss nothing.
+// The pager replayed (runtime/pager/trace_replay.h) on the shipped trace of the GPT 1.3B job
+// (samples/traces/gpt-1.3b.vctrace) with a device whose copies complete at once: what each policy
+// moves per iteration under a 12 GiB budget. A regression test of the plan on real data: the
+// learned plan must move far less than least-recently-used paging and, once it follows the
+// program, miss nothing.
 #include <doctest/doctest.h>
 
 #include <string>
 #include <vector>
 
-#include "runtime/pager_replay.h"
+#include "runtime/pager/trace_replay.h"
 #include "runtime/trace_io.h"
 
 using namespace vc;
@@ -44,7 +45,7 @@ TEST_CASE("pager on the GPT 1.3B trace: the plan moves far less than LRU and mis
 // results/s10-call2): each step allocates its buffers anew, one of them a 1.54 GB temporary larger
 // than the budget, so the plan's allocations are long gone when it is followed; allocations made
 // anew stand for them, with the offsets of the learned one's tensors (Note [Allocations made anew]
-// in runtime/pager.cc). Without those offsets every pointer into the temporary reached to its end,
+// in runtime/pager/plan.cc). Without those offsets every pointer into the temporary reached to its end,
 // and the plan missed as often as LRU (17604 against 18279 pages).
 TEST_CASE("pager on the JAX trace: allocations made anew take the plan's uses, and it misses less than LRU") {
   Trace t;
@@ -66,7 +67,7 @@ TEST_CASE("pager on the JAX trace: allocations made anew take the plan's uses, a
 
 // GPT 2.7B in its deterministic mode under 16 GiB (samples/traces/gpt-2.7b-det.vctrace, recorded on
 // the GPU: results/s11-call4), the configuration where the managed backend falls short of 1.5x
-// (README, "What limits the managed backend"). Note [Bypass] in runtime/pager.cc: pages needed
+// (README, "What limits the managed backend"). Note [Bypass] in runtime/pager/plan.cc: pages needed
 // last of all are reached where they are, so the plan moves less, and the budget still holds.
 TEST_CASE("pager on the deterministic GPT 2.7B trace: bypass moves less than the plan alone") {
   Trace t;
@@ -90,7 +91,7 @@ TEST_CASE("pager on the deterministic GPT 2.7B trace: bypass moves less than the
   CHECK(b.misses[4] - b.misses[3] <= p.misses[4] - p.misses[3] + 64);
 }
 
-// Note [Resync] in runtime/pager.cc, on the same trace: one op the plan does not know, at the start
+// Note [Resync] in runtime/pager/plan.cc, on the same trace: one op the plan does not know, at the start
 // of the third iteration, then the trace goes on. The pager departs and finds its place again once;
 // before, it took the first matching position, in another of GPT's identical layers, departed twice
 // more and missed 7636 pages in the rest of the trace (now 741; about 650 an iteration without the

@@ -1,8 +1,9 @@
-// Paging under a budget (VRAMCACHE_BUDGET): which pages of the application's paged allocations are
-// on the GPU, what an op needs there, what to evict and what to fetch ahead. The device is reached
-// only through Mover (interpose/paging.cc for CUDA managed memory, a fake in the tests), so
-// every decision here is tested without a GPU. What the policies do is Note [Paging policies].
-// It never touches memory itself: placement of new allocations is the backend's (interpose/paging.cc).
+// Paging under a budget (VRAMCACHE_BUDGET): which pages of the application's paged allocations are on
+// the GPU, what an op needs there, what to evict and what to fetch ahead. The device is reached only
+// through Mover (mover.h), so every decision here is tested without a GPU. What the policies do is
+// Note [Paging policies] (residency.cc); the plan the predictive one follows is plan.cc, the order
+// of moves against the program's work ordering.cc. It never touches memory itself: placement of new
+// allocations is the backend's (interpose/paging.cc).
 #pragma once
 
 #include <atomic>
@@ -20,64 +21,10 @@
 
 #include "runtime/alloc_map.h"
 #include "runtime/options.h"
+#include "runtime/pager/mover.h"
 #include "runtime/trace.h"
 
 namespace vc {
-
-// The device side of paging. Moves are issued on vramcache's own copy stream and run in issue
-// order; an app stream is ordered after them with a fence, and the copy stream after an app stream
-// with a mark. Every call returns false (or a token of 0) on failure; the pager then stops moving
-// anything (Note [Paging failures]).
-class Mover {
- public:
-  virtual ~Mover() = default;
-  // Migrations on the copy stream.
-  virtual bool to_device(uint64_t addr, uint64_t bytes) = 0;
-  virtual bool to_host(uint64_t addr, uint64_t bytes) = 0;
-  // The same for pages no op may have written since they came in (their host copy is current): a
-  // mover that can leaves them without copying back.
-  virtual bool to_host_clean(uint64_t addr, uint64_t bytes) { return to_host(addr, bytes); }
-  // A mark at the current end of application stream `stream` (what it has enqueued so far): a
-  // nonzero token, valid until drop_mark.
-  virtual uint64_t mark(uint64_t stream) = 0;
-  virtual void drop_mark(uint64_t m) = 0;
-  // The copy stream waits for mark `m` to pass before the moves issued next.
-  virtual bool copy_after(uint64_t m) = 0;
-  // The moves issued next wait for fence `f` of this mover, not passed yet: the eviction of a page
-  // whose fetch may still be in flight. A mover whose moves of a page run in issue order, or that
-  // undoes such a fetch itself (the frame mover), needs nothing (Note [Managed moves]).
-  virtual bool moves_after(uint64_t /*f*/) { return true; }
-  // A fence at the current end of the copy stream: nonzero, increasing with issue order.
-  virtual uint64_t fence() = 0;
-  // `stream` waits for fence `f` before what it enqueues next.
-  virtual bool stream_wait(uint64_t stream, uint64_t f) = 0;
-  // True once fence `f` has passed on the device (then every earlier fence has too).
-  virtual bool passed(uint64_t f) = 0;
-  // True if the mover failed and said why itself (the pager then logs nothing more).
-  virtual bool failed_and_logged() const { return false; }
-  // Bytes of the budget the pager leaves to the mover: device memory of evictions still in flight
-  // (while they are, a fetch has room without waiting for them).
-  virtual uint64_t headroom() const { return 0; }
-  // Device bytes the program holds outside the pager (Note [Memory outside the pager]): a mover
-  // with device memory of its own keeps that much less of it.
-  virtual void set_outside(uint64_t /*bytes*/) {}
-  // The unit it moves, if it has one (a frame): the pager's page; 0: VRAMCACHE_PAGE_SIZE.
-  virtual uint64_t unit() const { return 0; }
-  // Device bytes a page of `bytes` takes while resident (a frame's chunk is whole granules).
-  virtual uint64_t footprint(uint64_t bytes) const { return bytes; }
-  // Bytes per second it brings in while it evicts as much, if it measured that itself (Note [Timed
-  // prefetch]); 0: it did not.
-  virtual double link_rate() const { return 0; }
-  // Note [Home mapped on demand]: the op being enqueued may reach [addr, addr + bytes) where it is,
-  // away from the device, its moves complete: a mover that leaves evicted memory unmapped maps it
-  // there now. False on failure.
-  virtual bool reach(uint64_t /*addr*/, uint64_t /*bytes*/) { return true; }
-  // While `on`, all memory away from the device stays reachable there, as ops reach it without the
-  // pager (a stream capture is open, or paging stopped).
-  virtual bool hold_mappings(bool /*on*/) { return true; }
-  // Its own figures for the run's summary (name, value).
-  virtual std::vector<std::pair<std::string, uint64_t>> figures() const { return {}; }
-};
 
 // One range an op touches, as the recorder resolves it (Ref): bytes 0 = a kernel-parameter
 // pointer, extent unknown (Note [Extent of a live parameter pointer]).
@@ -89,7 +36,7 @@ struct OpKey {
   const char *name = "";
   bool wildcard = false;  // a kernel that may touch any page (parameters not decoded, or pointer arrays)
   // Nonzero: the op is enqueued with the others of this batch, once the last of them has been
-  // passed (a graph launch's kernels; Note [Ops enqueued together] in runtime/pager.cc).
+  // passed (a graph launch's kernels; Note [Ops enqueued together] in ordering.cc).
   uint64_t batch = 0;
 };
 
@@ -225,7 +172,8 @@ class Pager {
   };
   using PageKey = std::pair<uint64_t, uint32_t>;  // (alloc id, page index)
 
-  struct Plan;
+  struct Plan;  // plan.cc
+  static constexpr uint64_t kNoUse = ~uint64_t(0);  // next_use of a page the plan does not use
 
   // All with mu_ held.
   uint64_t capacity() const { return budget_ > outside_seen_ ? budget_ - outside_seen_ : 0; }
@@ -268,7 +216,9 @@ class Pager {
   bool reach_away(const std::vector<PageKey> &keys);
   void used(Page *p, uint64_t stream);  // op clock_ on `stream` may access it
   void fail(const char *what);
+  void follow_plan(const OpKey &key);  // before the op's moves (plan.cc)
   void track(const OpKey &key, uint64_t hash);  // hash: op_hash(key)
+  void advance_plan(const OpKey &key, const std::vector<PageKey> &need, const std::vector<PageKey> &reach);
   void prefetch_ahead(const std::vector<PageKey> &keep);
   uint64_t busy_between(uint64_t from, uint64_t to) const;  // kernel time of plan positions [from, to)
 
