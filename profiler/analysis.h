@@ -10,7 +10,7 @@
 
 #include "runtime/iterations.h"
 #include "runtime/access_model.h"
-#include "runtime/simulate.h"
+#include "runtime/simulator/simulate.h"
 #include "runtime/trace.h"
 
 namespace vc {

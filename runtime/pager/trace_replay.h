@@ -1,6 +1,6 @@
 // Replays a recorded trace through the library's own pager (pager.h) with a device whose
 // copies complete at once: what the pager would move under a budget, for `vramcache simulate` and
-// the tests. Unlike the simulator (simulate.h), it runs the code the library runs, so it shows
+// the tests. Unlike the simulator (runtime/simulator/), it runs the code the library runs, so it shows
 // what the live policies do, not an idealized plan; it models no time.
 #pragma once
 
