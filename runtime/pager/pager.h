@@ -22,6 +22,7 @@
 #include "runtime/alloc_map.h"
 #include "runtime/options.h"
 #include "runtime/pager/mover.h"
+#include "runtime/stat_table.h"
 #include "runtime/trace.h"
 
 namespace vc {
@@ -49,38 +50,61 @@ enum WalkStop : int {
   kWalkRoom,     // no room: every victim is needed sooner, or a move failed
   kWalkStops     // (how many)
 };
-inline constexpr const char *kWalkStopNames[kWalkStops] = {"end", "window", "reached", "timed", "room"};
+
+// The pager's figures: X(kind, member, key in the JSON summary), kinds as in runtime/stat_table.h.
+// The table declares PagerStats and the summary writes every row (runtime/summary.cc).
+#define VC_PAGER_STATS(X)                                                                               \
+  X(kCount, paged_allocs, "paged_allocs")                                                               \
+  X(kBytes, paged_bytes, "paged_bytes")                                                                 \
+  /* bytes on the device when their allocation was freed (they leave unmoved) */                        \
+  X(kBytes, freed_resident, "paging_freed_resident")                                                    \
+  X(kBytes, resident, "resident") /* bytes on the device or on their way */                             \
+  X(kBytes, peak_resident, "peak_resident")                                                             \
+  /* most device bytes seen outside the pager (charged to the budget) */                                \
+  X(kBytes, outside_peak, "outside_peak")                                                               \
+  X(kBytes, h2d_bytes, "paging_h2d_bytes") /* moved by the pager */                                     \
+  X(kBytes, d2h_bytes, "paging_d2h_bytes")                                                              \
+  X(kBytes, clean_bytes, "paging_clean_bytes") /* of d2h_bytes: evicted as clean (no write-back) */     \
+  X(kCount, fetches, "paging_fetches") /* pages */                                                      \
+  X(kCount, evictions, "paging_evictions")                                                              \
+  X(kCount, ops, "paging_ops") /* ops that touched paged memory */                                      \
+  /* pages an op needed that were neither resident nor on their way */                                  \
+  X(kCount, misses, "paging_misses")                                                                    \
+  X(kCount, waits, "paging_waits") /* ops whose stream waited for a move still in flight */             \
+  /* pages an op needed that did not fit the budget (accessed on the host) */                           \
+  X(kCount, remote, "paging_remote")                                                                    \
+  /* pages an op reached where they were instead of fetching them, and their bytes (Note [Bypass]) */   \
+  X(kCount, bypassed, "paging_bypassed")                                                                \
+  X(kBytes, bypassed_bytes, "paging_bypassed_bytes")                                                    \
+  X(kCount, prefetched, "paging_prefetched") /* pages fetched ahead by the plan */                      \
+  /* why each walk ahead (an op followed) stopped, by WalkStop: a diagnostic of the plan's reach */     \
+  X(kArray, walk_stops[kWalkStops], nullptr)                                                            \
+  X(kElement, walk_stops[kWalkEnd], "paging_walk_stops_end")                                            \
+  X(kElement, walk_stops[kWalkWindow], "paging_walk_stops_window")                                      \
+  X(kElement, walk_stops[kWalkReached], "paging_walk_stops_reached")                                    \
+  X(kElement, walk_stops[kWalkTimed], "paging_walk_stops_timed")                                        \
+  X(kElement, walk_stops[kWalkRoom], "paging_walk_stops_room")                                          \
+  X(kCount, planned_ops, "paging_planned_ops") /* ops matched to the learned plan */                    \
+  X(kCount, divergences, "paging_divergences") /* times the program left the learned pattern */         \
+  X(kCount, resyncs, "paging_resyncs") /* times it was found again */                                   \
+  /* times it followed too little of the plan: recorded again (Note [Learning again]) */                \
+  X(kCount, relearns, "paging_relearns")                                                                \
+  X(kCount, plans, "paging_plans") /* plans installed */                                                \
+  /* allocations standing for the plan's (Note [Allocations made anew]) */                              \
+  X(kCount, stand_ins, "paging_stand_ins")                                                              \
+  /* moves asked of the mover (a run of pages each) */                                                  \
+  X(kCount, move_calls, "paging_move_calls")                                                            \
+  /* waits of the copy stream for the program's work; of them, for all it had enqueued (a mark          \
+     just recorded: the copy stream then idles until the device catches up with the host) */            \
+  X(kCount, copy_waits, "paging_copy_waits")                                                            \
+  X(kCount, copy_waits_latest, "paging_copy_waits_latest")                                              \
+  X(kCount, wildcards, "paging_wildcards") /* ops that may have touched any page (not decoded) */       \
+  X(kBytes, pinned_bytes, "paging_pinned_bytes") /* of allocations kept resident for good (pin) */      \
+  /* a device call failed: paging stopped (Note [Paging failures]) */                                   \
+  X(kFlag, failed, "paging_failed")
 
 struct PagerStats {
-  std::atomic<uint64_t> resident{0}, peak_resident{0};  // bytes on the device or on their way
-  std::atomic<uint64_t> paged_allocs{0}, paged_bytes{0};
-  std::atomic<uint64_t> h2d_bytes{0}, d2h_bytes{0};       // moved by the pager
-  std::atomic<uint64_t> clean_bytes{0};  // of d2h_bytes: evicted as clean (no write-back needed)
-  std::atomic<uint64_t> fetches{0}, evictions{0};        // pages
-  std::atomic<uint64_t> move_calls{0};                   // moves asked of the mover (a run of pages each)
-  // Waits of the copy stream for the program's work; of them, for all it had enqueued (a mark just
-  // recorded: the copy stream then idles until the device catches up with the host).
-  std::atomic<uint64_t> copy_waits{0}, copy_waits_latest{0};
-  std::atomic<uint64_t> ops{0};                          // ops that touched paged memory
-  std::atomic<uint64_t> misses{0};   // pages an op needed that were neither resident nor on their way
-  std::atomic<uint64_t> waits{0};    // ops whose stream waited for a move still in flight
-  std::atomic<uint64_t> remote{0};   // pages an op needed that did not fit the budget (accessed on the host)
-  // Pages an op reached where they were instead of fetching them, and their bytes (Note [Bypass]).
-  std::atomic<uint64_t> bypassed{0}, bypassed_bytes{0};
-  std::atomic<uint64_t> planned_ops{0};   // ops matched to the learned plan
-  std::atomic<uint64_t> prefetched{0};    // pages fetched ahead by the plan
-  // Why each walk ahead (an op followed) stopped, by WalkStop: a diagnostic of the plan's reach.
-  std::atomic<uint64_t> walk_stops[kWalkStops] = {};
-  std::atomic<uint64_t> divergences{0};   // times the program left the learned pattern
-  std::atomic<uint64_t> resyncs{0};       // times it was found again
-  std::atomic<uint64_t> relearns{0};      // times it followed too little of the plan: recorded again (Note [Learning again])
-  std::atomic<uint64_t> plans{0};         // plans installed
-  std::atomic<uint64_t> stand_ins{0};     // allocations standing for the plan's (Note [Allocations made anew])
-  std::atomic<uint64_t> wildcards{0};     // ops that may have touched any page (not decoded)
-  std::atomic<uint64_t> pinned_bytes{0};  // of allocations kept resident for good (pin)
-  std::atomic<uint64_t> outside_peak{0};  // most device bytes seen outside the pager (charged to the budget)
-  std::atomic<uint64_t> freed_resident{0};  // bytes on the device when their allocation was freed (they leave unmoved)
-  std::atomic<bool> failed{false};        // a device call failed: paging stopped (Note [Paging failures])
+  VC_PAGER_STATS(VC_STAT_DECLARE)
 };
 
 class Pager {
