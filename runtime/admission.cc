@@ -1,7 +1,7 @@
 // Admission limits of paged and managed memory: the host-memory cap of paged allocations
-// (VRAMCACHE_HOST_LIMIT) and the managed-memory guard (DESIGN.md, "Safety"), reserved atomically so
-// that no thread is refused for another's transient overshoot, and the bytes a stream-ordered free
-// keeps counted until its memory is really gone. Counting only: nothing is allocated here.
+// (VRAMCACHE_HOST_LIMIT) and the managed-memory guard (Runtime::admit_managed), reserved atomically
+// so that no thread is refused for another's transient overshoot, and the bytes a stream-ordered
+// free keeps counted until its memory is really gone. Counting only: nothing is allocated here.
 #include "runtime/runtime.h"
 
 #include <atomic>

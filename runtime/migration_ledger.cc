@@ -22,7 +22,8 @@ void MigrationLedger::add(uint64_t start_ns, uint64_t end_ns, uint64_t bytes, bo
   newest_ = std::max(newest_, m.at);
   // Folded when twice what the last fold left (and 4096) are pending: each record is sorted a few
   // times at most, whatever the rate (folding at every record once the window filled made CUPTI's
-  // buffer thread fall minutes behind: results/ledger-1.3b).
+  // buffer thread fall minutes behind in `vramcache run --budget 12G --backend managed -- python
+  // samples/gpt/train_gpt.py --size 1.3b --deterministic --steps 8`).
   if (pending_.size() >= fold_at_ && newest_ > kSettle) {
     fold(newest_ - kSettle, &pending_, &level_, &peak_);
     folded_to_ = std::max(folded_to_, newest_ - kSettle);

@@ -12,10 +12,11 @@
 
 namespace vc {
 
-// A trace (the pager's, or a profile's) has at least this many ops: two steps of the GPT 2.7B job
-// (measured: with one step's worth, its 70-op layer tiled the trace and passed for the step; a
-// profile of its deterministic mode stopped at 4096 ops on the 70-op loop that initializes its
-// layers, results/s11-call3). A program that ends sooner is recorded whole, at its exit.
+// A trace (the pager's, or a profile's) has at least this many ops: two steps of the GPT 2.7B job.
+// With one step's worth its 70-op layer tiles the trace and passes for the step, and with 4096 ops
+// a profile of its deterministic mode (`vramcache profile -- python samples/gpt/train_gpt.py --size
+// 2.7b --deterministic --steps 8`) ended on the 70-op loop that initializes its layers. A program
+// that ends sooner is recorded whole, at its exit.
 constexpr uint64_t kLearnOps = 16384;
 // ... and gives up (paging stays reactive) when no iteration shows in this many.
 constexpr uint64_t kLearnMaxOps = uint64_t(1) << 21;
@@ -306,17 +307,21 @@ bool Runtime::did_work() const {
 bool Runtime::paged(uint64_t ptr) { return paged_id(ptr).has_value(); }
 
 // Note [Prefetch window]
-// The predictive pager fetches up to a window of bytes ahead of use (Note [Paging policies]). Fast
-// mode, 12 steps, one call each (results/prefetch-window*, results/observer-wrappers):
+// The predictive pager fetches up to a window of bytes ahead of use (Note [Paging policies]). GPT
+// in fast mode, 12 steps (`vramcache run --budget B --backend K --prefetch-ahead W -- python
+// samples/gpt/train_gpt.py --size S --steps 12`, W the budget over 16, 32, 64 or 128):
 //   explicit, 1.3B / 12 GiB: budget/16 0.838 s/step, budget/32 0.743, budget/64 0.704;
 //   explicit, 2.7B / 24 GiB: budget/16 1.550, budget/64 1.332, budget/128 1.363;
 //   managed, 1.3B / 12 GiB: budget/16 1.912, budget/64 1.969.
 // A wider window evicts frames that are needed again before the prefetched ones are used; with
-// frames remapped at ~11 us/MiB that costs more than it hides. So the explicit backend defaulted to
-// budget/64 and the managed one keeps budget/16. With frames mapped home on demand (Note [Home
-// mapped on demand] in frames.cc), 128 MiB frames, GPT 2.7B / 24 GiB, 20 deterministic steps, one
-// call (results/s14-call3): budget/64 1.537 s/step, budget/32 1.504, budget/16 1.958; budget/32
-// with the walk untimed (Note [Timed prefetch]) 1.342. So budget/32 now, untimed by default.
+// frames remapped at ~11 us/MiB (`build/samples/explicit_probe`, built by `make samples`, times
+// remaps) that costs the explicit backend more than it hides, while the managed backend runs best
+// at budget/16, its window. With frames mapped home on demand (Note [Home mapped on demand] in
+// frames.cc) the explicit backend's best window is wider: with 128 MiB frames, GPT 2.7B / 24 GiB,
+// 20 deterministic steps (`vramcache run --budget 24G --frame-size 128M --prefetch-ahead W
+// -- python samples/gpt/train_gpt.py --size 2.7b --deterministic --steps 20`), budget/64 ran
+// 1.537 s/step, budget/32 1.504, budget/16 1.958, and budget/32 with the walk untimed (Note [Timed
+// prefetch]) 1.342. So the explicit backend's window is budget/32, untimed by default.
 Pager *Runtime::start_paging(Mover *mover) {
   // The pager plans within the budget less the mover's headroom; the mover keeps to the whole budget.
   const uint64_t budget = uint64_t(options_.num[kBudget]);

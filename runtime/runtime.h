@@ -142,8 +142,10 @@ class Runtime {
   bool admit_paged(uint64_t size, uint64_t physical);
   void release_paged(uint64_t size) { paged_bytes_ -= size; }
 
-  // Managed-memory guard (DESIGN.md, "Safety"): returns false when `size` more managed bytes
-  // would exceed `device_free_at_start` (the free memory read at the first managed allocation).
+  // Managed-memory guard: returns false when `size` more managed bytes would exceed
+  // `device_free_at_start` (the free memory read at the first managed allocation), unless
+  // VRAMCACHE_ALLOW_OVERSUBSCRIBE: managed memory oversubscribed past the card can hang a shared
+  // GPU.
   bool admit_managed(uint64_t size, uint64_t device_free_at_start);
   // Whether admit_paged / admit_managed would admit `size` now (nothing reserved, nothing counted).
   bool paged_room(uint64_t size, uint64_t physical) const;

@@ -18,11 +18,12 @@ constexpr size_t kMarks = 1024;  // kept per stream
 // The explicit backend remaps a frame, and no launch may use a frame during its remap, nor its copy
 // run before the ops that wrote it are done (the managed backend's driver keeps any access
 // coherent, but the same rules hold there). What an op may access: the pages of its refs, and, for
-// a pointer whose extent is inferred (Note [Extent of a live parameter pointer]), every page from it
-// to its allocation's end (its reach: the inference can fall short, a view into a larger tensor).
+// a pointer whose extent is inferred (Note [Extent of a live parameter pointer]), every page from
+// it to its allocation's end (its reach: the inference can fall short, a view into a larger
+// tensor).
 //  - an eviction's copies wait for the last op that may have accessed each victim, on each of the
-//    last two streams that did (a use on a third stream makes the moves after it wait at once for the
-//    older of the two);
+//    last two streams that did (a use on a third stream makes the moves after it wait at once for
+//    the older of the two);
 //  - a fetch waits the same way for the ops that may have accessed the page where it was;
 //  - an op waits for the moves in flight of every page it may reach, and no page it may reach is
 //    evicted for it or fetched ahead before it is enqueued (the walk resumes at the next op);
@@ -30,12 +31,14 @@ constexpr size_t kMarks = 1024;  // kept per stream
 //    pointer arrays, a copy or set whose range was not decoded) may touch any page: no prefetch is
 //    issued at it, its stream waits for every move issued until then (its own misses included), and
 //    the moves after it wait for its stream (recorded at the next op, once it is enqueued).
-// "Wait for op u on stream s" is a mark (Mover::mark) recorded on s after u was enqueued. A mark
-// is recorded on a stream as each op comes (mark_behind), covering the ops enqueued on it before;
-// the last kMarks per stream are kept, and the earliest one after u is used: an eviction then waits
-// for the victim's last use, long done for a page chosen by the plan, not for everything the program
-// has enqueued by now. (Marks recorded only when a move needed one were all at the stream's end: in
-// GPT 2.7B at 16 GiB every one of 2089 waits was on the op just enqueued, results/s10-call1; the
+// "Wait for op u on stream s" is a mark (Mover::mark) recorded on s after u was enqueued. A mark is
+// recorded on a stream as each op comes (mark_behind), covering the ops enqueued on it before; the
+// last kMarks per stream are kept, and the earliest one after u is used: an eviction then waits for
+// the victim's last use, long done for a page chosen by the plan, not for everything the program
+// has enqueued by now. (Marks recorded only when a move needs one are all at the stream's end: in
+// GPT 2.7B at 16 GiB every one of 2089 waits was on the op just enqueued, paging_copy_waits_latest
+// equal to paging_copy_waits in the summary of `vramcache run --budget 16G --backend managed
+// -- python samples/gpt/train_gpt.py --size 2.7b --deterministic --steps 8` with that rule; the
 // host runs ahead of the device, so each such eviction, and the fetches behind it on the managed
 // backend's one stream, waited for the device to catch up.) The copy stream runs in issue order, so
 // a mark older than the last one it waited for on s is not waited for again.
@@ -64,17 +67,20 @@ bool Pager::add_mark(uint64_t stream, uint64_t op) {
 }
 
 // Note [Ops enqueued together]
-// A graph launch's kernels are passed one by one (OpKey::batch), and the graph is enqueued after the
-// last of them. So while a batch is passed, no mark on its stream covers its earlier ops, and a move
-// ordered after one of them would not wait for it. The batch's later ops record no mark, a wildcard
-// among them is ordered after at the next op of another batch, and the pages the batch's ops so far
-// may reach are held: not chosen as victims, not fetched ahead (a fetch may be ordered after the
-// ops that used the page where it was), until the batch ends: the launch call returns (end_batch,
-// which records a mark behind it), or failing that the stream's next op of another batch. (Marks
-// recorded at each op made the earlier ops' evictions wait for marks before the graph was enqueued:
-// JAX's losses under the explicit backend differed from step 45 on, once its plan moved pages the
-// graph was using, results/s10-call5.) Fetches for the batch's own ops are safe: the graph's stream
-// waits for them before it runs. A batch with a wildcard holds every page.
+// A graph launch's kernels are passed one by one (OpKey::batch), and the graph is enqueued after
+// the last of them. So while a batch is passed, no mark on its stream covers its earlier ops, and a
+// move ordered after one of them would not wait for it. The batch's later ops record no mark, a
+// wildcard among them is ordered after at the next op of another batch, and the pages the batch's
+// ops so far may reach are held: not chosen as victims, not fetched ahead (a fetch may be ordered
+// after the ops that used the page where it was), until the batch ends: the launch call returns
+// (end_batch, which records a mark behind it), or failing that the stream's next op of another
+// batch. (Marks recorded at each op make the earlier ops' evictions wait for marks before the graph
+// was enqueued: with that rule JAX's losses under the explicit backend differed from those of the
+// run without vramcache from step 45 on, once its plan moved pages the graph was using;
+// `XLA_PYTHON_CLIENT_ALLOCATOR=cuda_async vramcache run --budget 866M -- python
+// samples/jax/train_jax.py --deterministic --steps 60` against the same without vramcache.) Fetches
+// for the batch's own ops are safe: the graph's stream waits for them before it runs. A batch with
+// a wildcard holds every page.
 bool Pager::held_by_batch(PageKey k) const {
   for (const auto &[stream, sm] : marks_)
     if (sm.batch && (sm.batch_wild || std::binary_search(sm.batch_reach.begin(), sm.batch_reach.end(), k))) return true;

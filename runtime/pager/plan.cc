@@ -48,47 +48,55 @@ uint64_t op_hash(const OpKey &key) {
 // reachable from the device wherever it is: Note [Managed placement] in interpose/paging.cc, Note
 // [Frames] in runtime/frames.cc), so nothing moves for it: neither its fetch nor the eviction its
 // room would take, nor later its write-back. Only while the plan is followed, only when the budget
-// is full (room would have to be made), and never for a page the plan does not know. The walk
-// ahead skips such pages too and remembers them (bypass_at_), so that their op reaches them where
-// they are even if the room or the resident pages changed in between: deciding afresh at the op
-// made them misses (on the 2.7B trace, 1307 pages missed in an iteration against 715 without
-// bypass). The kernel then reads and writes them at the link's rate, not the device's: a trade the
-// pager does not time. On by default (VRAMCACHE_BYPASS=0 turns it off): on the H200, GPT 2.7B ran
-// bitwise identical with it and faster on both backends, each pair side by side on one GPU
-// (results/s12-call1: managed at 16 GiB 7.24 against 7.80 s/step, 6.7% fewer bytes moved; explicit
-// at 24 GiB 2.056 against 2.134), though the same run varies by up to 10% between calls.
+// is full (room would have to be made), and never for a page the plan does not know. The walk ahead
+// skips such pages too and remembers them (bypass_at_), so that their op reaches them where they
+// are even if the room or the resident pages changed in between: deciding afresh at the op made
+// them misses, more than the plan misses with no bypass at all (on the pager replay of the 2.7B
+// trace, `vramcache simulate --budget 16G samples/traces/gpt-2.7b-det.vctrace`). The kernel then
+// reads and writes them at the link's rate, not the device's: a trade the pager does not time. On
+// by default (VRAMCACHE_BYPASS=0 turns it off). On an H200, GPT 2.7B ran bitwise identical with it
+// and faster on both backends, with and without it one after the other on one GPU: managed at
+// 16 GiB 7.24 against 7.80 s/step with 6.7% fewer bytes moved, explicit at 24 GiB 2.056 against
+// 2.134 (`vramcache run --budget 16G --backend managed [--bypass 0] -- python
+// samples/gpt/train_gpt.py --size 2.7b --deterministic --steps 20`, and the same at --budget 24G
+// --backend explicit), though one run varies by up to 10% from one time to the next.
 
 // Note [Resync]
 // Once the program departs from the plan, the pager looks for its position again at every op: a
-// position with the op's kind and name whose 16 preceding positions match the last 16 ops seen.
-// A model's layers repeat the same ops, so in GPT several positions match (one per layer), and the
-// first of them in the plan, taken before, was often in another layer: the pager then prefetched
-// that layer's pages until the program reached an op that differs, such as the head's (on the 2.7B
-// trace, one foreign op in the third iteration led to two more divergences and up to 7636 pages
-// missed in the next 12688 ops, against about 650 per iteration without it). Now, after a
-// divergence, the matching position nearest to where the program would be had it added or
-// skipped a few ops (the position it left plus the ops seen since) is taken. Right after a plan is
-// learned nothing is expected, and the first match is taken (on the 2.7B trace it is the right
-// one: the pager next departs 0.33 iterations later, at a copy of the loss to the host that comes
-// at another place than in the learned iteration, and finds its place again at once).
+// position with the op's kind and name whose 16 preceding positions match the last 16 ops seen. A
+// model's layers repeat the same ops, so in GPT several positions match (one per layer), and the
+// first of them in the plan is often in another layer: taking it, the pager prefetches that layer's
+// pages until the program reaches an op that differs, such as the head's (on the 2.7B trace, one
+// foreign op in the third iteration then led to two more divergences and up to 7636 pages missed in
+// the next 12688 ops, against about 650 per iteration without it). So after a divergence, the
+// matching position nearest to where the program would be had it added or skipped a few ops (the
+// position it left plus the ops seen since) is taken: with it the same foreign op costs one
+// divergence and 741 pages missed to the end of the trace (`build/unit_tests -s -tc='pager on the
+// deterministic GPT 2.7B trace: after a foreign op*'`). Right after a plan is learned nothing is
+// expected, and the first match is taken (on the 2.7B trace it is the right one: the pager next
+// departs 0.33 iterations later, at a copy of the loss to the host that comes at another place than
+// in the learned iteration, and finds its place again at once).
 
 // Note [Learning again]
 // Resync (above) finds the program again when it departs from the plan for a while: an evaluation
-// pass, a foreign op. A program that changes for good (layers frozen or unfrozen, another precision,
-// a new phase of training) is never found again, or only in pieces between its new ops, and is paged
-// reactively, or nearly, to its end. GPT 1.3B autocasting to float16 from step 8 on (its GEMMs and
-// casts are other kernels) diverged and resynchronized 400 times in 16 steps, following about half
-// its ops, never lost for long (results/s13-call4). So the ops are counted in blocks of one plan
-// period, and once the program has followed less than 3/4 of the ops of each of kRelearnPeriods
-// blocks in a row, the pager asks once (relearn_due) to be taught again: the runtime records the
-// program anew, as at its start (Recorder::restart, the live allocations first), and the new plan
-// replaces the old one when enough iterations are recorded (learn). Meanwhile the old plan is still
-// followed where it matches. A plan learned again has no kernel times (their records stop after the
-// first recording), so it is not timed (Note [Timed prefetch]). An attempt whose trace has no usable
-// period is made again after as many poor blocks; one whose recording finds no iteration at all
-// (kLearnMaxOps in runtime/runtime.cc) ends there, logged. A change that keeps the kernels and only
-// moves the data (another sequence length) is not seen: its plan fetches pages that are not needed
-// and the op misses those that are, fetched then.
+// pass, a foreign op. A program that changes for good (layers frozen or unfrozen, another
+// precision, a new phase of training) is never found again, or only in pieces between its new ops,
+// and is paged reactively, or nearly, to its end. GPT 1.3B autocasting to float16 from step 8 on
+// (its GEMMs and casts are other kernels) diverged and resynchronized 400 times in 16 steps,
+// following about half its ops, never lost for long (`vramcache run --budget 12G --backend managed
+// -- python samples/gpt/train_gpt.py --size 1.3b --deterministic --steps 24 --fp16-from 8`: in its
+// summary paging_divergences, paging_resyncs, and paging_planned_ops against paging_ops, figures of
+// resync alone, paging_relearns 0). So the ops are counted in blocks of one plan period, and once
+// the program has followed less than 3/4 of the ops of each of kRelearnPeriods blocks in a row, the
+// pager asks once (relearn_due) to be taught again: the runtime records the program anew, as at its
+// start (Recorder::restart, the live allocations first), and the new plan replaces the old one when
+// enough iterations are recorded (learn). Meanwhile the old plan is still followed where it
+// matches. A plan learned again has no kernel times (their records stop after the first recording),
+// so it is not timed (Note [Timed prefetch]). An attempt whose trace has no usable period is made
+// again after as many poor blocks; one whose recording finds no iteration at all (kLearnMaxOps in
+// runtime/runtime.cc) ends there, logged. A change that keeps the kernels and only moves the data
+// (another sequence length) is not seen: its plan fetches pages that are not needed and the op
+// misses those that are, fetched then.
 
 // Note [Timed prefetch]
 // The walk ahead (Note [Paging policies]) stops at the window (prefetch_limit), and, once the plan
@@ -104,9 +112,11 @@ uint64_t op_hash(const OpKey &key) {
 // evictions share the one stream). A plan learned without kernel times (no CUPTI; the managed
 // backend, Note [Kernel records beside unified-memory counters] in interpose/launch_observer.cc) is
 // not timed. The default lead is a second, which leaves the window alone to bound the walk: with
-// frames mapped home on demand a lead of 2 ms ran 1.504 s/step against 1.342 untimed (GPT 2.7B /
-// 24 GiB, results/s14-call3): the pinned copies' rate overstates what the mover achieves once
-// remaps are counted, so timed fetches came late.
+// frames mapped home on demand a lead of 2 ms ran 1.504 s/step against 1.342 untimed (`vramcache
+// run --budget 24G --frame-size 128M --prefetch-ahead 768M --prefetch-lead 2000 -- python
+// samples/gpt/train_gpt.py --size 2.7b --deterministic --steps 20`, against the same without
+// --prefetch-lead): the pinned copies' rate overstates what the mover achieves once remaps are
+// counted, so timed fetches came late.
 
 struct Pager::Plan {
   uint64_t period = 0;

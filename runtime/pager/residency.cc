@@ -60,18 +60,20 @@ constexpr uint64_t kFar = uint64_t(1) << 62;  // ranks of pages the plan does no
 // Note [Memory outside the pager]
 // The budget bounds the program's device memory, not only the pager's: device allocations that are
 // not paged (the stream-ordered allocator, the VMM API, NCCL's buffers made with it, an allocation
-// made while paging could not start) count against it. The pager reads their total at each op;
-// when it grew, resident pages past what is left are evicted at once, but for the op's own (those
-// stay until a later op), and the mover keeps that much less device memory of its own. What the
-// driver and the libraries take without an allocation call (the context's growth, cuBLAS's
-// workspaces) no hook sees: the explicit backend measures it as the device's used memory above its
-// level at the start less its own chunks and those allocations, in two samples 100 ms apart (the
-// smaller: a chunk made or released between reading the two figures is not taken for it), and
-// charges the most it has seen (Runtime::charge_unseen; measured: 0.19 GiB over a 12 GiB budget at
-// GPT 1.3B before, results/ddp-s7), plus a headroom of 1/256 of the budget for what the driver takes
-// between two samples (measured with the charge alone: 4 MiB over a 12 GiB budget at GPT 1.3B,
-// 0.25 GB charged, results/bench at 6ff6b38). The managed backend cannot: the driver keeps the
-// device memory of pages moved out, so its used memory says nothing of this.
+// made while paging could not start) count against it. The pager reads their total at each op; when
+// it grew, resident pages past what is left are evicted at once, but for the op's own (those stay
+// until a later op), and the mover keeps that much less device memory of its own. What the driver
+// and the libraries take without an allocation call (the context's growth, cuBLAS's workspaces) no
+// hook sees: the explicit backend measures it as the device's used memory above its level at the
+// start less its own chunks and those allocations, in two samples 100 ms apart (the smaller: a
+// chunk made or released between reading the two figures is not taken for it), and charges the most
+// it has seen (Runtime::charge_unseen), plus a headroom of 1/256 of the budget for what the driver
+// takes between two samples. Measured on an H200 as the device's used memory above its level at the
+// start (sampled apart from vramcache) against a 12 GiB budget, in `vramcache run --budget 12G
+// -- python samples/gpt/train_gpt.py --size 1.3b --deterministic --steps 10`: 0.19 GiB over the
+// budget without the charge, 4 MiB over with the charge alone (0.25 GB charged, the summary's
+// outside_unseen), hence the headroom. The managed backend cannot: the driver keeps the device
+// memory of pages moved out, so its used memory says nothing of this.
 
 // Note [Paging failures]
 // A failed device call stops paging for good (logged once): nothing is moved any more, and the

@@ -41,7 +41,7 @@ namespace sim {
 
 namespace {
 
-constexpr uint64_t kCleanBatchBytes = 8 << 20;  // DESIGN.md: move data in runs of at least 8 MB
+constexpr uint64_t kCleanBatchBytes = 8 << 20;  // copies of a few MB and up run near the link's rate
 constexpr uint64_t kCleanHorizonOps = 64;        // how far ahead eager write-back looks for need
 
 class ClairvoyantPrefetcher {

@@ -14,10 +14,11 @@
 
 namespace vc {
 
-// The PCIe link, rates in bytes/s (DESIGN.md, measured: 55 GB/s each way alone, 97-101 GB/s in
-// total with both directions busy). latency_s is charged once per batch of pages that move
-// together: one op's pages per direction (reactive), the pages one step of the predictive walk
-// places or evicts for one op (predictive), an 8 MB eager write-back batch.
+// The PCIe link, rates in bytes/s: 55 GB/s each way alone, 97-101 GB/s in total with both
+// directions busy, on an H200 over PCIe Gen5 x16 (`build/samples/explicit_probe`, built by `make
+// samples`, prints them). latency_s is charged once per batch of pages that move together: one op's
+// pages per direction (reactive), the pages one step of the predictive walk places or evicts for
+// one op (predictive), an 8 MB eager write-back batch.
 struct LinkModel {
   double h2d_bytes_per_s = 55e9, d2h_bytes_per_s = 55e9, both_bytes_per_s = 99e9, latency_s = 10e-6;
 };

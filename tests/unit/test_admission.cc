@@ -89,8 +89,8 @@ TEST_CASE("runtime: a zero-byte managed allocation freed leaves the managed tota
 }
 
 // Paged memory counts against the managed guard only with the managed backend: frames are not
-// managed memory, and freeing them gives back no managed room (it used to wrap the total around,
-// refusing every managed allocation after the first paged free).
+// managed memory, and freeing them gives back no managed room (taking it back would wrap the total
+// around and refuse every managed allocation after the first paged free).
 TEST_CASE("runtime: the managed total by backend, and frees held for their stream") {
   struct Frames : CountingMover {
     uint64_t unit() const override { return 2 << 20; }

@@ -59,8 +59,8 @@ TEST_CASE("pager: reactive LRU, coalesced moves, ops larger than the budget, fre
 }
 
 // A page counts what it takes on the device: the explicit backend's chunks are whole granules, so
-// small allocations take more than their bytes (JAX's and PyTorch's stream-ordered allocations,
-// hundreds of small ones, passed the budget before: results/s9-call5).
+// small allocations take more than their bytes (counted by their bytes, the hundreds of small
+// stream-ordered allocations of JAX, or of PyTorch on cudaMallocAsync, pass the budget).
 TEST_CASE("pager: a page counts its device footprint") {
   Harness h(4 * kPage, kReactive);
   h.mover.granule = kPage / 2;
