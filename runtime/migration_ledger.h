@@ -13,13 +13,14 @@ namespace vc {
 // migration records tell it (CUPTI unified-memory counters), independent of the pager's count. The
 // device's used-memory figure cannot say it: the driver keeps the memory of pages moved back out.
 // Every paged allocation is populated on the host when it is made (Note [Managed placement] in
-// interpose/paging.cc), so a page reaches the device only by a migration the driver records, and
-// leaves it only by one: resident = bytes in - bytes out, a move in counted from its start and a
-// move out until its end (so the figure errs high, never low). Not counted: a freed allocation's
-// pages (they still count; the figure errs high again, by up to paging_freed_resident, the bytes on
-// the device when their allocation was freed: a job that frees paged memory there, as JAX on the
-// stream-ordered allocator does, gets no independent figure). Records come in buffers a few seconds late
-// and slightly out of order: those older than kSettle behind the newest are folded into the sum.
+// interpose/backends/managed_backend.cc), so a page reaches the device only by a migration the
+// driver records, and leaves it only by one: resident = bytes in - bytes out, a move in counted
+// from its start and a move out until its end (so the figure errs high, never low). Not counted: a
+// freed allocation's pages (they still count; the figure errs high again, by up to
+// paging_freed_resident, the bytes on the device when their allocation was freed: a job that frees
+// paged memory there, as JAX on the stream-ordered allocator does, gets no independent figure).
+// Records come in buffers a few seconds late and slightly out of order: those older than kSettle
+// behind the newest are folded into the sum.
 class MigrationLedger {
  public:
   void add(uint64_t start_ns, uint64_t end_ns, uint64_t bytes, bool to_device);

@@ -151,11 +151,11 @@ class Runtime {
   bool paged_room(uint64_t size, uint64_t physical) const;
   bool managed_room(uint64_t size) const;
 
-  // A stream-ordered free (Note [Stream-ordered allocations] in interpose/paging.cc): on_free, but
-  // a paged allocation's bytes stay counted against the host and managed limits, and those of its
-  // pages on the device against the budget, until release_held, as its memory stays until the work
-  // enqueued before the free is done. Returns them (size 0: `ptr` is not the start of a paged
-  // allocation; then it is not freed here).
+  // A stream-ordered free (Note [Stream-ordered allocations] in interpose/backends/paged_alloc.cc):
+  // on_free, but a paged allocation's bytes stay counted against the host and managed limits, and
+  // those of its pages on the device against the budget, until release_held, as its memory stays
+  // until the work enqueued before the free is done. Returns them (size 0: `ptr` is not the start
+  // of a paged allocation; then it is not freed here).
   struct Held {
     uint64_t size = 0, resident = 0;
   };

@@ -1,7 +1,7 @@
 // The device side of paging: the interface the pager moves memory through. It is implemented for
-// CUDA managed memory (interpose/paging.cc), by frames of device or host memory (runtime/frames.h,
-// the explicit backend), by the trace replay's instant device (trace_replay.cc) and by fakes in the
-// tests. It holds no policy: what moves, and when, is the pager's (pager.h).
+// CUDA managed memory (interpose/backends/managed_backend.cc), by frames of device or host memory
+// (runtime/frames.h, the explicit backend), by the trace replay's instant device (trace_replay.cc)
+// and by fakes in the tests. It holds no policy: what moves, and when, is the pager's (pager.h).
 #pragma once
 
 #include <cstdint>

@@ -1,9 +1,9 @@
-// Paging under a budget (VRAMCACHE_BUDGET): which pages of the application's paged allocations are on
-// the GPU, what an op needs there, what to evict and what to fetch ahead. The device is reached only
-// through Mover (mover.h), so every decision here is tested without a GPU. What the policies do is
-// Note [Paging policies] (residency.cc); the plan the predictive one follows is plan.cc, the order
-// of moves against the program's work ordering.cc. It never touches memory itself: placement of new
-// allocations is the backend's (interpose/paging.cc).
+// Paging under a budget (VRAMCACHE_BUDGET): which pages of the application's paged allocations are
+// on the GPU, what an op needs there, what to evict and what to fetch ahead. The device is reached
+// only through Mover (mover.h), so every decision here is tested without a GPU. What the policies
+// do is Note [Paging policies] (residency.cc); the plan the predictive one follows is plan.cc, the
+// order of moves against the program's work ordering.cc. It never touches memory itself: placement
+// of new allocations is the backend's (interpose/backends/paged_alloc.cc).
 #pragma once
 
 #include <atomic>

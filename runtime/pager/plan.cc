@@ -45,21 +45,22 @@ uint64_t op_hash(const OpKey &key) {
 // A page that is missing when an op needs it, and whose next use by the plan comes after the next
 // use of every resident page, would be the first evicted if it came in: Belady's MIN with bypass
 // leaves it where it is. The op reaches it there, over the link (the backends keep every page
-// reachable from the device wherever it is: Note [Managed placement] in interpose/paging.cc, Note
-// [Frames] in runtime/frames.cc), so nothing moves for it: neither its fetch nor the eviction its
-// room would take, nor later its write-back. Only while the plan is followed, only when the budget
-// is full (room would have to be made), and never for a page the plan does not know. The walk ahead
-// skips such pages too and remembers them (bypass_at_), so that their op reaches them where they
-// are even if the room or the resident pages changed in between: deciding afresh at the op made
-// them misses, more than the plan misses with no bypass at all (on the pager replay of the 2.7B
-// trace, `vramcache simulate --budget 16G samples/traces/gpt-2.7b-det.vctrace`). The kernel then
-// reads and writes them at the link's rate, not the device's: a trade the pager does not time. On
-// by default (VRAMCACHE_BYPASS=0 turns it off). On an H200, GPT 2.7B ran bitwise identical with it
-// and faster on both backends, with and without it one after the other on one GPU: managed at
-// 16 GiB 7.24 against 7.80 s/step with 6.7% fewer bytes moved, explicit at 24 GiB 2.056 against
-// 2.134 (`vramcache run --budget 16G --backend managed [--bypass 0] -- python
-// samples/gpt/train_gpt.py --size 2.7b --deterministic --steps 20`, and the same at --budget 24G
-// --backend explicit), though one run varies by up to 10% from one time to the next.
+// reachable from the device wherever it is: Note [Managed placement] in
+// interpose/backends/managed_backend.cc, Note [Frames] in runtime/frames.cc), so nothing moves for
+// it: neither its fetch nor the eviction its room would take, nor later its write-back. Only while
+// the plan is followed, only when the budget is full (room would have to be made), and never for a
+// page the plan does not know. The walk ahead skips such pages too and remembers them (bypass_at_),
+// so that their op reaches them where they are even if the room or the resident pages changed in
+// between: deciding afresh at the op made them misses, more than the plan misses with no bypass at
+// all (on the pager replay of the 2.7B trace, `vramcache simulate --budget 16G
+// samples/traces/gpt-2.7b-det.vctrace`). The kernel then reads and writes them at the link's rate,
+// not the device's: a trade the pager does not time. On by default (VRAMCACHE_BYPASS=0 turns it
+// off). On an H200, GPT 2.7B ran bitwise identical with it and faster on both backends, with and
+// without it one after the other on one GPU: managed at 16 GiB 7.24 against 7.80 s/step with 6.7%
+// fewer bytes moved, explicit at 24 GiB 2.056 against 2.134 (`vramcache run --budget 16G --backend
+// managed [--bypass 0] -- python samples/gpt/train_gpt.py --size 2.7b --deterministic --steps 20`,
+// and the same at --budget 24G --backend explicit), though one run varies by up to 10% from one
+// time to the next.
 
 // Note [Resync]
 // Once the program departs from the plan, the pager looks for its position again at every op: a
@@ -110,8 +111,8 @@ uint64_t op_hash(const OpKey &key) {
 // counted. The rate (Runtime::link_rate): the explicit backend's pinned copies at its start (each
 // direction has its own engine), half the rate of the managed backend's migrations so far (its
 // evictions share the one stream). A plan learned without kernel times (no CUPTI; the managed
-// backend, Note [Kernel records beside unified-memory counters] in interpose/launch_observer.cc) is
-// not timed. The default lead is a second, which leaves the window alone to bound the walk: with
+// backend, Note [Kernel records beside unified-memory counters] in interpose/observer/activity.cc)
+// is not timed. The default lead is a second, which leaves the window alone to bound the walk: with
 // frames mapped home on demand a lead of 2 ms ran 1.504 s/step against 1.342 untimed (`vramcache
 // run --budget 24G --frame-size 128M --prefetch-ahead 768M --prefetch-lead 2000 -- python
 // samples/gpt/train_gpt.py --size 2.7b --deterministic --steps 20`, against the same without

@@ -78,7 +78,8 @@ constexpr uint64_t kFar = uint64_t(1) << 62;  // ranks of pages the plan does no
 // Note [Paging failures]
 // A failed device call stops paging for good (logged once): nothing is moved any more, and the
 // program goes on with its data wherever it is (still correct, as paged memory is accessible from
-// both sides). The backend then makes new allocations as the program asked (interpose/paging.cc).
+// both sides). The backend then makes new allocations as the program asked
+// (interpose/backends/paged_alloc.cc).
 
 void Pager::follow_outside(const std::vector<PageKey> &keep) {
   if (!outside_) return;

@@ -10,9 +10,9 @@ namespace vc {
 namespace sim {
 
 // Note [Simulated reactive paging]
-// Reactive (what unified-memory oversubscription does). Per op, synchronously: evict least
-// recently used pages not used by the op, writing dirty ones back (one D2H batch), then bring in
-// what the op reads (one H2D batch), then compute. The two batches run one after the other.
+// What unified-memory oversubscription does. Per op, synchronously: evict least recently used pages
+// not used by the op, writing dirty ones back (one D2H batch), then bring in what the op reads (one
+// H2D batch), then compute. The two batches run one after the other.
 
 SimResult run_reactive(const AccessModel &m, const Schedule &s, const SimConfig &c, int reps) {
   SimResult r;

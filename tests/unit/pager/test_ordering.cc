@@ -16,7 +16,8 @@ using namespace pager_test;
 
 // A page whose fetch may still be in flight when it is evicted: the eviction is ordered after that
 // fetch's fence (moves_after), for a mover whose two directions run on streams of their own (Note
-// [Managed moves] in interpose/paging.cc); once the fetch has passed, nothing is asked.
+// [Managed moves] in interpose/backends/managed_backend.cc); once the fetch has passed, nothing is
+// asked.
 TEST_CASE("pager: an eviction waits for its page's fetch still in flight") {
   Harness h(2 * kPage, kReactive);
   h.alloc(1, 4 * kPage);
