@@ -9,8 +9,8 @@
 #include <vector>
 
 #include "runtime/iterations.h"
-#include "runtime/pages.h"
-#include "runtime/simulate.h"
+#include "runtime/access_model.h"
+#include "runtime/simulator/simulate.h"
 #include "runtime/trace.h"
 
 namespace vc {
@@ -52,7 +52,8 @@ BudgetResult evaluate_budget(const Analysis &a, uint64_t budget, const LinkModel
 std::vector<uint64_t> default_budgets(const Analysis &a, uint64_t budget);
 
 // Resident bytes over time as measured by the library while paging under a budget (the CSV of
-// VRAMCACHE_RESIDENCY_FILE, residency.cc): one sample every 100 ms, time from the start of paging.
+// VRAMCACHE_RESIDENCY_FILE, residency_file.cc): one sample every 100 ms, time from the start of
+// paging.
 struct Residency {
   std::vector<double> time_s;
   std::vector<uint64_t> resident;     // the pager's own count
@@ -79,18 +80,5 @@ std::string format_bytes(uint64_t bytes);  // "1.50 GiB"
 // 4-16 GiB, >= 16 GiB, and first uses (no earlier access).
 std::vector<uint64_t> reuse_histogram(const Analysis &a);
 const char *reuse_bucket_name(int bucket);
-
-// One budget's figures as a JSON object (vramcache simulate -o FILE.json).
-std::string budget_json(const Analysis &a, const BudgetResult &r);
-
-// The subcommands. Exit codes: 0 done, 1 unreadable trace (one line says why), 2 usage error.
-int report_main(int argc, char **argv);
-int simulate_main(int argc, char **argv);
-// `vramcache profile` and `run --report` after the run: writes the summary and the report next to
-// the trace. `residency_path`: the run's residency file, if any (its budget is `budget`); a bad one
-// is left out of the report with a message, and the exit code is 1.
-int report_command(const std::string &trace_path, const std::string &html_path, const std::string &summary_path,
-                   uint64_t budget, uint64_t page_size = 0, const LinkModel &link = LinkModel{},
-                   const std::string &residency_path = "");
 
 }  // namespace vc

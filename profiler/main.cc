@@ -17,7 +17,7 @@
 #include <string>
 #include <vector>
 
-#include "profiler/analysis.h"
+#include "profiler/commands.h"
 #include "runtime/options.h"
 
 extern char **environ;

@@ -279,7 +279,8 @@ void line_chart(std::string *out, const LineChart &c) {
             c.points, (n + kMaxLinePoints - 1) / kMaxLinePoints, c.points);
 }
 
-// Peak and trough of each line: the sources judge a pager by them (BACKGROUND.md, "sawtooth").
+// Peak and trough of each line: a pager shows in them (resident bytes in a steady sawtooth whose
+// troughs lie well under the peak; a flat line when nothing is paged).
 void series_table(std::string *out, const std::vector<Series> &series) {
   *out += "<table><tr><th>line</th><th class=\"n\">peak</th><th class=\"n\">trough</th>"
           "<th class=\"n\">trough / peak</th></tr>\n";

@@ -2,7 +2,7 @@
 // frames, each backed by pinned host memory (its home) and, while resident, by a device chunk;
 // frames move with copies on two copy streams and are remapped, by the mover's own thread, once
 // their copy is complete. The
-// pager decides what moves (runtime/pager.h); FrameMover carries it out through VmmDevice, which
+// pager decides what moves (runtime/pager/pager.h); FrameMover carries it out through VmmDevice, which
 // is the driver's VMM API in interpose/vmm.cc and a fake that keeps memory contents in the tests.
 // With the clean check, the device hashes each piece of a frame as it arrives and before it leaves,
 // and only the pieces that changed are copied home (Note [Clean pieces]). No CUDA here. Note
@@ -21,7 +21,7 @@
 #include <thread>
 #include <vector>
 
-#include "runtime/pager.h"
+#include "runtime/pager/pager.h"
 #include "runtime/piece_hash.h"
 
 namespace vc {

@@ -1,7 +1,7 @@
 // Iteration detection: finds the period of a trace's op sequence and the boundaries of its
-// training steps, so that a plan can be indexed by position in the iteration (DESIGN.md, hard
-// problem 2). Pure computation on op signatures (kind and name only): no CUDA, no I/O, no global
-// state. It only describes the trace; deciding what to do on divergence is the planner's job.
+// training steps, so that a plan can be indexed by position in the iteration. Pure computation on
+// op signatures (kind and name only): no CUDA, no I/O, no global state. It only describes the
+// trace; deciding what to do on divergence is the plan's job (runtime/pager/plan.cc).
 //
 // Note [Finding the iteration]
 // A training job enqueues the same ops in the same order every step, but a trace also holds a

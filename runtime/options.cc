@@ -200,17 +200,19 @@ std::string expand_path(std::string path) {
 }
 
 // Note [Frame size]
-// Every frame move ends in a remap, and remaps, not the link, bound the explicit backend: at
-// GPT 1.3B under 12 GiB, 16M / 32M / 64M / 128M frames ran 1.35 / 1.33 / 1.07 / 1.04 s/step,
-// with 44872 / 24528 / 13501 / 9309 remaps, while the bytes moved grew by 8% from 32M to 128M
-// (results/frame-size, deterministic mode); in fast mode 64M ran 0.98 s/step against 1.02 at 32M
-// (results/frame-size-fast). A small budget still needs many frames to choose among, so the
-// default is 1/128 of the budget. With frames mapped home on demand (Note [Home mapped on demand]
-// in frames.cc) a remap costs about 1 ms while copies to the host run, whatever the frame's size,
-// so larger frames pay again: GPT 2.7B, 20 deterministic steps, one call each
-// (results/s14-call2): 1.62 / 1.55 / 1.42 s/step with 64M / 128M / 256M frames under 24 GiB
-// (256M moved 9% more), 2.24 / 2.09 with 64M / 128M under 16 GiB. Hence at most 256M, which the
-// 1/128 rule reaches from a 32 GiB budget.
+// Every frame move ends in a remap, and remaps, not the link, bound the explicit backend: at GPT
+// 1.3B under 12 GiB, 16M / 32M / 64M / 128M frames ran 1.35 / 1.33 / 1.07 / 1.04 s/step, with 44872
+// / 24528 / 13501 / 9309 remaps, while the bytes moved grew by 8% from 32M to 128M (`vramcache run
+// --budget 12G --frame-size F -- python samples/gpt/train_gpt.py --size 1.3b --deterministic
+// --steps 12`); in fast mode (the same without --deterministic) 64M ran 0.98 s/step against 1.02 at
+// 32M. A small budget still needs many frames to choose among, so the default is 1/128 of the
+// budget. With frames mapped home on demand (Note [Home mapped on demand] in frames.cc) a remap
+// costs about 1 ms while copies to the host run, whatever the frame's size
+// (`build/samples/explicit_probe` times it), so larger frames pay again: GPT 2.7B, 20 deterministic
+// steps (`vramcache run --budget 24G --frame-size F -- python samples/gpt/train_gpt.py --size 2.7b
+// --deterministic --steps 20`): 1.62 / 1.55 / 1.42 s/step with 64M / 128M / 256M frames under
+// 24 GiB (256M moved 9% more), 2.24 / 2.09 with 64M / 128M under 16 GiB. Hence at most 256M, which
+// the 1/128 rule reaches from a 32 GiB budget.
 uint64_t frame_size(const Options &o) {
   if (o.num[kFrameSize] > 0) return uint64_t(o.num[kFrameSize]);
   const uint64_t lo = uint64_t(2) << 20, hi = uint64_t(256) << 20;

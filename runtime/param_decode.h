@@ -1,7 +1,7 @@
-// Kernel parameter decoding: finds the tracked allocations a launch's parameter buffer points
-// into. Kernel parameters give base pointers, never extents; the extent is the allocation (see
-// DESIGN.md, hard problem 1). The layout (offset and size of each parameter) comes from the
-// driver; this file only reads bytes, so it is tested on synthetic buffers.
+// Kernel parameter decoding: finds the tracked allocations a launch's parameter buffer points into.
+// Kernel parameters give base pointers, never extents; the extent is the allocation. The layout
+// (offset and size of each parameter) comes from the driver; this file only reads bytes, so it is
+// tested on synthetic buffers.
 #pragma once
 
 #include <cstddef>

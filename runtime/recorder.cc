@@ -8,7 +8,7 @@
 
 #include "runtime/iterations.h"
 #include "runtime/log.h"
-#include "runtime/pages.h"
+#include "runtime/access_model.h"
 
 namespace vc {
 

@@ -80,7 +80,7 @@ class Recorder {
   // The trace, device times joined, call sites symbolized by `symbolize` (pc -> "module!sym+0xoff").
   // Stops recording; the recorder is empty afterwards, and enough() false.
   Trace finish(const std::function<std::string(uint64_t)> &symbolize);
-  // Records anew from here (Note [Learning again] in runtime/pager.cc), with the allocations `live`
+  // Records anew from here (Note [Learning again] in runtime/pager/plan.cc), with the allocations `live`
   // returns (called with the recorder's lock held, so that none made meanwhile is missed) as made
   // before the first op. Device times are joined only if they still come.
   void restart(const std::function<std::vector<Allocation>()> &live);

@@ -1,7 +1,7 @@
 // The runtime core: what the hooks tell, and what vramcache knows. Hooks call these entry points
 // after decoding their arguments; nothing here includes a CUDA header (pointers are uint64_t,
 // streams and functions opaque handles), so every decision is unit-tested without a GPU.
-// With a budget, the pager (pager.h) decides what is moved; the hooks give it a Mover.
+// With a budget, the pager (pager/pager.h) decides what is moved; the hooks give it a Mover.
 #pragma once
 
 #include <atomic>
@@ -15,9 +15,10 @@
 
 #include "runtime/alloc_map.h"
 #include "runtime/api_class.h"
+#include "runtime/counters.h"
 #include "runtime/gemm.h"
 #include "runtime/options.h"
-#include "runtime/pager.h"
+#include "runtime/pager/pager.h"
 #include "runtime/param_decode.h"
 #include "runtime/recorder.h"
 
@@ -56,95 +57,6 @@ struct ApiCall {
   uint64_t dst = 0, src = 0, bytes = 0;
   uint64_t stream = 0, correlation = 0;
   bool in_collective = false;  // made by NCCL inside a collective call: that call's op stands for it
-};
-
-// Which BLAS entry point reported a GEMM (the summary counts them apart).
-enum class GemmApi : uint8_t { kCublas, kCublasBatchedPointers, kCublasLt, kCount };
-
-// Note [Residency from migrations]: the managed backend's device residency as the driver's own
-// migration records tell it (CUPTI unified-memory counters), independent of the pager's count. The
-// device's used-memory figure cannot say it: the driver keeps the memory of pages moved back out.
-// Every paged allocation is populated on the host when it is made (Note [Managed placement] in
-// interpose/paging.cc), so a page reaches the device only by a migration the driver records, and
-// leaves it only by one: resident = bytes in - bytes out, a move in counted from its start and a
-// move out until its end (so the figure errs high, never low). Not counted: a freed allocation's
-// pages (they still count; the figure errs high again, by up to paging_freed_resident, the bytes on
-// the device when their allocation was freed: a job that frees paged memory there, as JAX on the
-// stream-ordered allocator does, gets no independent figure). Records come in buffers a few seconds late
-// and slightly out of order: those older than kSettle behind the newest are folded into the sum.
-class MigrationLedger {
- public:
-  void add(uint64_t start_ns, uint64_t end_ns, uint64_t bytes, bool to_device);
-  uint64_t peak() const;  // the most bytes resident at once, all records so far
-  // Whether a record came older than what was already folded (then the peak is approximate).
-  bool late() const;
-  // Bytes per second of the moves so far, over their summed durations (Note [Timed prefetch]); 0: none.
-  double rate() const;
-  static constexpr uint64_t kSettle = 30'000'000'000;  // ns
-
- private:
-  struct Move {
-    uint64_t at;
-    int64_t bytes;  // + in, - out
-  };
-  static void fold(uint64_t until, std::vector<Move> *pending, int64_t *level, int64_t *peak);
-  mutable std::mutex mu_;
-  std::vector<Move> pending_;
-  uint64_t newest_ = 0, folded_to_ = 0;
-  size_t fold_at_ = 4096;
-  int64_t level_ = 0, peak_ = 0;
-  bool late_ = false;
-  uint64_t moved_bytes_ = 0, moving_ns_ = 0;
-};
-
-struct Counters {
-  std::atomic<uint64_t> allocs[4] = {};  // by AllocKind
-  std::atomic<uint64_t> alloc_bytes{0};
-  std::atomic<uint64_t> peak_tracked_bytes{0};  // most bytes of tracked allocations alive at once
-  std::atomic<uint64_t> alloc_failures{0};  // the real call returned an error
-  std::atomic<uint64_t> managed_refused{0};
-  std::atomic<uint64_t> frees{0};
-  std::atomic<uint64_t> frees_untracked{0};  // free of an address we never saw allocated
-  std::atomic<uint64_t> vmm_creates{0};
-  std::atomic<uint64_t> launches{0};
-  std::atomic<uint64_t> launches_decoded{0};
-  std::atomic<uint64_t> launches_captured{0};
-  std::atomic<uint64_t> graph_launches{0};
-  std::atomic<uint64_t> graph_kernels{0};  // kernel nodes run by graph launches
-  std::atomic<uint64_t> graph_kernels_decoded{0};
-  std::atomic<uint64_t> graph_other_nodes{0};  // other nodes run by graph launches (Note [Graph copy nodes seen])
-  std::atomic<uint64_t> refs{0};  // pointers into tracked allocations found in parameters
-  std::atomic<uint64_t> gemms[int(GemmApi::kCount)] = {};
-  std::atomic<uint64_t> gemm_operands_exact{0};  // operands with a known extent
-  std::atomic<uint64_t> gemm_operands_tracked{0};  // ... that fall inside a tracked allocation
-  std::atomic<uint64_t> copies{0};
-  std::atomic<uint64_t> copy_bytes{0};  // of the copies whose size is decoded
-  std::atomic<uint64_t> copy_h2d_bytes{0}, copy_d2h_bytes{0};  // of those, host to device and back
-  std::atomic<uint64_t> sets{0};
-  std::atomic<uint64_t> syncs{0};
-  std::atomic<uint64_t> collectives{0};  // communication calls (NCCL), one per group
-  std::atomic<uint64_t> captures_begun{0};
-  std::atomic<uint64_t> captures_ended{0};
-  std::atomic<uint64_t> unmatched_lookups{0};  // a lookup returned a function we did not know
-  // Note [Layouts from the cubin]: kernel layouts read from loaded images, kernels decoded by one,
-  // and the time spent reading (on the application's thread that loaded the image).
-  std::atomic<uint64_t> layouts_read{0}, layouts_used{0}, layouts_read_us{0};
-  // From CUPTI activity records (VRAMCACHE_ACTIVITY=1), independent of the hooks above.
-  std::atomic<uint64_t> activity_kernels{0};
-  std::atomic<uint64_t> activity_allocs{0};  // allocation records of device and managed memory (VMM maps included)
-  std::atomic<uint64_t> activity_dropped{0};
-  std::atomic<bool> activity_on{false};
-  // Paging, measured outside the pager: the device's used memory above its level when paging
-  // started (sampled every 100 ms), and CUPTI's unified-memory migration counters by cause.
-  // Measured (results/paging/managed_residency*.txt): the driver keeps the device memory of pages
-  // moved back to the host, so the used figure is every page ever brought in, not the resident ones.
-  std::atomic<uint64_t> device_used_peak{0};
-  std::atomic<uint64_t> um_prefetch_h2d{0}, um_prefetch_d2h{0};  // migrations the pager asked for
-  std::atomic<uint64_t> um_other_h2d{0}, um_other_d2h{0};        // any other cause: not planned
-  std::atomic<uint64_t> um_gpu_faults{0};
-  std::atomic<bool> um_counted{false};  // the counters above are on (the managed backend only)
-  std::atomic<bool> launch_observer_on{false};  // CUPTI callbacks subscribed
-  MigrationLedger um_ledger;  // residency from the same records (Note [Residency from migrations])
 };
 
 class Runtime {
@@ -230,18 +142,20 @@ class Runtime {
   bool admit_paged(uint64_t size, uint64_t physical);
   void release_paged(uint64_t size) { paged_bytes_ -= size; }
 
-  // Managed-memory guard (DESIGN.md, "Safety"): returns false when `size` more managed bytes
-  // would exceed `device_free_at_start` (the free memory read at the first managed allocation).
+  // Managed-memory guard: returns false when `size` more managed bytes would exceed
+  // `device_free_at_start` (the free memory read at the first managed allocation), unless
+  // VRAMCACHE_ALLOW_OVERSUBSCRIBE: managed memory oversubscribed past the card can hang a shared
+  // GPU.
   bool admit_managed(uint64_t size, uint64_t device_free_at_start);
   // Whether admit_paged / admit_managed would admit `size` now (nothing reserved, nothing counted).
   bool paged_room(uint64_t size, uint64_t physical) const;
   bool managed_room(uint64_t size) const;
 
-  // A stream-ordered free (Note [Stream-ordered allocations] in interpose/paging.cc): on_free, but
-  // a paged allocation's bytes stay counted against the host and managed limits, and those of its
-  // pages on the device against the budget, until release_held, as its memory stays until the work
-  // enqueued before the free is done. Returns them (size 0: `ptr` is not the start of a paged
-  // allocation; then it is not freed here).
+  // A stream-ordered free (Note [Stream-ordered allocations] in interpose/backends/paged_alloc.cc):
+  // on_free, but a paged allocation's bytes stay counted against the host and managed limits, and
+  // those of its pages on the device against the budget, until release_held, as its memory stays
+  // until the work enqueued before the free is done. Returns them (size 0: `ptr` is not the start
+  // of a paged allocation; then it is not freed here).
   struct Held {
     uint64_t size = 0, resident = 0;
   };

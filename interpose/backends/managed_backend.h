@@ -15,7 +15,7 @@
 
 #include "interpose/backends/event_pool.h"
 #include "interpose/cuda_api.h"
-#include "runtime/pager.h"
+#include "runtime/pager/pager.h"
 
 namespace vc::interpose {
 

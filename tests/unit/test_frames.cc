@@ -24,7 +24,7 @@
 
 #include "runtime/frames.h"
 #include "runtime/log.h"
-#include "runtime/pager.h"
+#include "runtime/pager/pager.h"
 #include "runtime/piece_hash.h"
 
 namespace {

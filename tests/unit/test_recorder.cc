@@ -126,7 +126,7 @@ TEST_CASE("recorder: stops once the wanted iterations follow a warm-up") {
   CHECK(rec.ops() == 4096);
 }
 
-// Note [Learning again] in runtime/pager.cc: after finish, restart records anew, the allocations
+// Note [Learning again] in runtime/pager/plan.cc: after finish, restart records anew, the allocations
 // alive then first (made before its first op), each once though another thread reports it again.
 TEST_CASE("recorder: restarts with the live allocations, once each") {
   AllocMap allocs;
@@ -249,8 +249,8 @@ TEST_CASE("runtime: profile mode records allocations and launches") {
 }
 
 TEST_CASE("runtime: a profile records past a short loop at the start, as the pager's trace does") {
-  // GPT 2.7B's deterministic mode initializes its layers in a 70-op loop: a profile stopped there
-  // (results/s11-call3). Both record at least kLearnOps (runtime/runtime.cc).
+  // GPT 2.7B's deterministic mode initializes its layers in a 70-op loop, which a profile of 4096
+  // ops took for its iterations. Both record at least kLearnOps (runtime/runtime.cc).
   Runtime rt(profile_options(), "cmd");
   REQUIRE(rt.recorder() != nullptr);
   std::vector<std::string> names;

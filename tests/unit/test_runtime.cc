@@ -1,98 +1,17 @@
-// Tests of the runtime core's entry points (what the hooks report) and of the exit summary. Each
-// test builds its own Runtime from options parsed over a map, never the process environment.
+// Tests of the runtime core's entry points (runtime/runtime.cc: what the hooks report, and what
+// goes to the recorder and the pager). Each test builds its own Runtime from options parsed over a
+// map, never the process environment (runtime_test.h).
 #include <doctest/doctest.h>
 
-#include <algorithm>
-#include <cctype>
-#include <random>
-#include <cstring>
-#include <map>
-#include <memory>
-#include <set>
+#include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
-#include "runtime/options.h"
-#include "runtime/runtime.h"
 #include "tests/unit/log_to_file.h"
+#include "tests/unit/runtime_test.h"
 
-using vc::AllocKind;
-using vc::ApiClass;
-using vc::Runtime;
-
-namespace {
-
-vc::Options options_from(const std::map<std::string, std::string> &vars) {
-  vc::Options o;
-  std::string error;
-  auto lookup = [&vars](const char *name) -> const char * {
-    auto it = vars.find(name);
-    return it == vars.end() ? nullptr : it->second.c_str();
-  };
-  bool ok = vc::parse_options(lookup, nullptr, &o, &error);
-  REQUIRE_MESSAGE(ok, error);
-  return o;
-}
-
-std::unique_ptr<Runtime> make_runtime(const std::map<std::string, std::string> &vars = {}) {
-  return std::make_unique<Runtime>(options_from(vars));
-}
-
-// A strict reader of the summary's flat JSON object: {"key":digits,...}. Fails the test on any
-// other shape; returns the keys in order with their values.
-std::vector<std::pair<std::string, uint64_t>> parse_flat_json(const std::string &j) {
-  std::vector<std::pair<std::string, uint64_t>> out;
-  size_t i = 0;
-  auto fail = [&](const char *what) {
-    FAIL_CHECK("summary_json malformed (" << what << ") at " << i << ": " << j);
-    return std::vector<std::pair<std::string, uint64_t>>{};
-  };
-  if (j.empty() || j[i++] != '{') return fail("no '{'");
-  if (i < j.size() && j[i] == '}') return ++i == j.size() ? out : fail("trailing text");
-  for (;;) {
-    if (i >= j.size() || j[i++] != '"') return fail("no key quote");
-    size_t end = j.find('"', i);
-    if (end == std::string::npos) return fail("unterminated key");
-    std::string key = j.substr(i, end - i);
-    for (char ch : key)
-      if (!(std::islower(static_cast<unsigned char>(ch)) || std::isdigit(static_cast<unsigned char>(ch)) || ch == '_'))
-        return fail("odd key character");
-    if (key.empty()) return fail("empty key");
-    i = end + 1;
-    if (i >= j.size() || j[i++] != ':') return fail("no ':'");
-    size_t digits = i;
-    uint64_t v = 0;
-    while (i < j.size() && std::isdigit(static_cast<unsigned char>(j[i]))) v = v * 10 + uint64_t(j[i++] - '0');
-    if (i == digits) return fail("no value");
-    out.emplace_back(key, v);
-    if (i >= j.size()) return fail("unterminated object");
-    char sep = j[i++];
-    if (sep == '}') break;
-    if (sep != ',') return fail("no ',' or '}'");
-  }
-  if (i != j.size()) return fail("trailing text");
-  return out;
-}
-
-std::map<std::string, uint64_t> json_values(const Runtime &rt) {
-  std::map<std::string, uint64_t> values;
-  for (auto &kv : parse_flat_json(rt.summary_json())) {
-    CAPTURE(kv.first);
-    CHECK(values.count(kv.first) == 0);  // every key appears once
-    values[kv.first] = kv.second;
-  }
-  return values;
-}
-
-size_t occurrences(const std::string &haystack, const std::string &needle) {
-  size_t n = 0;
-  for (size_t at = 0; (at = haystack.find(needle, at)) != std::string::npos; at += needle.size()) ++n;
-  return n;
-}
-
-void put64(std::vector<uint8_t> &buf, size_t at, uint64_t v) { memcpy(buf.data() + at, &v, 8); }
-
-}  // namespace
+using namespace runtime_test;
 
 TEST_CASE("runtime: on_alloc and on_free counters and tracking") {
   auto rt = make_runtime();
@@ -237,20 +156,6 @@ TEST_CASE("runtime: on_launch counts launches and references into tracked alloca
   CHECK(c.refs == 15 + 2);
 }
 
-// A mover that only counts what the pager asks of it (every move succeeds at once).
-struct CountingMover : vc::Mover {
-  uint64_t fences = 0, waits = 0, afters = 0;
-  bool to_device(uint64_t, uint64_t) override { return true; }
-  bool to_host(uint64_t, uint64_t) override { return true; }
-  uint64_t marks = 0;
-  uint64_t mark(uint64_t) override { return ++marks; }
-  void drop_mark(uint64_t) override {}
-  bool copy_after(uint64_t) override { return ++afters, true; }
-  uint64_t fence() override { return ++fences; }
-  bool stream_wait(uint64_t, uint64_t) override { return ++waits, true; }
-  bool passed(uint64_t) override { return false; }
-};
-
 // Under a budget, an op that may touch any page goes to the pager as a wildcard: a kernel whose
 // parameters were not decoded, one inside a BLAS call with pointer arrays in device memory, and a
 // copy whose range was not decoded.
@@ -314,7 +219,7 @@ TEST_CASE("runtime: captures hold the mappings, and a pointer query reaches its 
   CHECK(mover.reached[0] == std::make_pair(uint64_t(0x10000000 + (4 << 20)), uint64_t(2) << 20));
 }
 
-// Note [Learning again] in runtime/pager.cc: a program that changes for good is recorded again and
+// Note [Learning again] in runtime/pager/plan.cc: a program that changes for good is recorded again and
 // followed by a new plan. Program A (10 kernels a step) is learned; then the program runs B (13
 // other kernels, other pages) for good: after 4 of A's periods without following the plan, the
 // recorder starts again, with the allocations already made, and B's plan replaces A's.
@@ -568,40 +473,6 @@ TEST_CASE("runtime: on_api counters") {
   CHECK(v["launches"] == 0);
 }
 
-TEST_CASE("runtime: admit_managed without VRAMCACHE_ALLOW_OVERSUBSCRIBE") {
-  auto rt = make_runtime();
-  vc::Counters &c = rt->counters();
-  // The limit is the free memory given at the first call; later values are ignored.
-  CHECK(rt->admit_managed(600, 1000));
-  rt->on_alloc(0x100000, 600, AllocKind::kManaged);
-  CHECK(rt->admit_managed(400, 1ull << 40));  // exactly up to the limit
-  rt->on_alloc(0x200000, 400, AllocKind::kManaged);
-  CHECK_FALSE(rt->admit_managed(1, 1ull << 40));
-  CHECK(c.managed_refused == 1);
-  // A refusal takes no room.
-  CHECK_FALSE(rt->admit_managed(1, 1ull << 40));
-  CHECK(c.managed_refused == 2);
-
-  // Freeing a managed allocation gives its room back.
-  rt->on_free(0x100000);
-  CHECK_FALSE(rt->admit_managed(601, 0));
-  CHECK(rt->admit_managed(600, 0));
-  rt->on_alloc(0x300000, 600, AllocKind::kManaged);
-  CHECK_FALSE(rt->admit_managed(1, 0));
-  CHECK(c.managed_refused == 4);
-
-  // Freeing a non-managed allocation gives no managed room.
-  rt->on_alloc(0x400000, 500, AllocKind::kDevice);
-  rt->on_free(0x400000);
-  CHECK_FALSE(rt->admit_managed(1, 0));
-  CHECK(c.managed_refused == 5);
-
-
-  auto v = json_values(*rt);
-  CHECK(v["managed_refused"] == 5);
-  CHECK(occurrences(rt->summary_json(), "\"managed_refused\":5") == 1);
-}
-
 TEST_CASE("runtime: an unmap frees every mapping in its range") {
   auto rt = make_runtime();
   rt->on_alloc(0x100000, 0x10000, AllocKind::kVmmMap);
@@ -614,97 +485,6 @@ TEST_CASE("runtime: an unmap frees every mapping in its range") {
   CHECK(rt->counters().frees == 2);
   rt->on_free_range(0x500000, 0x1000);  // nothing there
   CHECK(rt->counters().frees_untracked == 1);
-}
-
-TEST_CASE("runtime: admit_managed refuses a single allocation larger than the free memory") {
-  auto rt = make_runtime();
-  CHECK_FALSE(rt->admit_managed(1001, 1000));
-  CHECK(rt->counters().managed_refused == 1);
-  // The limit was still set by that first call.
-  CHECK(rt->admit_managed(1000, 5));
-  CHECK_FALSE(rt->admit_managed(1, 5));
-}
-
-TEST_CASE("runtime: admit_managed with VRAMCACHE_ALLOW_OVERSUBSCRIBE=1 admits everything") {
-  auto rt = make_runtime({{"VRAMCACHE_ALLOW_OVERSUBSCRIBE", "1"}});
-  CHECK(rt->options().flag(vc::kAllowOversubscribe));
-  CHECK(rt->admit_managed(600, 1000));
-  CHECK(rt->admit_managed(1ull << 40, 1000));
-  CHECK(rt->admit_managed(1ull << 40, 0));
-  CHECK(rt->admit_managed(1, 0));
-  CHECK(rt->counters().managed_refused == 0);
-}
-
-TEST_CASE("runtime: the room of a managed allocation replaced by an overlapping one comes back") {
-  // The driver handed the address out again, so the managed allocation was freed through a path
-  // we did not see (DESIGN: overlapping inserts replace older ranges). Its managed bytes must be
-  // given back, as on_free would have done.
-  auto rt = make_runtime();
-  REQUIRE(rt->admit_managed(600, 1000));
-  rt->on_alloc(0x100000, 600, AllocKind::kManaged);
-  rt->on_alloc(0x100000, 600, AllocKind::kDevice);  // same address, now a device allocation
-  CHECK(rt->allocs().count() == 1);
-  CHECK(rt->admit_managed(1000, 0));
-  CHECK(rt->counters().managed_refused == 0);
-}
-
-TEST_CASE("runtime: a zero-byte managed allocation freed leaves the managed total unchanged") {
-  // on_free gives back the tracked range's size; for a zero-byte allocation the map records one
-  // byte (it owns its address), but zero bytes were admitted.
-  auto rt = make_runtime();
-  REQUIRE(rt->admit_managed(0, 1000));
-  rt->on_alloc(0x100000, 0, AllocKind::kManaged);
-  rt->on_free(0x100000);
-  CHECK(rt->admit_managed(1000, 0));
-  // The total is exactly at the limit now; one more byte is refused.
-  CHECK_FALSE(rt->admit_managed(1, 0));
-  CHECK(rt->counters().managed_refused == 1);
-}
-
-// Paged memory counts against the managed guard only with the managed backend: frames are not
-// managed memory, and freeing them gives back no managed room (it used to wrap the total around,
-// refusing every managed allocation after the first paged free).
-TEST_CASE("runtime: the managed total by backend, and frees held for their stream") {
-  struct Frames : CountingMover {
-    uint64_t unit() const override { return 2 << 20; }
-  } frames;
-  auto framed = make_runtime({{"VRAMCACHE_BUDGET", "64M"}, {"VRAMCACHE_HOST_LIMIT", "96M"}});
-  REQUIRE(framed->start_paging(&frames));
-  REQUIRE(framed->admit_paged(32 << 20, 0));
-  framed->on_alloc(0x10000000, 32 << 20, AllocKind::kDevice, 0, nullptr, 0, true);
-  framed->on_free(0x10000000);
-  CHECK(framed->admit_managed(1000, 1000));
-  CHECK_FALSE(framed->managed_room(1));
-
-  // Note [Stream-ordered allocations]: a stream-ordered free keeps the bytes counted until released.
-  CountingMover managed;
-  auto rt = make_runtime({{"VRAMCACHE_BUDGET", "64M"}, {"VRAMCACHE_HOST_LIMIT", "96M"}});
-  REQUIRE(rt->start_paging(&managed));
-  const uint64_t mib = 1 << 20;
-  REQUIRE(rt->admit_paged(64 * mib, 0));
-  REQUIRE(rt->admit_managed(64 * mib, 100 * mib));
-  rt->on_alloc(0x10000000, 64 * mib, AllocKind::kAsync, 0, nullptr, 0, true);
-  const uint64_t id = rt->allocs().find(0x10000000)->alloc.id;
-  rt->pager()->on_op({}, 1, {{id, 0, 8 * mib, vc::Role::kRead}});  // 8 MiB of it on the device
-  CHECK(rt->pager()->stats().resident == 8 * mib);
-  CHECK(rt->on_free_held(0x10000000 + mib).size == 0);  // not an allocation's start: nothing freed
-  CHECK(rt->allocs().count() == 1);
-  const vc::Runtime::Held held = rt->on_free_held(0x10000000);
-  CHECK(held.size == 64 * mib);
-  CHECK(held.resident == 8 * mib);
-  CHECK(rt->allocs().count() == 0);
-  CHECK(rt->pager()->stats().paged_allocs == 0);
-  CHECK(rt->pager()->stats().resident == 8 * mib);  // still on the device until the real free
-  CHECK_FALSE(rt->paged_room(64 * mib, 0));
-  CHECK_FALSE(rt->managed_room(64 * mib));
-  CHECK(rt->paged_room(32 * mib, 0));
-  rt->release_held(held);
-  CHECK(rt->pager()->stats().resident == 0);
-  CHECK(rt->paged_room(96 * mib, 0));
-  CHECK(rt->managed_room(100 * mib));
-  CHECK_FALSE(rt->managed_room(100 * mib + 1));
-  CHECK(rt->on_free_held(0x20000000).size == 0);  // unknown
-  CHECK(rt->counters().managed_refused == 0);
 }
 
 // Device memory vramcache cannot page (JAX's default allocator maps with the VMM API) past half
@@ -720,126 +500,4 @@ TEST_CASE("runtime: memory outside the pager past half the budget is said once")
   auto unbudgeted = make_runtime();
   unbudgeted->on_alloc(0x10000000, 1ull << 40, AllocKind::kVmmMap);
   CHECK(log.lines("where vramcache does not page it") == 1);
-}
-
-TEST_CASE("runtime: summary_text") {
-  auto rt = make_runtime();
-  rt->on_alloc(0x1000, 0x100, AllocKind::kDevice);
-  std::string t = rt->summary_text();
-  CHECK(t.rfind("vramcache summary (mode count)\n", 0) == 0);
-  CHECK(t.find("launch observer OFF") != std::string::npos);
-  CHECK(t.find("allocations   1 (device 1, async 0, managed 0, vmm maps 0)") != std::string::npos);
-  CHECK(t.back() == '\n');
-  // No activity section unless activity is on; no lookup note unless there were some.
-  CHECK(t.find("CUPTI records") == std::string::npos);
-  CHECK(t.find("note:") == std::string::npos);
-
-  rt->counters().launch_observer_on = true;
-  rt->counters().activity_on = true;
-  rt->counters().activity_kernels = 10;
-  rt->counters().unmatched_lookups = 2;
-  t = rt->summary_text();
-  CHECK(t.find("launch observer OFF") == std::string::npos);
-  CHECK(t.find("CUPTI records kernels 10") != std::string::npos);
-  CHECK(t.find("note: 2 symbol lookups") != std::string::npos);
-
-  auto off = make_runtime({{"VRAMCACHE_MODE", "off"}});
-  CHECK(off->summary_text().rfind("vramcache summary (mode off)\n", 0) == 0);
-}
-
-TEST_CASE("runtime: summary_json is one flat object, every key once") {
-  auto rt = make_runtime();
-  rt->on_alloc(0x1000, 0x100, AllocKind::kDevice);
-  rt->on_alloc(0x2000, 0x100, AllocKind::kManaged);
-  rt->on_api(ApiClass::kCopy, 77);
-  rt->counters().launch_observer_on = true;
-  rt->counters().activity_dropped = 3;
-  std::string j = rt->summary_json();
-  auto pairs = parse_flat_json(j);
-  REQUIRE(pairs.size() >= 30);
-  std::set<std::string> keys;
-  for (auto &kv : pairs) {
-    CAPTURE(kv.first);
-    CHECK(keys.insert(kv.first).second);
-    // Substring check: the key, quoted, appears exactly once in the text.
-    CHECK(occurrences(j, "\"" + kv.first + "\":") == 1);
-  }
-  for (const char *key :
-       {"allocs", "allocs_device", "allocs_async", "allocs_managed", "allocs_vmm_map",
-        "alloc_bytes", "alloc_failures", "managed_refused", "frees", "frees_untracked",
-        "vmm_creates", "launches", "launches_decoded", "launches_captured", "graph_launches",
-        "graph_kernels", "graph_kernels_decoded", "kernels_seen", "refs", "gemms_cublas",
-        "gemms_cublas_pointer_array", "gemms_cublaslt", "gemm_operands_exact",
-        "gemm_operands_tracked", "copies", "copy_bytes", "sets", "syncs", "captures_begun",
-        "captures_ended", "unmatched_lookups", "launch_observer_on", "activity_on",
-        "activity_kernels", "activity_allocs", "activity_dropped"}) {
-    CAPTURE(key);
-    CHECK(keys.count(key) == 1);
-  }
-  CHECK(occurrences(j, "\"allocs\":2") == 1);
-  CHECK(occurrences(j, "\"allocs_managed\":1") == 1);
-  CHECK(occurrences(j, "\"alloc_bytes\":512") == 1);
-  CHECK(occurrences(j, "\"copy_bytes\":77") == 1);
-  CHECK(occurrences(j, "\"launch_observer_on\":1") == 1);
-  CHECK(occurrences(j, "\"activity_on\":0") == 1);
-  CHECK(occurrences(j, "\"activity_dropped\":3") == 1);
-  CHECK(occurrences(j, "\"launches\":0") == 1);
-
-  // A fresh runtime: every value 0 (and still well-formed).
-  auto fresh = make_runtime();
-  for (auto &kv : parse_flat_json(fresh->summary_json())) {
-    CAPTURE(kv.first);
-    CHECK(kv.second == 0);
-  }
-}
-
-TEST_CASE("runtime: migration ledger: resident bytes from moves in and out, in time order") {
-  vc::MigrationLedger l;
-  CHECK(l.peak() == 0);
-  // Given out of order: in 10 at [100,110], in 5 at [120,130], out 10 at [140,150], in 8 at [150,160].
-  l.add(150, 160, 8, true);
-  l.add(100, 110, 10, true);
-  l.add(140, 150, 10, false);
-  l.add(120, 130, 5, true);
-  // A move out is counted until its end and the move in starting then first: 10 + 5 + 8.
-  CHECK(l.peak() == 23);
-  CHECK_FALSE(l.late());
-  // Note [Timed prefetch]: 33 bytes in 40 ns of moves.
-  CHECK(l.rate() == doctest::Approx(33.0 / 40e-9));
-}
-
-TEST_CASE("runtime: migration ledger folds old records and agrees with sorting them all") {
-  // Random moves over ~200 s, given in buffers shuffled within a few seconds (as CUPTI delivers
-  // them): the peak equals the brute-force one, and none came late.
-  std::mt19937_64 rng(7);
-  struct M {
-    uint64_t start, end, bytes;
-    bool in;
-  };
-  std::vector<M> moves;
-  int64_t resident = 0;
-  uint64_t t = 1'000'000'000;
-  for (int i = 0; i < 50000; ++i) {
-    t += rng() % 8'000'000;
-    bool in = resident == 0 || rng() % 2;
-    uint64_t bytes = in ? 1 + rng() % 4096 : 1 + rng() % uint64_t(resident);
-    resident += in ? int64_t(bytes) : -int64_t(bytes);
-    moves.push_back({t, t + rng() % 1'000'000, bytes, in});
-  }
-  for (size_t i = 0; i + 512 <= moves.size(); i += 512) std::shuffle(moves.begin() + i, moves.begin() + i + 512, rng);
-  std::vector<std::pair<uint64_t, int64_t>> all;
-  vc::MigrationLedger l;
-  for (const M &m : moves) {
-    l.add(m.start, m.end, m.bytes, m.in);
-    all.push_back({m.in ? m.start : m.end, m.in ? int64_t(m.bytes) : -int64_t(m.bytes)});
-  }
-  std::sort(all.begin(), all.end(), [](auto &a, auto &b) { return a.first != b.first ? a.first < b.first : a.second > b.second; });
-  int64_t level = 0, peak = 0;
-  for (auto &[at, b] : all) level += b, peak = std::max(peak, level);
-  CHECK(l.peak() == uint64_t(peak));
-  CHECK_FALSE(l.late());
-  // A record older than what was folded counts where the sum is, and says so.
-  l.add(1'000'000'000, 1'000'000'001, uint64_t(1) << 40, true);
-  CHECK(l.late());
-  CHECK(l.peak() >= uint64_t(1) << 40);
 }

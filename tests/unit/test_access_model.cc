@@ -9,7 +9,7 @@
 #include <set>
 #include <vector>
 
-#include "runtime/pages.h"
+#include "runtime/access_model.h"
 #include "runtime/trace.h"
 
 using vc::AccessModel;
@@ -76,7 +76,7 @@ bool same(const std::vector<PageAccess> &a, const std::vector<PageAccess> &b) {
   return true;
 }
 
-// References computed straight from the definitions in pages.h, in quadratic time.
+// References computed straight from the definitions in access_model.h, in quadratic time.
 struct Flat {
   size_t op;
   PageAccess a;
@@ -154,7 +154,7 @@ AccessModel random_model(std::mt19937 &rng) {
 
 }  // namespace
 
-TEST_CASE("pages: role names, merge lattice, access_reads") {
+TEST_CASE("access model: role names, merge lattice, access_reads") {
   CHECK(std::string(vc::role_name(U)) == "unknown");
   CHECK(std::string(vc::role_name(RW)) == "read-written");
   CHECK(std::string(vc::op_kind_name(OpKind::kGraphKernel)) == "graph-kernel");
@@ -179,7 +179,7 @@ TEST_CASE("pages: role names, merge lattice, access_reads") {
   CHECK(vc::access_reads(U));
 }
 
-TEST_CASE("pages: Trace::intern") {
+TEST_CASE("access model: Trace::intern") {
   Trace t;
   CHECK(t.intern("a") == 0);
   CHECK(t.intern("b") == 1);
@@ -187,7 +187,7 @@ TEST_CASE("pages: Trace::intern") {
   CHECK(t.names.size() == 2);
 }
 
-TEST_CASE("pages: build_access_model on a hand-made trace") {
+TEST_CASE("access model: build_access_model on a hand-made trace") {
   Trace t;
   // Page size 100. Window = ops [1, 7).
   add_alloc(t, 10, 250, 0);     // A: pages 0,1,2 (the last of 50 bytes)
@@ -284,7 +284,7 @@ TEST_CASE("pages: build_access_model on a hand-made trace") {
   }
 }
 
-TEST_CASE("pages: invariants of models built from random traces") {
+TEST_CASE("access model: invariants of models built from random traces") {
   std::mt19937 rng(7);
   for (int iter = 0; iter < 200; ++iter) {
     Trace t;
@@ -329,7 +329,7 @@ TEST_CASE("pages: invariants of models built from random traces") {
   }
 }
 
-TEST_CASE("pages: reuse_distances by hand") {
+TEST_CASE("access model: reuse_distances by hand") {
   // Pages of 100, 200 and 50 bytes; ops [p0] [p1] [p0 p2] [p1] [p0 p1] [p2].
   const AccessModel m = make_model(
       {100, 200, 50}, {{{0, R}}, {{1, R}}, {{0, W}, {2, R}}, {{1, U}}, {{0, R}, {1, RW}}, {{2, R}}});
@@ -343,7 +343,7 @@ TEST_CASE("pages: reuse_distances by hand") {
   CHECK(vc::reuse_distances(make_model({10}, {})).empty());
 }
 
-TEST_CASE("pages: reuse_distances, next_uses and live_bytes against brute force on random models") {
+TEST_CASE("access model: reuse_distances, next_uses and live_bytes against brute force on random models") {
   std::mt19937 rng(12345);
   for (int iter = 0; iter < 400; ++iter) {
     const AccessModel m = random_model(rng);
@@ -368,7 +368,7 @@ TEST_CASE("pages: reuse_distances, next_uses and live_bytes against brute force 
   }
 }
 
-TEST_CASE("pages: next_uses, live_bytes and page_stats by hand") {
+TEST_CASE("access model: next_uses, live_bytes and page_stats by hand") {
   // p0 100 B, p1 200 B, p3 10 B and p5 1000 B hold data at the window start; p2 50 B and p4 30 B
   // are created before op 0 (no data until written). p3 is freed after op 1; p5 is never touched.
   const AccessModel m = make_model({100, 200, 50, 10, 30, 1000},
@@ -409,7 +409,7 @@ TEST_CASE("pages: next_uses, live_bytes and page_stats by hand") {
   }
 }
 
-TEST_CASE("pages: live_bytes of a built model follows created pages") {
+TEST_CASE("access model: live_bytes of a built model follows created pages") {
   // One old allocation and one made inside the window, page size 100.
   Trace t;
   add_alloc(t, 1, 200, 0);

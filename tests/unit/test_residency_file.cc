@@ -26,7 +26,7 @@ std::string parse(const std::string &text, Residency *r) {
 
 }  // namespace
 
-TEST_CASE("residency: a good file gives each column in order") {
+TEST_CASE("residency file: a good file gives each column in order") {
   Residency r;
   r.time_s = {9};  // parsing replaces what was there
   REQUIRE(parse(kHeader + "0.100,1048576,2097152,0,0,0\n0.200,8388608,9437184,8388608,4096,3\n"
@@ -41,7 +41,7 @@ TEST_CASE("residency: a good file gives each column in order") {
   CHECK(r.budget == 0);
 }
 
-TEST_CASE("residency: only the header is a valid file without samples") {
+TEST_CASE("residency file: only the header is a valid file without samples") {
   Residency r;
   CHECK(parse(kHeader, &r) == "");
   CHECK(r.time_s.empty());
@@ -49,7 +49,7 @@ TEST_CASE("residency: only the header is a valid file without samples") {
   CHECK(r.misses.empty());
 }
 
-TEST_CASE("residency: a wrong header is refused on line 1") {
+TEST_CASE("residency file: a wrong header is refused on line 1") {
   Residency r;
   std::string error = parse("time_s,resident_bytes,device_used_bytes\n0.1,1,2\n", &r);
   CHECK(error.rfind("r.csv:1: not a residency file: the header is not time_s,resident_bytes,", 0) == 0);
@@ -58,7 +58,7 @@ TEST_CASE("residency: a wrong header is refused on line 1") {
   CHECK(parse("Time_s" + kHeader.substr(6), &r).rfind("r.csv:1: ", 0) == 0);
 }
 
-TEST_CASE("residency: a bad row is refused with its line number and why") {
+TEST_CASE("residency file: a bad row is refused with its line number and why") {
   Residency r;
   const std::string good = "0.1,1,2,3,4,5\n";
   CHECK(parse(kHeader + good + "0.2,1,2,3,4\n", &r) == "r.csv:3: 5 fields, expected 6");
@@ -75,7 +75,7 @@ TEST_CASE("residency: a bad row is refused with its line number and why") {
   CHECK(parse(kHeader + "0.1,1,2,3,4,5\r\n", &r) == "r.csv:2: '5\r' is not a whole number");
 }
 
-TEST_CASE("residency: an empty or missing file is refused, a file on disk is read") {
+TEST_CASE("residency file: an empty or missing file is refused, a file on disk is read") {
   Residency r;
   CHECK(parse("", &r).rfind("r.csv: empty", 0) == 0);
   std::string error;

@@ -1,22 +1,24 @@
 // Paging simulator: replays the page accesses of one training iteration (an AccessModel window) a
 // few times back to back under a budget of GPU memory and reports the last repetition (bytes moved,
-// stall, step time, resident bytes after each op) for reactive paging and for the learned plan, and
-// the limit for the budget. Pure arithmetic on the model: no CUDA, no clock, no trace file. What it
-// assumes and simplifies is Note [Simulator model] in simulate.cc.
+// stall, step time, resident bytes after each op) for reactive paging and for a clairvoyant
+// predictive policy, and the limit for the budget. Pure arithmetic on the model: no CUDA, no clock,
+// no trace file. What it assumes and simplifies is Note [Simulator model] in schedule.h; the
+// policies are reactive.cc and predictive.cc, the limit bound.cc.
 #pragma once
 
 #include <cstdint>
 #include <string>
 #include <vector>
 
-#include "runtime/pages.h"
+#include "runtime/access_model.h"
 
 namespace vc {
 
-// The PCIe link, rates in bytes/s (DESIGN.md, measured: 55 GB/s each way alone, 97-101 GB/s in
-// total with both directions busy). latency_s is charged once per batch of pages that move
-// together: one op's pages per direction (reactive), the pages one planning step places or evicts
-// for one op (predictive), an 8 MB eager write-back batch.
+// The PCIe link, rates in bytes/s: 55 GB/s each way alone, 97-101 GB/s in total with both
+// directions busy, on an H200 over PCIe Gen5 x16 (`build/samples/explicit_probe`, built by `make
+// samples`, prints them). latency_s is charged once per batch of pages that move together: one op's
+// pages per direction (reactive), the pages one step of the predictive walk places or evicts for
+// one op (predictive), an 8 MB eager write-back batch.
 struct LinkModel {
   double h2d_bytes_per_s = 55e9, d2h_bytes_per_s = 55e9, both_bytes_per_s = 99e9, latency_s = 10e-6;
 };

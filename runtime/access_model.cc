@@ -1,8 +1,8 @@
-// Page-level access model (pages.h): the pages of a trace window, which pages each op touches and
-// how, and the analyses over them (reuse distances, next uses, live bytes, per-page stats). Pure
-// functions of a Trace: no CUDA, no I/O, no state. Every analysis is linear in the accesses except
-// reuse distances, which are O(A log N) with a Fenwick tree.
-#include "runtime/pages.h"
+// The page-level access model (access_model.h): the pages of a trace window, which pages each op
+// touches and how, and the analyses over them (reuse distances, next uses, live bytes, per-page
+// stats). Pure functions of a Trace: no CUDA, no I/O, no state. Every analysis is linear in the
+// accesses except reuse distances, which are O(A log N) with a Fenwick tree.
+#include "runtime/access_model.h"
 
 #include <algorithm>
 #include <limits>

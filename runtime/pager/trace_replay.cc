@@ -1,5 +1,5 @@
-// Trace replay through the pager.
-#include "runtime/pager_replay.h"
+// Trace replay through the pager (trace_replay.h).
+#include "runtime/pager/trace_replay.h"
 
 #include <algorithm>
 #include <map>

@@ -1,6 +1,6 @@
-// Replays a recorded trace through the library's own pager (runtime/pager.h) with a device whose
+// Replays a recorded trace through the library's own pager (pager.h) with a device whose
 // copies complete at once: what the pager would move under a budget, for `vramcache simulate` and
-// the tests. Unlike the simulator (simulate.h), it runs the code the library runs, so it shows
+// the tests. Unlike the simulator (runtime/simulator/), it runs the code the library runs, so it shows
 // what the live policies do, not an idealized plan; it models no time.
 #pragma once
 
@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "runtime/options.h"
-#include "runtime/pager.h"
+#include "runtime/pager/pager.h"
 #include "runtime/trace.h"
 
 namespace vc {
@@ -34,7 +34,7 @@ struct ReplayResult {
 // Feeds the trace's allocations, frees and ops to a fresh pager in trace order. The predictive
 // policy learns from the whole trace after `learn_at` ops, as the library does once it has
 // recorded enough. `prefetch_ahead`: the pager's prefetch window (VRAMCACHE_PREFETCH_AHEAD; 0: its
-// default). `bypass`: Note [Bypass] in runtime/pager.cc. `before_op` (tests), if given, is called
+// default). `bypass`: Note [Bypass] in plan.cc. `before_op` (tests), if given, is called
 // before op i is fed (after its allocations, frees and the learning), and with i = ops at the end.
 ReplayResult replay_trace(const Trace &t, uint64_t budget, uint64_t page_size, PagingPolicy policy,
                           uint64_t sample_every, uint64_t learn_at, uint64_t prefetch_ahead = 0, bool bypass = false,

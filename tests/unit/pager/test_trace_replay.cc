@@ -1,13 +1,14 @@
-// The pager replayed (runtime/pager_replay.h) on the shipped trace of the GPT 1.3B job (samples/traces/gpt-1.3b.vctrace)
-// with a device whose copies complete at once: what each policy moves per iteration under a 12 GiB
-// budget. A regression test of the plan on real data: the learned plan must move far less than
-// least-recently-used paging and, once it follows the program, miss nothing.
+// The pager replayed (runtime/pager/trace_replay.h) on the shipped trace of the GPT 1.3B job
+// (samples/traces/gpt-1.3b.vctrace) with a device whose copies complete at once: what each policy
+// moves per iteration under a 12 GiB budget. A regression test of the plan on real data: the
+// learned plan must move far less than least-recently-used paging and, once it follows the
+// program, miss nothing.
 #include <doctest/doctest.h>
 
 #include <string>
 #include <vector>
 
-#include "runtime/pager_replay.h"
+#include "runtime/pager/trace_replay.h"
 #include "runtime/trace_io.h"
 
 using namespace vc;
@@ -40,12 +41,14 @@ TEST_CASE("pager on the GPT 1.3B trace: the plan moves far less than LRU and mis
   CHECK(home * 4 < out);
 }
 
-// JAX on XLA's stream-ordered allocator (samples/traces/jax.vctrace, recorded on the GPU:
-// results/s10-call2): each step allocates its buffers anew, one of them a 1.54 GB temporary larger
-// than the budget, so the plan's allocations are long gone when it is followed; allocations made
-// anew stand for them, with the offsets of the learned one's tensors (Note [Allocations made anew]
-// in runtime/pager.cc). Without those offsets every pointer into the temporary reached to its end,
-// and the plan missed as often as LRU (17604 against 18279 pages).
+// JAX on XLA's stream-ordered allocator (samples/traces/jax.vctrace, recorded on the GPU by
+// `XLA_PYTHON_CLIENT_ALLOCATOR=cuda_async vramcache profile -- python samples/jax/train_jax.py
+// --deterministic --steps 12`): each step allocates its buffers anew, one of them a 1.54 GB
+// temporary larger than the budget, so the plan's allocations are long gone when it is followed;
+// allocations made anew stand for them, with the offsets of the learned one's tensors (Note
+// [Allocations made anew] in runtime/pager/plan.cc). Without those offsets every pointer into the
+// temporary reached to its end, and the plan missed as often as LRU (17604 against 18279 pages;
+// with them 5448: `build/unit_tests -s -tc='pager on the JAX trace*'` prints both).
 TEST_CASE("pager on the JAX trace: allocations made anew take the plan's uses, and it misses less than LRU") {
   Trace t;
   std::string error;
@@ -65,9 +68,9 @@ TEST_CASE("pager on the JAX trace: allocations made anew take the plan's uses, a
 }
 
 // GPT 2.7B in its deterministic mode under 16 GiB (samples/traces/gpt-2.7b-det.vctrace, recorded on
-// the GPU: results/s11-call4), the configuration where the managed backend falls short of 1.5x
-// (README, "What limits the managed backend"). Note [Bypass] in runtime/pager.cc: pages needed
-// last of all are reached where they are, so the plan moves less, and the budget still holds.
+// the GPU by `vramcache profile -- python samples/gpt/train_gpt.py --size 2.7b --deterministic
+// --steps 6`). Note [Bypass] in runtime/pager/plan.cc: pages needed last of all are reached where
+// they are, so the plan moves less, and the budget still holds.
 TEST_CASE("pager on the deterministic GPT 2.7B trace: bypass moves less than the plan alone") {
   Trace t;
   std::string error;
@@ -90,11 +93,11 @@ TEST_CASE("pager on the deterministic GPT 2.7B trace: bypass moves less than the
   CHECK(b.misses[4] - b.misses[3] <= p.misses[4] - p.misses[3] + 64);
 }
 
-// Note [Resync] in runtime/pager.cc, on the same trace: one op the plan does not know, at the start
-// of the third iteration, then the trace goes on. The pager departs and finds its place again once;
-// before, it took the first matching position, in another of GPT's identical layers, departed twice
-// more and missed 7636 pages in the rest of the trace (now 741; about 650 an iteration without the
-// foreign op).
+// Note [Resync] in runtime/pager/plan.cc, on the same trace: one op the plan does not know, at the
+// start of the third iteration, then the trace goes on. The pager departs and finds its place again
+// once; taking the first matching position instead, in another of GPT's identical layers, it
+// departed twice more and missed 7636 pages in the rest of the trace (taking the nearest, 741, as
+// the test prints; about 650 an iteration without the foreign op).
 TEST_CASE("pager on the deterministic GPT 2.7B trace: after a foreign op it finds its place in the right layer") {
   Trace t;
   std::string error;

@@ -1,8 +1,9 @@
 // Paging under a budget (VRAMCACHE_BUDGET): which pages of the application's paged allocations are
 // on the GPU, what an op needs there, what to evict and what to fetch ahead. The device is reached
-// only through Mover (interpose/paging.cc for CUDA managed memory, a fake in the tests), so
-// every decision here is tested without a GPU. What the policies do is Note [Paging policies].
-// It never touches memory itself: placement of new allocations is the backend's (interpose/paging.cc).
+// only through Mover (mover.h), so every decision here is tested without a GPU. What the policies
+// do is Note [Paging policies] (residency.cc); the plan the predictive one follows is plan.cc, the
+// order of moves against the program's work ordering.cc. It never touches memory itself: placement
+// of new allocations is the backend's (interpose/backends/paged_alloc.cc).
 #pragma once
 
 #include <atomic>
@@ -20,64 +21,11 @@
 
 #include "runtime/alloc_map.h"
 #include "runtime/options.h"
+#include "runtime/pager/mover.h"
+#include "runtime/stat_table.h"
 #include "runtime/trace.h"
 
 namespace vc {
-
-// The device side of paging. Moves are issued on vramcache's own copy stream and run in issue
-// order; an app stream is ordered after them with a fence, and the copy stream after an app stream
-// with a mark. Every call returns false (or a token of 0) on failure; the pager then stops moving
-// anything (Note [Paging failures]).
-class Mover {
- public:
-  virtual ~Mover() = default;
-  // Migrations on the copy stream.
-  virtual bool to_device(uint64_t addr, uint64_t bytes) = 0;
-  virtual bool to_host(uint64_t addr, uint64_t bytes) = 0;
-  // The same for pages no op may have written since they came in (their host copy is current): a
-  // mover that can leaves them without copying back.
-  virtual bool to_host_clean(uint64_t addr, uint64_t bytes) { return to_host(addr, bytes); }
-  // A mark at the current end of application stream `stream` (what it has enqueued so far): a
-  // nonzero token, valid until drop_mark.
-  virtual uint64_t mark(uint64_t stream) = 0;
-  virtual void drop_mark(uint64_t m) = 0;
-  // The copy stream waits for mark `m` to pass before the moves issued next.
-  virtual bool copy_after(uint64_t m) = 0;
-  // The moves issued next wait for fence `f` of this mover, not passed yet: the eviction of a page
-  // whose fetch may still be in flight. A mover whose moves of a page run in issue order, or that
-  // undoes such a fetch itself (the frame mover), needs nothing (Note [Managed moves]).
-  virtual bool moves_after(uint64_t /*f*/) { return true; }
-  // A fence at the current end of the copy stream: nonzero, increasing with issue order.
-  virtual uint64_t fence() = 0;
-  // `stream` waits for fence `f` before what it enqueues next.
-  virtual bool stream_wait(uint64_t stream, uint64_t f) = 0;
-  // True once fence `f` has passed on the device (then every earlier fence has too).
-  virtual bool passed(uint64_t f) = 0;
-  // True if the mover failed and said why itself (the pager then logs nothing more).
-  virtual bool failed_and_logged() const { return false; }
-  // Bytes of the budget the pager leaves to the mover: device memory of evictions still in flight
-  // (while they are, a fetch has room without waiting for them).
-  virtual uint64_t headroom() const { return 0; }
-  // Device bytes the program holds outside the pager (Note [Memory outside the pager]): a mover
-  // with device memory of its own keeps that much less of it.
-  virtual void set_outside(uint64_t /*bytes*/) {}
-  // The unit it moves, if it has one (a frame): the pager's page; 0: VRAMCACHE_PAGE_SIZE.
-  virtual uint64_t unit() const { return 0; }
-  // Device bytes a page of `bytes` takes while resident (a frame's chunk is whole granules).
-  virtual uint64_t footprint(uint64_t bytes) const { return bytes; }
-  // Bytes per second it brings in while it evicts as much, if it measured that itself (Note [Timed
-  // prefetch]); 0: it did not.
-  virtual double link_rate() const { return 0; }
-  // Note [Home mapped on demand]: the op being enqueued may reach [addr, addr + bytes) where it is,
-  // away from the device, its moves complete: a mover that leaves evicted memory unmapped maps it
-  // there now. False on failure.
-  virtual bool reach(uint64_t /*addr*/, uint64_t /*bytes*/) { return true; }
-  // While `on`, all memory away from the device stays reachable there, as ops reach it without the
-  // pager (a stream capture is open, or paging stopped).
-  virtual bool hold_mappings(bool /*on*/) { return true; }
-  // Its own figures for the run's summary (name, value).
-  virtual std::vector<std::pair<std::string, uint64_t>> figures() const { return {}; }
-};
 
 // One range an op touches, as the recorder resolves it (Ref): bytes 0 = a kernel-parameter
 // pointer, extent unknown (Note [Extent of a live parameter pointer]).
@@ -89,7 +37,7 @@ struct OpKey {
   const char *name = "";
   bool wildcard = false;  // a kernel that may touch any page (parameters not decoded, or pointer arrays)
   // Nonzero: the op is enqueued with the others of this batch, once the last of them has been
-  // passed (a graph launch's kernels; Note [Ops enqueued together] in runtime/pager.cc).
+  // passed (a graph launch's kernels; Note [Ops enqueued together] in ordering.cc).
   uint64_t batch = 0;
 };
 
@@ -102,38 +50,61 @@ enum WalkStop : int {
   kWalkRoom,     // no room: every victim is needed sooner, or a move failed
   kWalkStops     // (how many)
 };
-inline constexpr const char *kWalkStopNames[kWalkStops] = {"end", "window", "reached", "timed", "room"};
+
+// The pager's figures: X(kind, member, key in the JSON summary), kinds as in runtime/stat_table.h.
+// The table declares PagerStats and the summary writes every row (runtime/summary.cc).
+#define VC_PAGER_STATS(X)                                                                               \
+  X(kCount, paged_allocs, "paged_allocs")                                                               \
+  X(kBytes, paged_bytes, "paged_bytes")                                                                 \
+  /* bytes on the device when their allocation was freed (they leave unmoved) */                        \
+  X(kBytes, freed_resident, "paging_freed_resident")                                                    \
+  X(kBytes, resident, "resident") /* bytes on the device or on their way */                             \
+  X(kBytes, peak_resident, "peak_resident")                                                             \
+  /* most device bytes seen outside the pager (charged to the budget) */                                \
+  X(kBytes, outside_peak, "outside_peak")                                                               \
+  X(kBytes, h2d_bytes, "paging_h2d_bytes") /* moved by the pager */                                     \
+  X(kBytes, d2h_bytes, "paging_d2h_bytes")                                                              \
+  X(kBytes, clean_bytes, "paging_clean_bytes") /* of d2h_bytes: evicted as clean (no write-back) */     \
+  X(kCount, fetches, "paging_fetches") /* pages */                                                      \
+  X(kCount, evictions, "paging_evictions")                                                              \
+  X(kCount, ops, "paging_ops") /* ops that touched paged memory */                                      \
+  /* pages an op needed that were neither resident nor on their way */                                  \
+  X(kCount, misses, "paging_misses")                                                                    \
+  X(kCount, waits, "paging_waits") /* ops whose stream waited for a move still in flight */             \
+  /* pages an op needed that did not fit the budget (accessed on the host) */                           \
+  X(kCount, remote, "paging_remote")                                                                    \
+  /* pages an op reached where they were instead of fetching them, and their bytes (Note [Bypass]) */   \
+  X(kCount, bypassed, "paging_bypassed")                                                                \
+  X(kBytes, bypassed_bytes, "paging_bypassed_bytes")                                                    \
+  X(kCount, prefetched, "paging_prefetched") /* pages fetched ahead by the plan */                      \
+  /* why each walk ahead (an op followed) stopped, by WalkStop: a diagnostic of the plan's reach */     \
+  X(kArray, walk_stops[kWalkStops], nullptr)                                                            \
+  X(kElement, walk_stops[kWalkEnd], "paging_walk_stops_end")                                            \
+  X(kElement, walk_stops[kWalkWindow], "paging_walk_stops_window")                                      \
+  X(kElement, walk_stops[kWalkReached], "paging_walk_stops_reached")                                    \
+  X(kElement, walk_stops[kWalkTimed], "paging_walk_stops_timed")                                        \
+  X(kElement, walk_stops[kWalkRoom], "paging_walk_stops_room")                                          \
+  X(kCount, planned_ops, "paging_planned_ops") /* ops matched to the learned plan */                    \
+  X(kCount, divergences, "paging_divergences") /* times the program left the learned pattern */         \
+  X(kCount, resyncs, "paging_resyncs") /* times it was found again */                                   \
+  /* times it followed too little of the plan: recorded again (Note [Learning again]) */                \
+  X(kCount, relearns, "paging_relearns")                                                                \
+  X(kCount, plans, "paging_plans") /* plans installed */                                                \
+  /* allocations standing for the plan's (Note [Allocations made anew]) */                              \
+  X(kCount, stand_ins, "paging_stand_ins")                                                              \
+  /* moves asked of the mover (a run of pages each) */                                                  \
+  X(kCount, move_calls, "paging_move_calls")                                                            \
+  /* waits of the copy stream for the program's work; of them, for all it had enqueued (a mark          \
+     just recorded: the copy stream then idles until the device catches up with the host) */            \
+  X(kCount, copy_waits, "paging_copy_waits")                                                            \
+  X(kCount, copy_waits_latest, "paging_copy_waits_latest")                                              \
+  X(kCount, wildcards, "paging_wildcards") /* ops that may have touched any page (not decoded) */       \
+  X(kBytes, pinned_bytes, "paging_pinned_bytes") /* of allocations kept resident for good (pin) */      \
+  /* a device call failed: paging stopped (Note [Paging failures]) */                                   \
+  X(kFlag, failed, "paging_failed")
 
 struct PagerStats {
-  std::atomic<uint64_t> resident{0}, peak_resident{0};  // bytes on the device or on their way
-  std::atomic<uint64_t> paged_allocs{0}, paged_bytes{0};
-  std::atomic<uint64_t> h2d_bytes{0}, d2h_bytes{0};       // moved by the pager
-  std::atomic<uint64_t> clean_bytes{0};  // of d2h_bytes: evicted as clean (no write-back needed)
-  std::atomic<uint64_t> fetches{0}, evictions{0};        // pages
-  std::atomic<uint64_t> move_calls{0};                   // moves asked of the mover (a run of pages each)
-  // Waits of the copy stream for the program's work; of them, for all it had enqueued (a mark just
-  // recorded: the copy stream then idles until the device catches up with the host).
-  std::atomic<uint64_t> copy_waits{0}, copy_waits_latest{0};
-  std::atomic<uint64_t> ops{0};                          // ops that touched paged memory
-  std::atomic<uint64_t> misses{0};   // pages an op needed that were neither resident nor on their way
-  std::atomic<uint64_t> waits{0};    // ops whose stream waited for a move still in flight
-  std::atomic<uint64_t> remote{0};   // pages an op needed that did not fit the budget (accessed on the host)
-  // Pages an op reached where they were instead of fetching them, and their bytes (Note [Bypass]).
-  std::atomic<uint64_t> bypassed{0}, bypassed_bytes{0};
-  std::atomic<uint64_t> planned_ops{0};   // ops matched to the learned plan
-  std::atomic<uint64_t> prefetched{0};    // pages fetched ahead by the plan
-  // Why each walk ahead (an op followed) stopped, by WalkStop: a diagnostic of the plan's reach.
-  std::atomic<uint64_t> walk_stops[kWalkStops] = {};
-  std::atomic<uint64_t> divergences{0};   // times the program left the learned pattern
-  std::atomic<uint64_t> resyncs{0};       // times it was found again
-  std::atomic<uint64_t> relearns{0};      // times it followed too little of the plan: recorded again (Note [Learning again])
-  std::atomic<uint64_t> plans{0};         // plans installed
-  std::atomic<uint64_t> stand_ins{0};     // allocations standing for the plan's (Note [Allocations made anew])
-  std::atomic<uint64_t> wildcards{0};     // ops that may have touched any page (not decoded)
-  std::atomic<uint64_t> pinned_bytes{0};  // of allocations kept resident for good (pin)
-  std::atomic<uint64_t> outside_peak{0};  // most device bytes seen outside the pager (charged to the budget)
-  std::atomic<uint64_t> freed_resident{0};  // bytes on the device when their allocation was freed (they leave unmoved)
-  std::atomic<bool> failed{false};        // a device call failed: paging stopped (Note [Paging failures])
+  VC_PAGER_STATS(VC_STAT_DECLARE)
 };
 
 class Pager {
@@ -225,7 +196,8 @@ class Pager {
   };
   using PageKey = std::pair<uint64_t, uint32_t>;  // (alloc id, page index)
 
-  struct Plan;
+  struct Plan;  // plan.cc
+  static constexpr uint64_t kNoUse = ~uint64_t(0);  // next_use of a page the plan does not use
 
   // All with mu_ held.
   uint64_t capacity() const { return budget_ > outside_seen_ ? budget_ - outside_seen_ : 0; }
@@ -268,7 +240,9 @@ class Pager {
   bool reach_away(const std::vector<PageKey> &keys);
   void used(Page *p, uint64_t stream);  // op clock_ on `stream` may access it
   void fail(const char *what);
+  void follow_plan(const OpKey &key);  // before the op's moves (plan.cc)
   void track(const OpKey &key, uint64_t hash);  // hash: op_hash(key)
+  void advance_plan(const OpKey &key, const std::vector<PageKey> &need, const std::vector<PageKey> &reach);
   void prefetch_ahead(const std::vector<PageKey> &keep);
   uint64_t busy_between(uint64_t from, uint64_t to) const;  // kernel time of plan positions [from, to)
 

@@ -1,0 +1,268 @@
+// The subcommands `vramcache report` and `vramcache simulate`, and the report written after `run
+// --report` and `profile` (commands.h): their arguments, the trace read, the analysis printed or
+// written as HTML and JSON, and the library's own pager replayed on the trace. The analysis itself
+// is analysis.cc; nothing here computes a figure of its own.
+#include "profiler/commands.h"
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+
+#include "profiler/analysis.h"
+#include "runtime/frames.h"
+#include "runtime/options.h"
+#include "runtime/pager/trace_replay.h"
+#include "runtime/trace_io.h"
+
+namespace vc {
+
+namespace {
+
+bool load(const std::string &path, Trace *t) {
+  std::string error;
+  if (read_trace(path, t, &error)) return true;
+  fprintf(stderr, "vramcache: %s\n", error.c_str());
+  return false;
+}
+
+bool write_file(const std::string &path, const std::string &text) {
+  FILE *f = fopen(path.c_str(), "w");
+  if (!f || fwrite(text.data(), 1, text.size(), f) != text.size()) {
+    if (f) fclose(f);
+    fprintf(stderr, "vramcache: cannot write %s: %s\n", path.c_str(), strerror(errno));
+    return false;
+  }
+  return fclose(f) == 0;
+}
+
+bool size_arg(const char *flag, const char *value, uint64_t *out) {
+  if (!value || !parse_size(value, out) || *out == 0) {
+    fprintf(stderr, "vramcache: %s %s is not a size (for example %s 16G)\n", flag, value ? value : "(missing)", flag);
+    return false;
+  }
+  return true;
+}
+
+// Parses [--budget SIZE] [--link GBPS] [--page-size SIZE] [--prefetch-ahead SIZE] [-o FILE] TRACE.
+struct Args {
+  uint64_t budget = 0, page_size = 0, prefetch_ahead = 0;
+  LinkModel link;
+  std::string out, trace;
+};
+bool parse_args(int argc, char **argv, const char *cmd, Args *args) {
+  for (int i = 0; i < argc; ++i) {
+    const char *f = argv[i], *v = i + 1 < argc ? argv[i + 1] : nullptr;
+    if (!strcmp(f, "--budget")) {
+      if (!size_arg(f, v, &args->budget)) return false;
+      ++i;
+    } else if (!strcmp(f, "--page-size")) {
+      if (!size_arg(f, v, &args->page_size)) return false;
+      if (args->page_size < (64 << 10) || (args->page_size & (args->page_size - 1)))
+        return fprintf(stderr, "vramcache: --page-size must be a power of two of at least 64K\n"), false;
+      ++i;
+    } else if (!strcmp(f, "--prefetch-ahead") && !strcmp(cmd, "simulate")) {
+      if (!size_arg(f, v, &args->prefetch_ahead)) return false;
+      ++i;
+    } else if (!strcmp(f, "--link")) {
+      char *end = nullptr;
+      double gbps = v ? strtod(v, &end) : 0;
+      if (!v || *end || !(gbps > 0)) return fprintf(stderr, "vramcache: --link needs GB/s each way, e.g. --link 55\n"), false;
+      args->link.h2d_bytes_per_s = args->link.d2h_bytes_per_s = gbps * 1e9;
+      args->link.both_bytes_per_s = std::min(args->link.both_bytes_per_s, 2 * gbps * 1e9);
+      ++i;
+    } else if (!strcmp(f, "-o")) {
+      if (!v) return fprintf(stderr, "vramcache: -o needs a file\n"), false;
+      args->out = v;
+      ++i;
+    } else if (f[0] == '-' || !args->trace.empty()) {
+      fprintf(stderr, "vramcache %s: unexpected argument %s\n", cmd, f);
+      return false;
+    } else {
+      args->trace = f;
+    }
+  }
+  if (args->trace.empty()) return fprintf(stderr, "vramcache %s: no trace file given\n", cmd), false;
+  return true;
+}
+
+}  // namespace
+
+int report_command(const std::string &trace_path, const std::string &html_path, const std::string &summary_path,
+                   uint64_t budget, uint64_t page_size, const LinkModel &link, const std::string &residency_path) {
+  Trace t;
+  if (!load(trace_path, &t)) return 1;
+  int rc = 0;
+  Residency residency;
+  const Residency *measured = nullptr;
+  if (!residency_path.empty()) {
+    std::string error;
+    if (read_residency(residency_path, &residency, &error)) {
+      residency.budget = budget;
+      measured = &residency;
+    } else {
+      fprintf(stderr, "vramcache: %s; the report leaves the measured residency out\n", error.c_str());
+      rc = 1;
+    }
+  }
+  Analysis a = analyze(std::move(t), page_size);
+  std::vector<BudgetResult> results;
+  for (uint64_t b : default_budgets(a, budget)) results.push_back(evaluate_budget(a, b, link));
+  std::string text = summary_text(a, results, measured);
+  fputs(text.c_str(), stdout);
+  if (!summary_path.empty() && !write_file(summary_path, text)) return 1;
+  if (!html_path.empty()) {
+    if (!write_file(html_path, report_html(a, results, measured))) return 1;
+    printf("report: %s\n", html_path.c_str());
+  }
+  return rc;
+}
+
+int report_main(int argc, char **argv) {
+  Args args;
+  if (!parse_args(argc, argv, "report", &args)) return 2;
+  std::string html = args.out;
+  if (html.empty()) {
+    html = args.trace;
+    size_t dot = html.rfind(".vctrace");
+    html = (dot != std::string::npos ? html.substr(0, dot) : html) + ".html";
+  }
+  return report_command(args.trace, html, "", args.budget, args.page_size, args.link);
+}
+
+namespace {
+
+// At most `points` values: the max of each bucket, so peaks survive.
+std::string json_series(const std::vector<uint64_t> &v, size_t points = 2000) {
+  std::string out = "[";
+  size_t bucket = (v.size() + points - 1) / points;
+  for (size_t i = 0; i < v.size(); i += bucket ? bucket : 1) {
+    uint64_t m = 0;
+    for (size_t j = i; j < std::min(v.size(), i + bucket); ++j) m = std::max(m, v[j]);
+    out += (i ? "," : "") + std::to_string(m);
+  }
+  return out + "]";
+}
+
+std::string json_sim(const SimResult &r) {
+  char buf[256];
+  snprintf(buf, sizeof buf, "{\"feasible\":%s,\"h2d_bytes\":%llu,\"d2h_bytes\":%llu,\"stall_s\":%.6f,\"step_s\":%.6f,",
+           r.feasible ? "true" : "false", (unsigned long long)r.h2d_bytes, (unsigned long long)r.d2h_bytes, r.stall_s,
+           r.step_s);
+  std::string why;
+  for (char c : r.why) why += c == '"' || c == '\\' ? '\'' : c;
+  return buf + std::string("\"why\":\"") + why + "\",\"resident_after_op\":" + json_series(r.resident_after_op) + "}";
+}
+
+}  // namespace
+
+// Machine-readable form of one budget's result (simulate --json), for the benchmark suite's plots.
+std::string budget_json(const Analysis &a, const BudgetResult &r) {
+  char head[512];
+  snprintf(head, sizeof head,
+           "{\"budget\":%llu,\"period\":%u,\"window_ops\":%llu,\"compute_s\":%.6f,\"peak_allocated\":%llu,"
+           "\"peak_live\":%llu,\"bound\":{\"bound_s\":%.6f,\"compute_s\":%.6f,\"traffic_s\":%.6f,\"h2d_bytes\":%llu,"
+           "\"d2h_bytes\":%llu},",
+           (unsigned long long)r.budget, a.iterations.period, (unsigned long long)(a.window_end - a.window_begin), a.busy_s,
+           (unsigned long long)a.peak_allocated, (unsigned long long)a.peak_live, r.bound.bound_s, r.bound.compute_s,
+           r.bound.traffic_s, (unsigned long long)r.bound.h2d_bytes, (unsigned long long)r.bound.d2h_bytes);
+  return head + std::string("\"reactive\":") + json_sim(r.reactive) + ",\"predictive\":" + json_sim(r.predictive) +
+         ",\"allocated\":" + json_series(a.allocated) + ",\"live\":" + json_series(a.live) + "}\n";
+}
+
+// The library's own pager replayed on the trace (runtime/pager/trace_replay.h): bytes per
+// iteration in the iterations after it learned (after two), and whether it still missed there.
+// Empty without a period or when the trace is too short to show a learned iteration.
+struct PagerFigures {
+  double h2d = 0, d2h = 0;  // bytes per iteration
+  double clean = 0;         // of d2h, bytes evicted clean (no write-back)
+  double bypassed = 0;      // bytes per iteration reached where they were (Note [Bypass])
+  double home_maps = 0;     // bytes per iteration mapped home on demand (Note [Home mapped on demand])
+  double fetched_dead = 0;  // of h2d, bytes the next op to reach overwrites whole (ReplayResult)
+  uint64_t misses = 0;      // in those iterations
+};
+struct PagerReplay {
+  int iterations = 0;  // measured over; 0 = not available
+  PagerFigures reactive, predictive, bypass;  // predictive without bypass (VRAMCACHE_BYPASS=0), and with it
+  uint64_t frame = 0, planned = 0, window = 0;  // the settings replayed
+};
+
+// With the explicit backend's own settings for the budget, as the library makes them: its frames
+// (frame_size; `frame`, VRAMCACHE_FRAME_SIZE, if given), planned within the budget less the mover's
+// headroom, and a prefetch window of 1/32 of that (Runtime::start_paging) unless one is given.
+PagerReplay replay_policies(const Analysis &a, uint64_t budget, uint64_t prefetch_ahead, uint64_t frame) {
+  PagerReplay out;
+  Options o;
+  o.num[kBudget] = int64_t(budget), o.num[kFrameSize] = int64_t(frame);
+  out.frame = frame_size(o), out.planned = budget - std::min(budget / 2, frame_headroom(budget, out.frame));
+  out.window = prefetch_ahead ? prefetch_ahead : out.planned / 32;
+  uint64_t period = a.iterations.period;
+  if (!period) return out;
+  auto figures = [&](PagingPolicy policy, PagerFigures *f, bool bypass = false) {
+    ReplayResult r = replay_trace(a.trace, out.planned, out.frame, policy, period, 2 * period, out.window, bypass);
+    size_t from = 3, n = r.h2d.size();  // samples at k * period; the plan is in use from 3 * period
+    if (n < from + 2) return false;
+    out.iterations = int(n - 1 - from);
+    auto per_iteration = [&](const std::vector<uint64_t> &v) { return double(v[n - 1] - v[from]) / out.iterations; };
+    f->h2d = per_iteration(r.h2d);
+    f->d2h = per_iteration(r.d2h);
+    f->clean = per_iteration(r.clean);
+    f->bypassed = per_iteration(r.bypassed);
+    f->home_maps = per_iteration(r.home_maps);
+    f->fetched_dead = per_iteration(r.fetched_dead);
+    f->misses = r.misses[n - 1] - r.misses[from];
+    return true;
+  };
+  if (!figures(PagingPolicy::kReactive, &out.reactive) || !figures(PagingPolicy::kPredictive, &out.predictive) ||
+      !figures(PagingPolicy::kPredictive, &out.bypass, true))
+    out.iterations = 0;
+  return out;
+}
+
+std::string replay_text(const PagerReplay &p) {
+  if (!p.iterations)
+    return "pager replay: not shown (needs a period and at least 5 iterations of trace)\n";
+  char buf[1024];
+  snprintf(buf, sizeof buf,
+           "pager replay (the library's own pager on this trace, copies instant, with the explicit backend's settings: "
+           "frames of %s, planned within %s, prefetch window %s), per iteration over the last %d: "
+           "reactive %s in, %s out, %llu pages missed; predictive without bypass (VRAMCACHE_BYPASS=0) %s in, %s out, "
+           "%llu pages missed; predictive with bypass (the default) %s in, %s out (%s of it clean, not copied), %s reached over the link, %s mapped "
+           "home for ops that may reach it there (the explicit backend's frames: Note [Home mapped on demand]); "
+           "of what it brings in, %s are pages of the trace that the next op to reach them overwrites whole\n",
+           format_bytes(p.frame).c_str(), format_bytes(p.planned).c_str(), format_bytes(p.window).c_str(), p.iterations,
+           format_bytes(uint64_t(p.reactive.h2d)).c_str(), format_bytes(uint64_t(p.reactive.d2h)).c_str(),
+           (unsigned long long)p.reactive.misses, format_bytes(uint64_t(p.predictive.h2d)).c_str(),
+           format_bytes(uint64_t(p.predictive.d2h)).c_str(), (unsigned long long)p.predictive.misses,
+           format_bytes(uint64_t(p.bypass.h2d)).c_str(), format_bytes(uint64_t(p.bypass.d2h)).c_str(),
+           format_bytes(uint64_t(p.bypass.clean)).c_str(),
+           format_bytes(uint64_t(p.bypass.bypassed)).c_str(), format_bytes(uint64_t(p.bypass.home_maps)).c_str(),
+           format_bytes(uint64_t(p.bypass.fetched_dead)).c_str());
+  return buf;
+}
+
+int simulate_main(int argc, char **argv) {
+  Args args;
+  if (!parse_args(argc, argv, "simulate", &args)) return 2;
+  if (!args.budget) return fprintf(stderr, "vramcache simulate: --budget SIZE is required (for example --budget 16G)\n"), 2;
+  Trace t;
+  if (!load(args.trace, &t)) return 1;
+  Analysis a = analyze(std::move(t), args.page_size);
+  BudgetResult r = evaluate_budget(a, args.budget, args.link);
+  PagerReplay replay = replay_policies(a, args.budget, args.prefetch_ahead, args.page_size);
+  fputs((summary_text(a, {r}) + replay_text(replay)).c_str(), stdout);
+  std::string json = budget_json(a, r);
+  if (replay.iterations) {
+    char extra[256];
+    snprintf(extra, sizeof extra,
+             ",\"pager_replay\":{\"iterations\":%d,\"reactive_h2d\":%.0f,\"reactive_d2h\":%.0f,\"predictive_h2d\":%.0f,"
+             "\"predictive_d2h\":%.0f}}\n",
+             replay.iterations, replay.reactive.h2d, replay.reactive.d2h, replay.predictive.h2d, replay.predictive.d2h);
+    json.resize(json.size() - 2);  // "}\n"
+    json += extra;
+  }
+  if (!args.out.empty() && !write_file(args.out, json)) return 1;
+  return 0;
+}
+
+}  // namespace vc

@@ -1,0 +1,69 @@
+// The device side of paging: the interface the pager moves memory through. It is implemented for
+// CUDA managed memory (interpose/backends/managed_backend.cc), by frames of device or host memory
+// (runtime/frames.h, the explicit backend), by the trace replay's instant device (trace_replay.cc)
+// and by fakes in the tests. It holds no policy: what moves, and when, is the pager's (pager.h).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace vc {
+
+// The device side of paging. Moves are issued on vramcache's own copy stream and run in issue
+// order; an app stream is ordered after them with a fence, and the copy stream after an app stream
+// with a mark. Every call returns false (or a token of 0) on failure; the pager then stops moving
+// anything (Note [Paging failures]).
+class Mover {
+ public:
+  virtual ~Mover() = default;
+  // Migrations on the copy stream.
+  virtual bool to_device(uint64_t addr, uint64_t bytes) = 0;
+  virtual bool to_host(uint64_t addr, uint64_t bytes) = 0;
+  // The same for pages no op may have written since they came in (their host copy is current): a
+  // mover that can leaves them without copying back.
+  virtual bool to_host_clean(uint64_t addr, uint64_t bytes) { return to_host(addr, bytes); }
+  // A mark at the current end of application stream `stream` (what it has enqueued so far): a
+  // nonzero token, valid until drop_mark.
+  virtual uint64_t mark(uint64_t stream) = 0;
+  virtual void drop_mark(uint64_t m) = 0;
+  // The copy stream waits for mark `m` to pass before the moves issued next.
+  virtual bool copy_after(uint64_t m) = 0;
+  // The moves issued next wait for fence `f` of this mover, not passed yet: the eviction of a page
+  // whose fetch may still be in flight. A mover whose moves of a page run in issue order, or that
+  // undoes such a fetch itself (the frame mover), needs nothing (Note [Managed moves]).
+  virtual bool moves_after(uint64_t /*f*/) { return true; }
+  // A fence at the current end of the copy stream: nonzero, increasing with issue order.
+  virtual uint64_t fence() = 0;
+  // `stream` waits for fence `f` before what it enqueues next.
+  virtual bool stream_wait(uint64_t stream, uint64_t f) = 0;
+  // True once fence `f` has passed on the device (then every earlier fence has too).
+  virtual bool passed(uint64_t f) = 0;
+  // True if the mover failed and said why itself (the pager then logs nothing more).
+  virtual bool failed_and_logged() const { return false; }
+  // Bytes of the budget the pager leaves to the mover: device memory of evictions still in flight
+  // (while they are, a fetch has room without waiting for them).
+  virtual uint64_t headroom() const { return 0; }
+  // Device bytes the program holds outside the pager (Note [Memory outside the pager]): a mover
+  // with device memory of its own keeps that much less of it.
+  virtual void set_outside(uint64_t /*bytes*/) {}
+  // The unit it moves, if it has one (a frame): the pager's page; 0: VRAMCACHE_PAGE_SIZE.
+  virtual uint64_t unit() const { return 0; }
+  // Device bytes a page of `bytes` takes while resident (a frame's chunk is whole granules).
+  virtual uint64_t footprint(uint64_t bytes) const { return bytes; }
+  // Bytes per second it brings in while it evicts as much, if it measured that itself (Note [Timed
+  // prefetch]); 0: it did not.
+  virtual double link_rate() const { return 0; }
+  // Note [Home mapped on demand]: the op being enqueued may reach [addr, addr + bytes) where it is,
+  // away from the device, its moves complete: a mover that leaves evicted memory unmapped maps it
+  // there now. False on failure.
+  virtual bool reach(uint64_t /*addr*/, uint64_t /*bytes*/) { return true; }
+  // While `on`, all memory away from the device stays reachable there, as ops reach it without the
+  // pager (a stream capture is open, or paging stopped).
+  virtual bool hold_mappings(bool /*on*/) { return true; }
+  // Its own figures for the run's summary (name, value).
+  virtual std::vector<std::pair<std::string, uint64_t>> figures() const { return {}; }
+};
+
+}  // namespace vc
