@@ -762,7 +762,7 @@ def fake_call(check):
     results folder. The simulate step runs the real `vramcache simulate` on a shipped trace, if built."""
     import tempfile
     global SAMPLE
-    saved = SAMPLE, records.RESULTS, os.environ.get("VRAMCACHE_RECORD_COMMIT")
+    saved = SAMPLE, records.RESULTS, os.environ.get("BENCH_RECORD_COMMIT")
     before = []
     with tempfile.TemporaryDirectory() as tmp:
         try:
@@ -770,7 +770,7 @@ def fake_call(check):
             with open(SAMPLE, "w") as f:
                 f.write(FAKE_SAMPLE)
             records.RESULTS = tmp
-            os.environ["VRAMCACHE_RECORD_COMMIT"] = "0" * 40
+            os.environ["BENCH_RECORD_COMMIT"] = "0" * 40
             args = argparse.Namespace(deadline=0, dry_run=False, logs=tmp, steps=14, det_steps=14, warmup=2,
                                       timeout=60, deterministic=False)
             bench = Bench(args)
@@ -792,9 +792,9 @@ def fake_call(check):
         finally:
             SAMPLE, records.RESULTS = saved[0], saved[1]
             if saved[2] is None:
-                os.environ.pop("VRAMCACHE_RECORD_COMMIT", None)
+                os.environ.pop("BENCH_RECORD_COMMIT", None)
             else:
-                os.environ["VRAMCACHE_RECORD_COMMIT"] = saved[2]
+                os.environ["BENCH_RECORD_COMMIT"] = saved[2]
     iv, fs, oom = recs["in_vram"], recs["fsdp2"], recs["save_on_cpu"]
     f = fs["figures"]
     check(iv["config"]["budget"] == "none" and fs["config"]["budget"] == "24G" and iv["commit"] == "0" * 40, iv["config"])

@@ -35,7 +35,7 @@ fi
 shift
 # shellcheck disable=SC2086
 case " $* " in *" --dry-run "*) exec python3 scripts/bench.py ${PARTS[$part]} "$@" ;; esac
-# The records name the commit measured: git's, from a clean tree, or VRAMCACHE_RECORD_COMMIT where the
+# The records name the commit measured: git's, from a clean tree, or BENCH_RECORD_COMMIT where the
 # tree travelled without its history (set it to `git rev-parse HEAD` of the tree that was copied).
 if [ "$part" != report ] && ! sha=$(cd scripts && python3 -c 'import records; print(records.commit())' 2>&1); then
   echo "bench.sh: ${sha##*DirtyTree: }" >&2

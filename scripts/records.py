@@ -34,19 +34,19 @@ def _git(*args):
 
 def commit():
     """The commit the measured code comes from. The tree must be clean (build outputs are ignored), so the
-    commit names exactly what ran; VRAMCACHE_RECORD_COMMIT may name it where the tree travelled without
+    commit names exactly what ran; BENCH_RECORD_COMMIT may name it where the tree travelled without
     its .git folder (it is then checked to look like a commit id)."""
-    given = os.environ.get("VRAMCACHE_RECORD_COMMIT")
+    given = os.environ.get("BENCH_RECORD_COMMIT")
     if given:
         if len(given) != 40 or any(c not in "0123456789abcdef" for c in given):
-            raise DirtyTree(f"VRAMCACHE_RECORD_COMMIT={given!r} is not a 40-digit commit id")
+            raise DirtyTree(f"BENCH_RECORD_COMMIT={given!r} is not a 40-digit commit id")
         return given
     try:
         if _git("status", "--porcelain", "--untracked-files=no"):
             raise DirtyTree("the working tree has uncommitted changes: commit them before measuring")
         return _git("rev-parse", "HEAD")
     except (subprocess.CalledProcessError, FileNotFoundError) as e:
-        raise DirtyTree(f"cannot read the commit from git ({e}); set VRAMCACHE_RECORD_COMMIT")
+        raise DirtyTree(f"cannot read the commit from git ({e}); set BENCH_RECORD_COMMIT")
 
 
 def require_clean():
