@@ -7,7 +7,10 @@
 // The matrices: fp32, fp16, bf16, leading dimensions with padding, ranks that are not a multiple
 // of the panel, 0 to 2 power iterations. Checked per matrix, with u the element type's unit
 // roundoff: the rebuilt matrices of device and host differ by at most 4u + 1e-4 of ||A||_F; their
-// relative errors, and the device's sampled error against the host's, by at most 5% + 4u; two
+// relative errors, and the device's sampled error against the host's, by at most 5% + 4u + 1e-4
+// (the absolute part as for the rebuilt matrices: for a matrix of rank below the one asked, both
+// errors are rounding residue, 1e-6 against 6e-6 for fp32 512 x 512 at rank 50 on the H200, whose
+// size depends on the order of the sums and says nothing of the algorithm); two
 // device runs give the same bytes; the rebuild leaves the padding of each column alone. A NaN in
 // A must be reported as non-finite factors. Large: hidden 4096 x sequence 2048, bf16, rank h/4.
 #include <cuda.h>
@@ -178,8 +181,9 @@ void check_case(const LowRankDevice &dev, const Case &c, CUstream s, int index) 
          d1.rebuild_ms, host_s);
   expect(hrep.finite && d1.result.nonfinite == 0, "factors of a finite matrix reported non-finite");
   expect(recon <= 4 * u + 1e-4, "rebuilt matrices of host and device differ by " + std::to_string(recon));
-  expect(std::fabs(err_d - err_h) <= 0.05 * err_h + 4 * u, "relative errors differ");
-  expect(std::fabs(d1.result.sampled_error - hrep.sampled_error) <= 0.05 * hrep.sampled_error + 4 * u, "sampled errors differ");
+  expect(std::fabs(err_d - err_h) <= 0.05 * err_h + 4 * u + 1e-4, "relative errors differ");
+  expect(std::fabs(d1.result.sampled_error - hrep.sampled_error) <= 0.05 * hrep.sampled_error + 4 * u + 1e-4,
+         "sampled errors differ");
   expect(d1.q == d2.q && d1.b == d2.b && d1.rebuilt == d2.rebuilt, "two device runs gave different bytes");
   expect(padding_untouched(c, d1.rebuilt), "the rebuild wrote into the padding of a column");
 }
