@@ -374,7 +374,7 @@ bool read_file(int fd, const std::string &path, std::vector<uint8_t> *bytes, std
 }  // namespace
 
 bool read_trace(const std::string &path, Trace *out, std::string *error) {
-  int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);  // a FIFO must not block the open
   if (fd < 0) return *error = "cannot open " + path + ": " + strerror(errno), false;
   std::vector<uint8_t> bytes;
   bool ok = read_file(fd, path, &bytes, error);

@@ -6,10 +6,13 @@
 #   python3          checks that interpose/observed.def matches the CUDA headers (scripts/gen_observed.py)
 #   libzstd-dev      reading the kernels' parameter layouts from compressed cubins (runtime/cubin.cc;
 #                    linked statically, so the library needs nothing more where it runs)
+#   clang-14, libclang-rt-14-dev
+#                    the fuzz targets (`make fuzz`, scripts/fuzz.sh, a minute of it in CI): clang's
+#                    libFuzzer and sanitizer runtimes; without them the fuzz step is skipped
 # The CUDA toolkit (13.x, with CUPTI headers) is not a Debian package here: it must be installed
 # at $CUDA (default /usr/local/cuda). The library needs no GPU to build or to run its tests.
 set -euo pipefail
-packages=(g++ make doctest-dev python3 libzstd-dev)
+packages=(g++ make doctest-dev python3 libzstd-dev clang-14 libclang-rt-14-dev)
 missing=()
 for p in "${packages[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
 if [ ${#missing[@]} -gt 0 ]; then

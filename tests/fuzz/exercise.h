@@ -4,6 +4,8 @@
 // of rejected traces; it writes no file and prints nothing.
 #pragma once
 
+#include <cstdio>
+#include <cstdlib>
 #include <string>
 #include <utility>
 #include <vector>
@@ -12,16 +14,17 @@
 #include "runtime/pager_replay.h"
 #include "runtime/trace.h"
 #include "runtime/trace_validate.h"
+#include "tests/fuzz/json_check.h"
 
 namespace vc {
 
 // The work one input may cost the fuzzer: far below what the reader accepts (kMaxTracePages,
 // kMaxTraceAccesses, which take the commands seconds to minutes and gigabytes), so that each run
 // takes milliseconds; a larger trace is read and validated but not analysed.
-constexpr uint64_t kExercisePages = uint64_t(1) << 15, kExerciseAccesses = uint64_t(1) << 16;
+constexpr uint64_t kExercisePages = uint64_t(1) << 13, kExerciseAccesses = uint64_t(1) << 15;
 
 // Returns the bytes of text it produced (so that nothing is optimized away); 0 if the trace is
-// beyond the bounds above.
+// beyond the bounds above. Aborts if the JSON of `simulate -o` is not valid JSON.
 inline size_t exercise_trace(Trace trace) {
   const TraceCost cost = trace_cost(trace, trace.page_size);
   if (cost.pages > kExercisePages || cost.accesses > kExerciseAccesses) return 0;
@@ -29,7 +32,14 @@ inline size_t exercise_trace(Trace trace) {
   std::vector<BudgetResult> results;
   for (uint64_t budget : default_budgets(a, 0)) results.push_back(evaluate_budget(a, budget, LinkModel{}));
   size_t out = summary_text(a, results).size() + report_html(a, results).size();
-  for (const BudgetResult &r : results) out += budget_json(a, r).size();
+  for (const BudgetResult &r : results) {
+    std::string json = budget_json(a, r);
+    if (!JsonCheck::valid(json)) {
+      fprintf(stderr, "budget_json wrote invalid JSON: %s\n", json.c_str());
+      abort();
+    }
+    out += json.size();
+  }
   // As `vramcache simulate` replays it (profiler/analysis.cc, replay_policies), at half the peak.
   const uint64_t period = a.iterations.period, budget = a.peak_allocated / 2;
   if (period && a.model.page_size) {
