@@ -299,6 +299,14 @@ bool load(const std::string &path, uint64_t page_size, Trace *t) {
   return false;
 }
 
+// The simulator's work on the modelled window is bounded (kMaxWindowReach); false: message printed.
+bool window_affordable(const Analysis &a, const std::string &path) {
+  std::string error;
+  if (check_window_cost(a.trace, a.model.page_size, a.window_begin, a.window_end, &error)) return true;
+  fprintf(stderr, "vramcache: %s: %s\n", path.c_str(), error.c_str());
+  return false;
+}
+
 bool write_file(const std::string &path, const std::string &text) {
   FILE *f = fopen(path.c_str(), "w");
   if (!f || fwrite(text.data(), 1, text.size(), f) != text.size()) {
@@ -380,6 +388,7 @@ int report_command(const std::string &trace_path, const std::string &html_path, 
     }
   }
   Analysis a = analyze(std::move(t), page_size);
+  if (!window_affordable(a, trace_path)) return 1;
   std::vector<BudgetResult> results;
   for (uint64_t b : default_budgets(a, budget)) results.push_back(evaluate_budget(a, b, link));
   std::string text = summary_text(a, results, measured);
@@ -518,6 +527,7 @@ int simulate_main(int argc, char **argv) {
   Trace t;
   if (!load(args.trace, args.page_size, &t)) return 1;
   Analysis a = analyze(std::move(t), args.page_size);
+  if (!window_affordable(a, args.trace)) return 1;
   BudgetResult r = evaluate_budget(a, args.budget, args.link);
   PagerReplay replay = replay_policies(a, args.budget, args.prefetch_ahead);
   fputs((summary_text(a, {r}) + replay_text(replay)).c_str(), stdout);

@@ -24,22 +24,41 @@ std::string size_name(uint64_t bytes) {
   return num(bytes);
 }
 
+// Pages a ref reaches: its extent, or to its allocation's end when unknown; 0 outside it.
+uint64_t ref_pages(const Ref &r, uint64_t alloc_size, uint64_t page_size) {
+  if (r.offset >= alloc_size) return 0;
+  uint64_t end = r.bytes && r.bytes <= alloc_size - r.offset ? r.offset + r.bytes : alloc_size;
+  return (end - 1) / page_size - r.offset / page_size + 1;
+}
+
+std::unordered_map<uint64_t, uint64_t> sizes(const Trace &t) {  // alloc id -> size
+  std::unordered_map<uint64_t, uint64_t> size_of;
+  for (const TraceAlloc &a : t.allocs) size_of[a.id] = a.size;
+  return size_of;
+}
+
 }  // namespace
 
 TraceCost trace_cost(const Trace &t, uint64_t page_size) {
   TraceCost c;
-  std::unordered_map<uint64_t, uint64_t> size_of;  // alloc id -> size
-  for (const TraceAlloc &a : t.allocs) {
-    size_of[a.id] = a.size;
-    c.pages = add_sat(c.pages, a.size / page_size + (a.size % page_size != 0));
-  }
-  for (const Ref &r : t.refs) {
-    auto it = size_of.find(r.alloc_id);
-    if (it == size_of.end() || r.offset >= it->second) continue;
-    uint64_t end = r.bytes && r.bytes <= it->second - r.offset ? r.offset + r.bytes : it->second;
-    c.accesses = add_sat(c.accesses, (end - 1) / page_size - r.offset / page_size + 1);
-  }
+  for (const TraceAlloc &a : t.allocs) c.pages = add_sat(c.pages, a.size / page_size + (a.size % page_size != 0));
+  const std::unordered_map<uint64_t, uint64_t> size_of = sizes(t);
+  for (const Ref &r : t.refs)
+    if (auto it = size_of.find(r.alloc_id); it != size_of.end()) c.accesses = add_sat(c.accesses, ref_pages(r, it->second, page_size));
   return c;
+}
+
+uint64_t window_reach(const Trace &t, uint64_t page_size, uint64_t begin, uint64_t end) {
+  const std::unordered_map<uint64_t, uint64_t> size_of = sizes(t);
+  uint64_t sum = 0;
+  for (uint64_t i = begin; i < end && i < t.ops.size(); ++i) {
+    uint64_t pages = 0;
+    for (uint64_t k = t.ops[i].first_ref; k < uint64_t(t.ops[i].first_ref) + t.ops[i].ref_count && k < t.refs.size(); ++k)
+      if (auto it = size_of.find(t.refs[k].alloc_id); it != size_of.end())
+        pages = add_sat(pages, ref_pages(t.refs[k], it->second, page_size));
+    sum = add_sat(sum, pages >= (uint64_t(1) << 32) ? ~uint64_t(0) : pages * pages);
+  }
+  return sum;
 }
 
 bool validate_trace(const Trace &t, std::string *error) {
@@ -112,6 +131,15 @@ bool check_trace_cost(const Trace &t, uint64_t page_size, std::string *error) {
     return fail(error, at + "its refs reach " + num(c.accesses) + " pages, more than " + num(kMaxTraceAccesses) +
                            " (a larger page size has fewer)");
   return true;
+}
+
+bool check_window_cost(const Trace &t, uint64_t page_size, uint64_t begin, uint64_t end, std::string *error) {
+  uint64_t reach = window_reach(t, page_size, begin, end);
+  if (reach <= kMaxWindowReach) return true;
+  return fail(error, "at " + size_name(page_size) + " pages, the ops " + num(begin) + "-" + num(end) +
+                         " that the analysis models reach " + num(reach) +
+                         " (the sum of each op's pages squared, which the simulator's time follows), more than " +
+                         num(kMaxWindowReach) + " (a larger page size has less)");
 }
 
 }  // namespace vc

@@ -24,11 +24,19 @@ constexpr uint64_t kMinPageSize = uint64_t(64) << 10, kMaxPageSize = uint64_t(1)
 // accesses at their 2 MiB pages, 0.9 and 84 million at 64 KiB.
 constexpr uint64_t kMaxTracePages = uint64_t(1) << 24, kMaxTraceAccesses = uint64_t(1) << 27;
 
+// The simulator's time grows with the square of the pages one op reaches (each eviction for an op
+// passes over the pages already placed for it), so the modelled window is bounded too: the sum over
+// its ops of (pages the op's refs reach)^2. The shipped traces' windows: at most 2^27.5 at 2 MiB
+// pages, 2^37.5 at 64 KiB (the JAX trace's: 80 s of `simulate --page-size 64K`).
+constexpr uint64_t kMaxWindowReach = uint64_t(1) << 38;
+
 struct TraceCost {
   uint64_t pages = 0, accesses = 0;  // saturating at ~0
 };
 // At `page_size` (a power of two), of a trace whose indices are valid (validate_trace).
 TraceCost trace_cost(const Trace &t, uint64_t page_size);
+// The sum over ops [begin, end) of the square of the pages each reaches, saturating.
+uint64_t window_reach(const Trace &t, uint64_t page_size, uint64_t begin, uint64_t end);
 
 // True if `t` can be a recording. False: `error` names the first problem in one line (e.g. "ref 12
 // of op 3 ends at offset 8388608 of allocation 5, which has 4194304 bytes").
@@ -37,5 +45,7 @@ bool validate_trace(const Trace &t, std::string *error);
 // The cost at `page_size` (0: the trace's own) is within the bounds above; false: `error` says
 // which is exceeded and what to do.
 bool check_trace_cost(const Trace &t, uint64_t page_size, std::string *error);
+// The same for the window of ops [begin, end) the analysis models (kMaxWindowReach).
+bool check_window_cost(const Trace &t, uint64_t page_size, uint64_t begin, uint64_t end, std::string *error);
 
 }  // namespace vc

@@ -18,10 +18,11 @@
 
 namespace vc {
 
-// The work one input may cost the fuzzer: far below what the reader accepts (kMaxTracePages,
-// kMaxTraceAccesses, which take the commands seconds to minutes and gigabytes), so that each run
+// The work one input may cost the fuzzer: far below what the commands accept (kMaxTracePages,
+// kMaxTraceAccesses, kMaxWindowReach, which take them minutes and gigabytes), so that each run
 // takes milliseconds; a larger trace is read and validated but not analysed.
-constexpr uint64_t kExercisePages = uint64_t(1) << 13, kExerciseAccesses = uint64_t(1) << 15;
+constexpr uint64_t kExercisePages = uint64_t(1) << 13, kExerciseAccesses = uint64_t(1) << 15,
+                   kExerciseReach = uint64_t(1) << 22;
 
 // Returns the bytes of text it produced (so that nothing is optimized away); 0 if the trace is
 // beyond the bounds above. Aborts if the JSON of `simulate -o` is not valid JSON.
@@ -29,6 +30,7 @@ inline size_t exercise_trace(Trace trace) {
   const TraceCost cost = trace_cost(trace, trace.page_size);
   if (cost.pages > kExercisePages || cost.accesses > kExerciseAccesses) return 0;
   Analysis a = analyze(std::move(trace), 0);
+  if (window_reach(a.trace, a.model.page_size, a.window_begin, a.window_end) > kExerciseReach) return 0;
   std::vector<BudgetResult> results;
   for (uint64_t budget : default_budgets(a, 0)) results.push_back(evaluate_budget(a, budget, LinkModel{}));
   size_t out = summary_text(a, results).size() + report_html(a, results).size();

@@ -136,6 +136,38 @@ TEST_CASE("trace validation: the work of an analysis is bounded by the trace's p
   CHECK(error == "at 2M pages, its refs reach 134348800 pages, more than 134217728 (a larger page size has fewer)");
 }
 
+TEST_CASE("trace validation: the simulator's work on the modelled window is bounded") {
+  Trace t = small_trace();
+  CHECK(window_reach(t, t.page_size, 0, 3) == 1 * 1 + 3 * 3 + 0);
+  CHECK(window_reach(t, t.page_size, 1, 2) == 9);
+  // 60 ops that each reach all 2^17 pages of a 256 GiB allocation through a pointer: few pages and
+  // accesses, but 60 * 2^34 page pairs for the simulator. The commands refuse it with exit code 1.
+  t.allocs = {{1, 0x100000000000, uint64_t(256) << 30, AllocKind::kDevice, 0, 0, 0, kNever}};
+  const Op op = t.ops[0];
+  t.ops.assign(60, op);
+  t.refs.clear();
+  for (uint32_t i = 0; i < t.ops.size(); ++i) {
+    t.ops[i].first_ref = i, t.ops[i].ref_count = 1;
+    t.ops[i].name = t.intern("k" + std::to_string(i));  // no period: the window is the whole trace
+    t.refs.push_back({1, 0, 0, Role::kUnknown});
+  }
+  CHECK(rejection(t).empty());
+  std::string error;
+  CHECK(check_window_cost(t, t.page_size, 0, 16, &error));
+  CHECK_FALSE(check_window_cost(t, t.page_size, 0, 60, &error));
+  CHECK(error == "at 2M pages, the ops 0-60 that the analysis models reach 1030792151040 (the sum of each op's pages squared, "
+                 "which the simulator's time follows), more than 274877906944 (a larger page size has less)");
+  char path[] = "/tmp/vctrace-reach-XXXXXX";
+  int fd = mkstemp(path);
+  REQUIRE(fd >= 0);
+  close(fd);
+  REQUIRE(write_trace(t, path, &error));
+  const char *sim[] = {"--budget", "1T", path}, *rep[] = {"-o", "/dev/null", path};
+  CHECK(simulate_main(3, const_cast<char **>(sim)) == 1);
+  CHECK(report_main(3, const_cast<char **>(rep)) == 1);
+  unlink(path);
+}
+
 // Inputs the trace fuzz target found before the checks, rebuilt from what made each fail. Each
 // went through the real command (vramcache simulate / report) too.
 TEST_CASE("trace validation: inputs that crashed, hung or exhausted memory are refused") {
