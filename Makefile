@@ -133,6 +133,33 @@ $(BUILD)/obj/scripts/%.o: scripts/%.cc
 	@mkdir -p $(@D)
 	$(CXX) $(BASEFLAGS) $(CXXFLAGS) -c $< -o $@
 
+# ---- Fuzzing (clang's libFuzzer): `make fuzz` builds the targets of tests/fuzz and their seeds;
+# scripts/fuzz.sh runs them. trace: the trace reader and what report and simulate do behind it,
+# checksums written anew after each mutation; trace_raw: the same with libFuzzer's mutations only;
+# cubin: the code image reader.
+FUZZ_CXX   ?= clang++-14
+FUZZ_FLAGS := -O1 -g -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
+FUZZ_OBJ   := $(patsubst %.cc,$(BUILD)/fuzz/obj/%.o,$(RUNTIME_SRC) $(PROFILER_SRC))
+FUZZ_SEEDS := $(BUILD)/fuzz/seeds/trace/training.vctrace $(BUILD)/fuzz/seeds/cubin/kernels.fatbin
+.PHONY: fuzz
+fuzz: $(addprefix $(BUILD)/fuzz/,trace trace_raw cubin) $(FUZZ_SEEDS)
+$(BUILD)/fuzz/obj/%.o: %.cc
+	@mkdir -p $(@D)
+	$(FUZZ_CXX) $(BASEFLAGS) $(FUZZ_FLAGS) -fsanitize=fuzzer-no-link -c $< -o $@
+$(BUILD)/fuzz/trace $(BUILD)/fuzz/trace_raw: $(BUILD)/fuzz/%: tests/fuzz/trace_target.cc $(FUZZ_OBJ)
+	$(FUZZ_CXX) $(BASEFLAGS) $(FUZZ_FLAGS) -fsanitize=fuzzer $(if $(findstring raw,$*),-DVC_FUZZ_KEEP_CHECKSUMS) \
+	  -o $@ $(filter %.cc %.o,$^) -l:libzstd.a -l:liburing.a -lpthread
+$(BUILD)/fuzz/cubin: tests/fuzz/cubin_target.cc $(FUZZ_OBJ)
+	$(FUZZ_CXX) $(BASEFLAGS) $(FUZZ_FLAGS) -fsanitize=fuzzer -o $@ $(filter %.cc %.o,$^) -l:libzstd.a -l:liburing.a -lpthread
+$(BUILD)/fuzz/make_seeds: $(BUILD)/obj/tests/fuzz/seeds.o $(RUNTIME_OBJ)
+	$(CXX) -o $@ $^ -l:libzstd.a -l:liburing.a -lpthread
+$(BUILD)/fuzz/seeds/trace/training.vctrace: $(BUILD)/fuzz/make_seeds $(wildcard samples/traces/*.vctrace)
+	@mkdir -p $(@D)
+	$(BUILD)/fuzz/make_seeds $(@D) $(wildcard samples/traces/*.vctrace)
+$(BUILD)/fuzz/seeds/cubin/kernels.fatbin: $(TESTDATA) $(BUILD)/testdata/fake_kernels.fatbin
+	@mkdir -p $(@D)
+	cp $^ $(@D)/
+
 # ---- Checks: layering, README options in sync, sanitizers ----
 layering: $(CLI)
 	@bad=$$(grep -rlE --include='*.h' --include='*.cc' '#include *[<"](cuda|cupti|cublas|dlfcn|generated_cuda)' runtime); \
@@ -177,4 +204,4 @@ $(BUILD)/samples/mlp: samples/mlp/mlp.cu
 clean:
 	rm -rf $(BUILD)
 
--include $(shell find $(BUILD)/obj -name '*.d' 2>/dev/null)
+-include $(shell find $(BUILD)/obj $(BUILD)/fuzz -name '*.d' 2>/dev/null)

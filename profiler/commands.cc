@@ -5,6 +5,7 @@
 #include "profiler/commands.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -14,15 +15,25 @@
 #include "runtime/options.h"
 #include "runtime/pager/trace_replay.h"
 #include "runtime/trace_io.h"
+#include "runtime/trace_validate.h"
 
 namespace vc {
 
 namespace {
 
-bool load(const std::string &path, Trace *t) {
+// Reads the trace and checks that its analysis at `page_size` (0: its own) is bounded.
+bool load(const std::string &path, uint64_t page_size, Trace *t) {
   std::string error;
-  if (read_trace(path, t, &error)) return true;
-  fprintf(stderr, "vramcache: %s\n", error.c_str());
+  if (read_trace(path, t, &error) && check_trace_cost(*t, page_size, &error)) return true;
+  fprintf(stderr, "vramcache: %s\n", error.find(path) == 0 ? error.c_str() : (path + ": " + error).c_str());
+  return false;
+}
+
+// The simulator's work on the modelled window is bounded (kMaxWindowReach); false: message printed.
+bool window_affordable(const Analysis &a, const std::string &path) {
+  std::string error;
+  if (check_window_cost(a.trace, a.model.page_size, a.window_begin, a.window_end, &error)) return true;
+  fprintf(stderr, "vramcache: %s: %s\n", path.c_str(), error.c_str());
   return false;
 }
 
@@ -58,8 +69,8 @@ bool parse_args(int argc, char **argv, const char *cmd, Args *args) {
       ++i;
     } else if (!strcmp(f, "--page-size")) {
       if (!size_arg(f, v, &args->page_size)) return false;
-      if (args->page_size < (64 << 10) || (args->page_size & (args->page_size - 1)))
-        return fprintf(stderr, "vramcache: --page-size must be a power of two of at least 64K\n"), false;
+      if (args->page_size < kMinPageSize || args->page_size > kMaxPageSize || (args->page_size & (args->page_size - 1)))
+        return fprintf(stderr, "vramcache: --page-size must be a power of two from 64K to 1G\n"), false;
       ++i;
     } else if (!strcmp(f, "--prefetch-ahead") && !strcmp(cmd, "simulate")) {
       if (!size_arg(f, v, &args->prefetch_ahead)) return false;
@@ -67,7 +78,8 @@ bool parse_args(int argc, char **argv, const char *cmd, Args *args) {
     } else if (!strcmp(f, "--link")) {
       char *end = nullptr;
       double gbps = v ? strtod(v, &end) : 0;
-      if (!v || *end || !(gbps > 0)) return fprintf(stderr, "vramcache: --link needs GB/s each way, e.g. --link 55\n"), false;
+      if (!v || *end || !(gbps >= 1e-3 && gbps <= 1e6))
+        return fprintf(stderr, "vramcache: --link needs GB/s each way, from 0.001 to 1000000, e.g. --link 55\n"), false;
       args->link.h2d_bytes_per_s = args->link.d2h_bytes_per_s = gbps * 1e9;
       args->link.both_bytes_per_s = std::min(args->link.both_bytes_per_s, 2 * gbps * 1e9);
       ++i;
@@ -91,7 +103,7 @@ bool parse_args(int argc, char **argv, const char *cmd, Args *args) {
 int report_command(const std::string &trace_path, const std::string &html_path, const std::string &summary_path,
                    uint64_t budget, uint64_t page_size, const LinkModel &link, const std::string &residency_path) {
   Trace t;
-  if (!load(trace_path, &t)) return 1;
+  if (!load(trace_path, page_size, &t)) return 1;
   int rc = 0;
   Residency residency;
   const Residency *measured = nullptr;
@@ -106,6 +118,7 @@ int report_command(const std::string &trace_path, const std::string &html_path, 
     }
   }
   Analysis a = analyze(std::move(t), page_size);
+  if (!window_affordable(a, trace_path)) return 1;
   std::vector<BudgetResult> results;
   for (uint64_t b : default_budgets(a, budget)) results.push_back(evaluate_budget(a, b, link));
   std::string text = summary_text(a, results, measured);
@@ -144,28 +157,34 @@ std::string json_series(const std::vector<uint64_t> &v, size_t points = 2000) {
   return out + "]";
 }
 
+// A JSON number with `digits` decimals, of any length; null where the value is not finite (JSON
+// has no inf or nan).
+std::string json_num(double v, int digits = 6) {
+  if (!std::isfinite(v)) return "null";
+  char buf[400];  // the largest double with 6 decimals takes 316
+  snprintf(buf, sizeof buf, "%.*f", digits, v);
+  return buf;
+}
+std::string json_num(uint64_t v) { return std::to_string(v); }
+
 std::string json_sim(const SimResult &r) {
-  char buf[256];
-  snprintf(buf, sizeof buf, "{\"feasible\":%s,\"h2d_bytes\":%llu,\"d2h_bytes\":%llu,\"stall_s\":%.6f,\"step_s\":%.6f,",
-           r.feasible ? "true" : "false", (unsigned long long)r.h2d_bytes, (unsigned long long)r.d2h_bytes, r.stall_s,
-           r.step_s);
   std::string why;
-  for (char c : r.why) why += c == '"' || c == '\\' ? '\'' : c;
-  return buf + std::string("\"why\":\"") + why + "\",\"resident_after_op\":" + json_series(r.resident_after_op) + "}";
+  for (char c : r.why) why += c == '"' || c == '\\' ? '\'' : uint8_t(c) < 0x20 ? ' ' : c;
+  return std::string("{\"feasible\":") + (r.feasible ? "true" : "false") + ",\"h2d_bytes\":" + json_num(r.h2d_bytes) +
+         ",\"d2h_bytes\":" + json_num(r.d2h_bytes) + ",\"stall_s\":" + json_num(r.stall_s) + ",\"step_s\":" +
+         json_num(r.step_s) + ",\"why\":\"" + why + "\",\"resident_after_op\":" + json_series(r.resident_after_op) + "}";
 }
 
 }  // namespace
 
 // Machine-readable form of one budget's result (simulate --json), for the benchmark suite's plots.
 std::string budget_json(const Analysis &a, const BudgetResult &r) {
-  char head[512];
-  snprintf(head, sizeof head,
-           "{\"budget\":%llu,\"period\":%u,\"window_ops\":%llu,\"compute_s\":%.6f,\"peak_allocated\":%llu,"
-           "\"peak_live\":%llu,\"bound\":{\"bound_s\":%.6f,\"compute_s\":%.6f,\"traffic_s\":%.6f,\"h2d_bytes\":%llu,"
-           "\"d2h_bytes\":%llu},",
-           (unsigned long long)r.budget, a.iterations.period, (unsigned long long)(a.window_end - a.window_begin), a.busy_s,
-           (unsigned long long)a.peak_allocated, (unsigned long long)a.peak_live, r.bound.bound_s, r.bound.compute_s,
-           r.bound.traffic_s, (unsigned long long)r.bound.h2d_bytes, (unsigned long long)r.bound.d2h_bytes);
+  std::string head = "{\"budget\":" + json_num(r.budget) + ",\"period\":" + json_num(uint64_t(a.iterations.period)) +
+                     ",\"window_ops\":" + json_num(a.window_end - a.window_begin) + ",\"compute_s\":" + json_num(a.busy_s) +
+                     ",\"peak_allocated\":" + json_num(a.peak_allocated) + ",\"peak_live\":" + json_num(a.peak_live) +
+                     ",\"bound\":{\"bound_s\":" + json_num(r.bound.bound_s) + ",\"compute_s\":" + json_num(r.bound.compute_s) +
+                     ",\"traffic_s\":" + json_num(r.bound.traffic_s) + ",\"h2d_bytes\":" + json_num(r.bound.h2d_bytes) +
+                     ",\"d2h_bytes\":" + json_num(r.bound.d2h_bytes) + "},";
   return head + std::string("\"reactive\":") + json_sim(r.reactive) + ",\"predictive\":" + json_sim(r.predictive) +
          ",\"allocated\":" + json_series(a.allocated) + ",\"live\":" + json_series(a.live) + "}\n";
 }
@@ -246,20 +265,19 @@ int simulate_main(int argc, char **argv) {
   if (!parse_args(argc, argv, "simulate", &args)) return 2;
   if (!args.budget) return fprintf(stderr, "vramcache simulate: --budget SIZE is required (for example --budget 16G)\n"), 2;
   Trace t;
-  if (!load(args.trace, &t)) return 1;
+  if (!load(args.trace, args.page_size, &t)) return 1;
   Analysis a = analyze(std::move(t), args.page_size);
+  if (!window_affordable(a, args.trace)) return 1;
   BudgetResult r = evaluate_budget(a, args.budget, args.link);
   PagerReplay replay = replay_policies(a, args.budget, args.prefetch_ahead, args.page_size);
   fputs((summary_text(a, {r}) + replay_text(replay)).c_str(), stdout);
   std::string json = budget_json(a, r);
   if (replay.iterations) {
-    char extra[256];
-    snprintf(extra, sizeof extra,
-             ",\"pager_replay\":{\"iterations\":%d,\"reactive_h2d\":%.0f,\"reactive_d2h\":%.0f,\"predictive_h2d\":%.0f,"
-             "\"predictive_d2h\":%.0f}}\n",
-             replay.iterations, replay.reactive.h2d, replay.reactive.d2h, replay.predictive.h2d, replay.predictive.d2h);
     json.resize(json.size() - 2);  // "}\n"
-    json += extra;
+    json += ",\"pager_replay\":{\"iterations\":" + std::to_string(replay.iterations) + ",\"reactive_h2d\":" +
+            json_num(replay.reactive.h2d, 0) + ",\"reactive_d2h\":" + json_num(replay.reactive.d2h, 0) +
+            ",\"predictive_h2d\":" + json_num(replay.predictive.h2d, 0) + ",\"predictive_d2h\":" +
+            json_num(replay.predictive.d2h, 0) + "}}\n";
   }
   if (!args.out.empty() && !write_file(args.out, json)) return 1;
   return 0;

@@ -288,7 +288,11 @@ int main(int argc, char **argv) {
   if (!strcmp(argv[1], "report")) return vc::report_main(argc - 2, argv + 2);
   if (!strcmp(argv[1], "simulate")) return vc::simulate_main(argc - 2, argv + 2);
   if (!strcmp(argv[1], "options")) {
-    if (argc > 2 && !strcmp(argv[2], "--markdown")) {
+    if (argc > 3 || (argc == 3 && strcmp(argv[2], "--markdown") != 0)) {
+      fprintf(stderr, "vramcache options: unexpected argument %s (only --markdown)\n", argv[argc == 3 ? 2 : 3]);
+      return kUsageError;
+    }
+    if (argc > 2) {
       fputs(vc::options_markdown().c_str(), stdout);
     } else {
       for (const vc::OptionSpec &spec : vc::kOptionSpecs)

@@ -15,6 +15,11 @@ constexpr uint16_t kEntryElf = 2;
 constexpr uint64_t kEntryCompressed = 0x8000;
 constexpr uint8_t kAttrParamInfo = 0x17, kAttrParamSize = 0x19;  // EIATTR_KPARAM_INFO, EIATTR_CBANK_PARAM_SIZE
 constexpr uint64_t kMaxElf = uint64_t(1) << 31;  // no cubin is larger: a header saying so is not one
+// A compressed ELF is taken to grow at most this many times, or 1 MiB (zstd can reach 2^17 on
+// zeros; cubins compress a few times): a header claiming more is refused before any allocation.
+constexpr uint64_t kMaxRatio = 256, kMinPlain = uint64_t(1) << 20;
+// The size of an image the driver accepted is in its headers; one read from a file has a size.
+constexpr uint64_t kSizeInHeaders = ~uint64_t(0);
 
 template <class T>
 T at(const uint8_t *p, size_t offset) {
@@ -65,20 +70,20 @@ bool read_info(const uint8_t *d, size_t size, std::vector<ParamSlot> *slots) {
   return end == uint64_t(total);
 }
 
-// An ELF cubin: every .nv.info.<kernel> section that reads as a layout. `size`: the image's size
-// if known (0: from its headers). False if it is not a 64-bit little-endian ELF.
+// An ELF cubin: every .nv.info.<kernel> section that reads as a layout. `size`: the bytes there
+// (kSizeInHeaders: as its headers say). False if it is not a 64-bit little-endian ELF.
 bool read_elf(const uint8_t *e, uint64_t size, std::vector<KernelLayout> *out) {
-  if (memcmp(e, "\x7f" "ELF", 4) != 0 || e[4] != 2 || e[5] != 1) return false;
+  if (size < 64 || memcmp(e, "\x7f" "ELF", 4) != 0 || e[4] != 2 || e[5] != 1) return false;
   uint64_t shoff = at<uint64_t>(e, 0x28);
   uint16_t shentsize = at<uint16_t>(e, 0x3A), shnum = at<uint16_t>(e, 0x3C), shstrndx = at<uint16_t>(e, 0x3E);
   if (shentsize < 64 || shstrndx >= shnum || shoff > kMaxElf) return false;
   uint64_t end = shoff + uint64_t(shnum) * shentsize;
-  if (size && end > size) return false;
+  if (end > size) return false;
   auto section = [&](int i, uint64_t *offset, uint64_t *bytes) {
     const uint8_t *h = e + shoff + uint64_t(i) * shentsize;
     *offset = at<uint64_t>(h, 24), *bytes = at<uint64_t>(h, 32);
     return at<uint32_t>(h, 4) != 8 /* SHT_NOBITS */ && *offset <= kMaxElf && *bytes <= kMaxElf &&
-           (!size || *offset + *bytes <= size);
+           *offset + *bytes <= size;
   };
   uint64_t str_off = 0, str_size = 0;
   if (!section(shstrndx, &str_off, &str_size)) return false;
@@ -97,23 +102,24 @@ bool read_elf(const uint8_t *e, uint64_t size, std::vector<KernelLayout> *out) {
   return true;
 }
 
-// A fat binary: its first ELF entry that reads.
-bool read_fatbin(const uint8_t *f, std::vector<KernelLayout> *out) {
-  if (at<uint32_t>(f, 0) != kFatbinMagic) return false;
+// A fat binary of `limit` bytes at most (kSizeInHeaders: as its header says): its first ELF entry
+// that reads.
+bool read_fatbin(const uint8_t *f, uint64_t limit, std::vector<KernelLayout> *out) {
+  if (limit < 16 || at<uint32_t>(f, 0) != kFatbinMagic) return false;
   uint16_t header = at<uint16_t>(f, 6);
   uint64_t size = at<uint64_t>(f, 8);
-  if (header < 16 || size > kMaxElf) return false;
+  if (header < 16 || size > kMaxElf || header + size > limit) return false;
   for (uint64_t e = header; e + 64 <= header + size;) {
     const uint8_t *entry = f + e;
     uint32_t entry_header = at<uint32_t>(entry, 4);
     uint64_t payload = at<uint64_t>(entry, 8);
-    if (entry_header < 64 || payload > kMaxElf) return false;
+    if (entry_header < 64 || payload > kMaxElf || e + entry_header + payload > header + size) return false;
     const uint8_t *data = entry + entry_header;
     if (at<uint16_t>(entry, 0) == kEntryElf) {
       if (at<uint64_t>(entry, 40) & kEntryCompressed) {
         uint32_t compressed = at<uint32_t>(entry, 16);
         uint64_t plain = at<uint64_t>(entry, 56);
-        if (compressed <= payload && plain <= kMaxElf) {
+        if (compressed <= payload && plain <= kMaxElf && plain <= std::max(kMinPlain, compressed * kMaxRatio)) {
           std::vector<uint8_t> elf(plain);
           size_t got = ZSTD_decompress(elf.data(), elf.size(), data, compressed);
           if (!ZSTD_isError(got) && got == plain && read_elf(elf.data(), got, out)) return true;
@@ -137,7 +143,14 @@ std::vector<KernelLayout> read_image_layouts(const void *image) {
     p = at<const uint8_t *>(p, 8);
     if (!p) return out;
   }
-  if (!read_fatbin(p, &out)) read_elf(p, 0, &out);
+  if (!read_fatbin(p, kSizeInHeaders, &out)) read_elf(p, kSizeInHeaders, &out);
+  return out;
+}
+
+std::vector<KernelLayout> read_image_layouts(const void *image, size_t size) {
+  std::vector<KernelLayout> out;
+  auto *p = static_cast<const uint8_t *>(image);
+  if (p && !read_fatbin(p, size, &out)) read_elf(p, size, &out);
   return out;
 }
 

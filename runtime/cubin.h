@@ -41,6 +41,9 @@ struct KernelLayout {
 // or an ELF cubin). Empty if it is none of those or cannot be read. `image` must be an image the
 // driver accepted: sizes are taken from its headers.
 std::vector<KernelLayout> read_image_layouts(const void *image);
+// The same for `size` bytes read from a file (a fat binary or an ELF; never the wrapper, whose
+// pointer means nothing there): nothing past them is read, whatever the headers say.
+std::vector<KernelLayout> read_image_layouts(const void *image, size_t size);
 
 // What the program loaded, by kernel name. Thread-safe.
 class LayoutIndex {

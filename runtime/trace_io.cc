@@ -2,10 +2,17 @@
 // cursor: every read states how many bytes it needs, and a short read is an error, not a crash.
 #include "runtime/trace_io.h"
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
 #include <cstdio>
 #include <cstring>
-#include <unistd.h>
-#include <unordered_set>
+#include <new>
+
+#include "runtime/trace_validate.h"
 
 namespace vc {
 
@@ -204,26 +211,16 @@ bool decode_refs(Reader &r, std::vector<Ref> *refs) {
   return r.ok();
 }
 
-// Cross-section checks: every index points inside its table.
-bool validate(const Trace &t, std::string *error) {
-  std::unordered_set<uint64_t> ids;
-  for (const TraceAlloc &a : t.allocs) {
-    if (!ids.insert(a.id).second) return *error = "allocation id " + std::to_string(a.id) + " appears twice", false;
-    if (a.callsite >= t.callsites.size() && !(a.callsite == 0 && t.callsites.empty()))
-      return *error = "allocation " + std::to_string(a.id) + " has call site " + std::to_string(a.callsite) + " of " +
-                      std::to_string(t.callsites.size()), false;
+// The first 16 bytes: magic and version. False: `error` says why.
+bool check_header(const uint8_t *data, size_t size, std::string *error) {
+  if (size < 16 || memcmp(data, kMagic, 8) != 0) return *error = "not a vramcache trace (bad magic)", false;
+  uint32_t version;
+  memcpy(&version, data + 8, 4);
+  if (version != kTraceVersion) {
+    *error = "trace version " + std::to_string(version) + (version > kTraceVersion ? " is newer than" : " is not") +
+             " the version this vramcache reads (" + std::to_string(kTraceVersion) + ")";
+    return false;
   }
-  for (size_t i = 0; i < t.ops.size(); ++i) {
-    const Op &op = t.ops[i];
-    if (op.name >= t.names.size() && !(op.name == 0 && t.names.empty()))
-      return *error = "op " + std::to_string(i) + " has name " + std::to_string(op.name) + " of " + std::to_string(t.names.size()), false;
-    if (uint64_t(op.first_ref) + op.ref_count > t.refs.size())
-      return *error = "op " + std::to_string(i) + " refers to refs past the end", false;
-  }
-  for (size_t i = 0; i < t.refs.size(); ++i)
-    if (!ids.count(t.refs[i].alloc_id))
-      return *error = "ref " + std::to_string(i) + " names allocation " + std::to_string(t.refs[i].alloc_id) + ", which is not in the trace", false;
-  if (t.page_size == 0 || (t.page_size & (t.page_size - 1))) return *error = "page size " + std::to_string(t.page_size) + " is not a power of two", false;
   return true;
 }
 
@@ -274,19 +271,9 @@ std::vector<uint8_t> encode_trace(const Trace &t) {
 }
 
 bool decode_trace(const uint8_t *data, size_t size, Trace *out, std::string *error) {
-  Reader header(data, size, "header");
-  if (!header.need(16) || memcmp(data, kMagic, 8) != 0) {
-    *error = "not a vramcache trace (bad magic)";
-    return false;
-  }
-  for (int i = 0; i < 8; ++i) header.u8();
-  uint32_t version = header.u32();
-  if (version != kTraceVersion) {
-    *error = "trace version " + std::to_string(version) + (version > kTraceVersion ? " is newer than" : " is not") +
-             " the version this vramcache reads (" + std::to_string(kTraceVersion) + ")";
-    return false;
-  }
-  uint32_t sections = header.u32();
+  if (!check_header(data, size, error)) return false;
+  uint32_t sections;
+  memcpy(&sections, data + 12, 4);
   Trace t;
   uint32_t seen = 0;  // bit per required section
   const uint32_t tags[] = {kMeta, kNames, kSites, kAllocs, kOps, kRefs};
@@ -326,7 +313,7 @@ bool decode_trace(const uint8_t *data, size_t size, Trace *out, std::string *err
     for (int i = 0; i < 6; ++i)
       if (!(seen & (1u << i))) return *error = "section " + tag_name(tags[i]) + " is missing (truncated file?)", false;
   }
-  if (!validate(t, error)) return false;
+  if (!validate_trace(t, error)) return false;
   *out = std::move(t);
   return true;
 }
@@ -346,21 +333,54 @@ bool write_trace(const Trace &trace, const std::string &path, std::string *error
   return true;
 }
 
-bool read_trace(const std::string &path, Trace *out, std::string *error) {
-  FILE *f = fopen(path.c_str(), "rb");
-  if (!f) return *error = "cannot open " + path + ": " + strerror(errno), false;
-  std::vector<uint8_t> bytes;
-  uint8_t buf[1 << 16];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof buf, f)) > 0) bytes.insert(bytes.end(), buf, buf + n);
-  bool read_error = ferror(f);
-  fclose(f);
-  if (read_error) return *error = "cannot read " + path, false;
-  if (!decode_trace(bytes.data(), bytes.size(), out, error)) {
-    *error = path + ": " + *error;
-    return false;
+namespace {
+
+// Reads up to `n` bytes; how many it read (fewer at the end of the file), or -1 (errno set).
+ssize_t read_up_to(int fd, uint8_t *p, size_t n) {
+  size_t got = 0;
+  while (got < n) {
+    ssize_t k = read(fd, p + got, n - got);
+    if (k < 0 && errno == EINTR) continue;
+    if (k < 0) return -1;
+    if (k == 0) break;
+    got += size_t(k);
   }
+  return ssize_t(got);
+}
+
+// The file's bytes: what is not a regular file is refused (a device, a pipe, a folder: /dev/zero
+// would be read until memory ran out), and so is a file that is not a trace, from its first 16
+// bytes, before the rest is read.
+bool read_file(int fd, const std::string &path, std::vector<uint8_t> *bytes, std::string *error) {
+  struct stat st;
+  if (fstat(fd, &st) != 0) return *error = "cannot read " + path + ": " + strerror(errno), false;
+  if (!S_ISREG(st.st_mode)) return *error = path + " is not a regular file", false;
+  bytes->resize(16);
+  ssize_t got = read_up_to(fd, bytes->data(), 16);
+  if (got < 0) return *error = "cannot read " + path + ": " + strerror(errno), false;
+  if (!check_header(bytes->data(), size_t(got), error)) return *error = path + ": " + *error, false;
+  size_t size = std::max<size_t>(16, size_t(st.st_size));
+  try {
+    bytes->resize(size);
+  } catch (const std::bad_alloc &) {
+    return *error = path + ": its " + std::to_string(size) + " bytes do not fit in memory", false;
+  }
+  got = read_up_to(fd, bytes->data() + 16, size - 16);
+  if (got < 0) return *error = "cannot read " + path + ": " + strerror(errno), false;
+  bytes->resize(16 + size_t(got));  // shorter if it shrank meanwhile
   return true;
+}
+
+}  // namespace
+
+bool read_trace(const std::string &path, Trace *out, std::string *error) {
+  int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);  // a FIFO must not block the open
+  if (fd < 0) return *error = "cannot open " + path + ": " + strerror(errno), false;
+  std::vector<uint8_t> bytes;
+  bool ok = read_file(fd, path, &bytes, error);
+  close(fd);
+  if (ok && !decode_trace(bytes.data(), bytes.size(), out, error)) ok = false, *error = path + ": " + *error;
+  return ok;
 }
 
 }  // namespace vc

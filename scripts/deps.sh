@@ -10,10 +10,13 @@
 #                    statically, like zstd)
 #   libxxhash-dev    the disk tier's block checksums, XXH3-64 (runtime/disk/checksum.cc; header only)
 #   fio              the disk benchmark's reference (scripts/disk_bench.sh), not the build
+#   clang-14, libclang-rt-14-dev
+#                    the fuzz targets (`make fuzz`, scripts/fuzz.sh, a minute of it in CI): clang's
+#                    libFuzzer and sanitizer runtimes; without them the fuzz step is skipped
 # The CUDA toolkit (13.x, with CUPTI headers) is not a Debian package here: it must be installed
 # at $CUDA (default /usr/local/cuda). The library needs no GPU to build or to run its tests.
 set -euo pipefail
-packages=(g++ make doctest-dev python3 libzstd-dev liburing-dev libxxhash-dev fio)
+packages=(g++ make doctest-dev python3 libzstd-dev liburing-dev libxxhash-dev fio clang-14 libclang-rt-14-dev)
 missing=()
 for p in "${packages[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
 if [ ${#missing[@]} -gt 0 ]; then

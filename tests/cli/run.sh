@@ -43,6 +43,12 @@ check 0 "(VRAMCACHE_BYPASS=0) 16.05 GiB in, 16.05 GiB out, 0 pages missed" -- si
 check 2 "--budget SIZE is required" -- simulate "$trace"
 check 2 "--budget 12Q is not a size" -- simulate --budget 12Q "$trace"
 check 2 "--page-size must be a power of two" -- simulate --budget 1G --page-size 100K "$trace"
+check 2 "--page-size must be a power of two from 64K to 1G" -- simulate --budget 1G --page-size 1T "$trace"
+check 2 "--link needs GB/s each way, from 0.001 to 1000000" -- simulate --budget 1G --link inf "$trace"
+check 2 "unexpected argument --bogus" -- options --bogus
+check 1 "/dev/zero is not a regular file" -- simulate --budget 12G /dev/zero
+check 0 "bound" -- simulate --budget 12G --link 0.001 -o "$tmp/slow.json" "$trace"
+python3 -c 'import json, sys; json.load(open(sys.argv[1]))' "$tmp/slow.json" || bad "simulate --link 0.001 -o: invalid JSON"
 check 1 "cannot open" -- report /nonexistent.vctrace
 head -c 1000 "$trace" > "$tmp/cut.vctrace"
 check 1 "truncated" -- report "$tmp/cut.vctrace"
