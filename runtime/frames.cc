@@ -28,7 +28,7 @@ namespace vc {
 //
 // One worker, not one per direction: with a queue and a worker for each (so that a fetch would not
 // wait behind the evictions issued before it, whose remaps cost 4x more), GPT 2.7B at 16 GiB took
-// 2.94 s/step against 2.88 with one, side by side (results/s12-call2). The driver runs remaps one
+// 2.94 s/step against 2.88 with one, side by side on an H200 (a two-worker build against this one). The driver runs remaps one
 // at a time: the two workers' remaps took 85 s in all against 47 s for the one worker's, for the
 // same number of frames. Remapping, not its order, bounds the step.
 //
@@ -42,16 +42,16 @@ namespace vc {
 // Why the host, not the device, waits: with the application's streams waiting on the GPU for a
 // counter that a worker thread published after each remap (cuStreamWaitValue32), the worker's driver
 // calls blocked while an application thread sat in a synchronous call waiting for such a stream (a
-// probe on the H200 and the CUDA C++ sample both hung, results/paging-explicit-debug). Here the
+// probe on the H200 and the CUDA C++ sample both hung). Here the
 // device never waits for the host, so a synchronous call always ends, and the worker's remaps
 // proceed while the program waits in the driver (the probe: a remap by a second thread took 0.5 ms
-// while the first sat 200 ms in cuStreamSynchronize, results/paging-smoke-s4).
+// while the first sat 200 ms in cuStreamSynchronize).
 //
 // Note [Home mapped on demand]
 // Mapping a frame home costs the driver far more than mapping it to the device: setting access on
 // 64 MiB of host memory takes 580 us on an idle H200, and 1.4 ms while copies to the host run,
 // against 30 us and 1 ms for device memory; an unmap alone takes 16-36 us (the probe at 64 MiB
-// frames, results/s14-call1/s14a/probe-64.txt). With `home_on_demand` an eviction only unmaps its frame,
+// frames: `build/samples/explicit_probe`). With `home_on_demand` an eviction only unmaps its frame,
 // and a fetch of an unmapped frame only maps its chunk: 50 us a round trip idle against 800, 1.1 ms
 // under copies against 2.8. A frame is mapped home only when it must be reachable there:
 //  - an op the pager lets through may reach it where it is (Pager::reach_away: a page bypassed or
@@ -60,7 +60,7 @@ namespace vc {
 //    it home when complete. On the shipped GPT 2.7B trace at 24 GiB with 64 MiB frames the pager's
 //    replay evicts 38.9 GiB per iteration, of which ops reach 14.1 GiB at home (`vramcache
 //    simulate`). Mapping a frame once reached at home there at each of its later evictions, on the
-//    mover's thread, was no faster: 1.537 s/step with that rule, 1.497 without (results/s14-call3;
+//    mover's thread, was no faster: 1.537 s/step with that rule, 1.497 without (GPT 2.7B / 24 GiB;
 //    with it the mover's remaps took 13.5 s and the program's thread 0.3 s mapping on demand,
 //    without it 7.3 s and 3.0 s);
 //  - the program asks the driver about an address in it (cuPointerGetAttribute and the like,
@@ -81,14 +81,14 @@ namespace vc {
 //
 // Note [Link rate]
 // How well the moves use the link is measured by the device, not by the mover: the real device
-// (interpose/vmm.cc) times each copy between two events on its stream, and the figures are the
+// (interpose/backends/explicit_backend.cc) times each copy between two events on its stream, and the figures are the
 // bytes and device time of the copies timed so far, per direction (so the rate while copying,
 // not over the run). For comparison, at its start it times pinned copies of its own, both
 // directions at once as the moves run, four each way back to back, the best of three such runs:
-// the rate the link sustains both ways in the same run. (Until session 15 it timed one copy each
-// way, which read 54.7 / 54.4 GB/s at GPT 2.7B, results/s14-call4: about the rate of one way
-// alone, 55.3 GB/s on the explicit probe, where four copies each way back to back sustain 50.6;
-// results/s15-call2/s15c/probe-128.txt. With four it reads 52.5 / 51.5, results/s15-call3.)
+// the rate the link sustains both ways in the same run. (One copy each way reads 54.7 / 54.4 GB/s
+// at GPT 2.7B, about the rate of one way alone, 55.3 GB/s on the explicit probe, where four copies
+// each way back to back sustain 50.6 (`build/samples/explicit_probe`); with four it reads 52.5 /
+// 51.5.)
 //
 // A failed device call stops the mover (logged once): nothing moves any more and every frame stays
 // mapped where it is, its data complete there. A failed remap first maps the frame back. Without a
