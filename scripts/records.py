@@ -8,6 +8,7 @@ and plots are generated from them (scripts/docs_tables.py and the benchmarks' re
     records.require_clean()                      # before measuring: refuses a dirty tree
     records.put("bench", {"size": "2.7b", "mode": "fsdp2", "budget_gib": 24}, figures, sys.argv)
     for r in records.load("bench"): ...
+    python3 scripts/records.py merge bench /path/to/bench.json   # records brought back from a GPU machine
 
 File layout: {"benchmark": NAME, "records": [RECORD, ...]}, records sorted by configuration.
 RECORD: {"config": {...}, "figures": {...}, "command": "...", "commit": SHA, "gpu": "...",
@@ -99,6 +100,12 @@ def put(benchmark, config, figures, command, sha=None, gpu_driver=None):
     }
     recs = {_key(r["config"]): r for r in load(benchmark)}
     recs[_key(config)] = rec
+    _write(benchmark, recs)
+    return rec
+
+
+def _write(benchmark, recs):
+    """Writes to a temporary name and renames, so a run cut short never leaves the file half written."""
     os.makedirs(RESULTS, exist_ok=True)
     p = path(benchmark)
     tmp = p + ".tmp"
@@ -106,4 +113,31 @@ def put(benchmark, config, figures, command, sha=None, gpu_driver=None):
         json.dump({"benchmark": benchmark, "records": [recs[k] for k in sorted(recs)]}, f, indent=1, sort_keys=True)
         f.write("\n")
     os.replace(tmp, p)
-    return rec
+
+
+def merge(benchmark, files):
+    """Takes whole records from copies of results/<benchmark>.json written on other machines (a GPU
+    machine's runs brought back): for each configuration the record with the latest date wins. Records
+    are never altered, only chosen; returns the configurations taken."""
+    recs = {_key(r["config"]): r for r in load(benchmark)}
+    taken = []
+    for name in files:
+        with open(name) as f:
+            doc = json.load(f)
+        if doc.get("benchmark") != benchmark:
+            raise ValueError(f"{name}: holds records of {doc.get('benchmark')!r}, not {benchmark!r}")
+        for r in doc["records"]:
+            k = _key(r["config"])
+            if k not in recs or r["date"] > recs[k]["date"]:
+                recs[k] = r
+                taken.append(r["config"])
+    _write(benchmark, recs)
+    return taken
+
+
+if __name__ == "__main__":
+    import sys
+    if len(sys.argv) < 4 or sys.argv[1] != "merge":
+        sys.exit("usage: python3 scripts/records.py merge BENCHMARK FILE...   (records from other machines)")
+    for c in merge(sys.argv[2], sys.argv[3:]):
+        print(f"records: {sys.argv[2]}: took {_key(c)}")
