@@ -100,7 +100,7 @@ std::string symbolize(uint64_t pc) {
 // written (or learned from) as soon as the wanted iterations are recorded, while the program goes
 // on. The second of waiting lets the GPU finish the recorded kernels, so their device times are in
 // the flushed activity records.
-// It stays for the recordings the pager asks for later (Note [Learning again] in runtime/pager.cc),
+// It stays for the recordings the pager asks for later (Note [Learning again] in runtime/pager/pager.h),
 // which have no device times.
 void profile_thread(Runtime *rt) {
   Recorder *rec = rt->recorder();

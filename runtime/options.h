@@ -49,7 +49,7 @@ namespace vc {
     "while the program departs from what it learned")                                              \
   X(kPrefetchAhead, "VRAMCACHE_PREFETCH_AHEAD", kSize, "0", "512M",                                 \
     "with the predictive policy: most bytes fetched ahead for kernels still to come; more hides "   \
-    "more of the link behind compute but evicts more that is needed again; 0: 1/64 of the budget "  \
+    "more of the link behind compute but evicts more that is needed again; 0: 1/32 of the budget "  \
     "with the explicit backend, 1/16 with the managed one")                                         \
   X(kPrefetchLead, "VRAMCACHE_PREFETCH_LEAD", kCount, "1000000", "2000",                                 \
     "with the predictive policy: a page is fetched when the kernel time until its use, as measured " \

@@ -6,7 +6,7 @@ per call (a cuBLAS call, a kernel launch, an aten op) with the host clock around
 (CLOCK_MONOTONIC_RAW, the clock of the trace's host_ns) and each buffer it touches as
 [address, bytes, direction]. Every op of the trace whose host_ns falls inside a logged call belongs
 to that call. Per call, the pages the trace says its ops touch (exact extents as recorded,
-kernel-parameter pointers extended as runtime/pages.h's Note [Extent of a parameter pointer] says)
+kernel-parameter pointers extended as runtime/access_model.h's Note [Extent of a parameter pointer] says)
 are compared with the pages of the logged buffers, byte-weighted:
   precision = |recorded & truth| / |recorded|,  recall = |recorded & truth| / |truth|.
 The trace is read with this file's own reader of profiler/FORMAT.md, independent of the C++ one.

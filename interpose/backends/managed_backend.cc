@@ -9,7 +9,7 @@
 // Its pages are populated on the host when it is made (a prefetch there, on the pager's stream,
 // before any of the pager's moves): a page first brought to the device would otherwise be made
 // there, with no migration for CUPTI to record (Note [Residency from migrations] in
-// runtime/runtime.h). Measured without this first prefetch on GPT 1.3B under a 12 GiB budget, 20
+// runtime/migration_ledger.h). Measured without this first prefetch on GPT 1.3B under a 12 GiB budget, 20
 // steps (`scripts/paging.py --jobs 1.3b-12 --steps 20 --policies managed-predictive`): the pager
 // brought in 559.9 GB, CUPTI's migrations to the device were 528.7 GB, 31.2 GB short: about the
 // 31.3 GB paged.

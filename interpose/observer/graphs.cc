@@ -9,8 +9,8 @@
 // update of the executable graph's node (XLA updates them every execution, Note [Graph copy nodes
 // on paged memory] in interpose/hooks_alloc.cc); any other, and a conditional node (its body is not
 // read), as an undecoded op, a wildcard that may touch any page (Note [Ordering moves after the
-// program] in runtime/pager.cc). An executable graph whose child graph or node was replaced in place
-// (cuGraphExecChildGraphNodeSetParams, cuGraphExecNodeSetParams) is one such op per launch, until
+// program] in runtime/pager/ordering.cc). An executable graph whose child graph or node was replaced
+// in place (cuGraphExecChildGraphNodeSetParams, cuGraphExecNodeSetParams) is one such op per launch, until
 // cuGraphExecUpdate gives it a graph to read again. The summary counts these as "other nodes".
 #include "interpose/observer/graphs.h"
 
@@ -168,7 +168,7 @@ void on_graph_launch(Runtime *rt, const CUpti_CallbackData *cb) {
   auto it = g.nodes.find(exec);
   if (it == g.nodes.end()) return;
   static std::atomic<uint64_t> launches{0};
-  const uint64_t batch = ++launches;  // Note [Ops enqueued together] in runtime/pager.cc
+  const uint64_t batch = ++launches;  // Note [Ops enqueued together] in runtime/pager/ordering.cc
   for (const GraphKernel &k : it->second) {
     Launch launch;
     launch.func = k.func;

@@ -31,7 +31,7 @@ void graph_copy_node_set(CUgraphExec exec, CUgraphNode node, const NodeRanges &r
 void remember_graph(CUgraphExec exec, CUgraph graph);
 void forget_graph(CUgraphExec exec);
 // A launch of an executable graph (cuGraphLaunch or its _ptsz twin), at API entry: each node it
-// holds becomes an op of the runtime, all of one batch (Note [Ops enqueued together] in runtime/pager.cc).
+// holds becomes an op of the runtime, all of one batch (Note [Ops enqueued together] in runtime/pager/ordering.cc).
 void on_graph_launch(Runtime *rt, const CUpti_CallbackData *cb);
 // The stream a graph launch goes to (the per-thread default stream as an explicit handle).
 uint64_t graph_launch_stream(const CUpti_CallbackData *cb);
