@@ -156,6 +156,53 @@ def speed_tables(recs):
     return lines
 
 
+def findings(recs):
+    """Sentences read off the records, per configuration: which mode is fastest, each peer that beats
+    vramcache with the bytes it moves and its CPU optimizer's time (what decides the design), what the
+    clean check found and cost, and vramcache's distance to the simulator's bound."""
+    out = []
+    for name in recs.configs(False):
+        cfg = CONFIGS[name]
+        vc = recs.get(cfg, "vramcache")
+        if not ok(vc):
+            continue
+        v = vc["figures"]
+        said = []
+        link = lambda f: f"{gb(f['nvml_pcie_h2d_bytes_per_step'])} / {gb(f['nvml_pcie_d2h_bytes_per_step'])} GB" \
+            if f.get("nvml_pcie_h2d_bytes_per_step") is not None else "-"
+        for mode in ("cpu_optimizer", "cpu_optimizer_bf16", "fsdp2", "save_on_cpu"):
+            r = recs.get(cfg, mode)
+            if not ok(r):
+                if r:
+                    oom = "out of memory" in (r["figures"].get("error") or "")
+                    said.append(f"{LABELS[mode]} does not run under the budget" + (" (out of memory)" if oom else
+                                f" ({r['figures'].get('status')})"))
+                continue
+            f = r["figures"]
+            x = ratio(r, vc)
+            if abs(f["median_s"] / v["median_s"] - 1) < 0.02:
+                said.append(f"{LABELS[mode]} is level with vramcache, at {x} its time")
+            elif f["median_s"] < v["median_s"]:
+                why = f"it moves {link(f)} per step over PCIe (NVML) against vramcache's {link(v)}"
+                if f.get("cpu_adamw_median_s") is not None:
+                    why += f", and its CPU AdamW takes {f['cpu_adamw_median_s']:.3f} s of its step"
+                said.append(f"**{LABELS[mode]} wins**, at {x} vramcache's time: {why}")
+            else:
+                said.append(f"{LABELS[mode]} takes {x} vramcache's time")
+        off = recs.get(cfg, "vramcache_no_clean_check")
+        c = v.get("vramcache", {})
+        if ok(off) and "frames_pieces_hashed" in c:
+            said.append(f"the clean check hashed {c['frames_pieces_hashed']} pieces and found "
+                        f"{gb(c.get('frames_clean_bytes', 0))} GB unchanged at eviction; with it off the step takes "
+                        f"{ratio(off, vc)} the time with it on")
+        sim = recs.get(cfg, "simulate")
+        if ok(sim):
+            said.append(f"vramcache takes {v['median_s'] / sim['figures']['bound_s']:.2f}x the simulator's bound "
+                        f"({sim['figures']['bound_s']:.3f} s/step)")
+        out.append(f"- `{name}`: " + "; ".join(said) + ".")
+    return ["### What the figures say", ""] + out + [""] if out else []
+
+
 def clean_table(recs):
     """vramcache's counters of each configuration, with and without the clean check: every
     clean-check key the records hold (the keys exist only in builds that have the check)."""
@@ -320,7 +367,7 @@ def document(recs, source, plot):
     if not recs.recs:
         md += ["No record yet: `bash scripts/bench.sh PART` on the GPU machine makes them, part by part "
                "(`bash scripts/bench.sh list` names the parts, the most telling first).", ""]
-    md += speed_tables(recs)
+    md += speed_tables(recs) + findings(recs)
     if plot:
         md += ["![seconds per step by mode and configuration](bench_step_time.svg)", ""]
     md += bitwise_table(recs) + clean_table(recs)
