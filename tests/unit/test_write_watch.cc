@@ -5,15 +5,22 @@
 // valid trace section.
 #include <doctest/doctest.h>
 
+#include <unistd.h>
+
+#include <cstdio>
 #include <cstring>
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
 
+#include "runtime/trace_io.h"
 #include "runtime/trace_validate.h"
 #include "runtime/write_watch.h"
+#include "tests/unit/runtime_test.h"
 
 using namespace vc;
+using runtime_test::make_runtime;
 
 namespace {
 
@@ -140,4 +147,48 @@ TEST_CASE("write watch: a run longer than one hash call takes is split, and the 
   CHECK(t.writes.pieces[1].piece == 167);
   CHECK(t.writes.pieces[2].piece == 131);
   CHECK(t.writes.pieces[3].piece == 295);
+}
+
+// The runtime in profile mode with a watch: a memset that changes one piece, one that writes the
+// values there already, a copy into a second allocation, and a sync; the trace written holds the
+// records of the three ops that ran, and the sync unlisted.
+TEST_CASE("write watch: profile mode writes the records of each op into the trace") {
+  const std::string path = "/tmp/vramcache-write-watch-" + std::to_string(getpid()) + ".vctrace";
+  auto rt = make_runtime({{"VRAMCACHE_MODE", "profile"}, {"VRAMCACHE_TRACE_FILE", path}});
+  REQUIRE(rt->recorder() != nullptr);
+  FakeHashes dev;
+  const uint64_t size = 8 * kPiece;
+  dev.mem.assign(2 * size, 0);  // two allocations, back to back at kBase
+  WriteWatch watch(&dev, kPiece, 1 << 20);
+  rt->set_write_watch(&watch);
+  rt->on_alloc(kBase, size, AllocKind::kDevice);
+  rt->on_alloc(kBase + size, size, AllocKind::kDevice);
+  auto call = [&](ApiClass cls, const char *name, uint64_t dst, uint64_t src, uint64_t bytes, const std::function<void()> &run) {
+    ApiCall c;
+    c.name = name, c.dst = dst, c.src = src, c.bytes = bytes, c.stream = 3;
+    rt->on_api(cls, c);
+    run();  // the fake device runs it as it is enqueued
+    rt->after_enqueue();
+  };
+  call(ApiClass::kSet, "cuMemsetD8Async", kBase + 2 * kPiece + 10, 0, 100, [&] { std::memset(&dev.mem[2 * kPiece + 10], 5, 100); });
+  call(ApiClass::kSet, "cuMemsetD8Async", kBase + 2 * kPiece + 10, 0, 100, [&] { std::memset(&dev.mem[2 * kPiece + 10], 5, 100); });
+  call(ApiClass::kCopy, "cuMemcpyDtoDAsync_v2", kBase + size + 5 * kPiece, kBase + 2 * kPiece, 2 * kPiece,
+       [&] { std::memcpy(&dev.mem[size + 5 * kPiece], &dev.mem[2 * kPiece], 2 * kPiece); });
+  call(ApiClass::kSync, "cuStreamSynchronize", 0, 0, 0, [] {});
+  auto symbolize = [](uint64_t) { return std::string(); };
+  REQUIRE(rt->finish_recording(symbolize, true));
+  Trace t;
+  std::string error;
+  REQUIRE_MESSAGE(read_trace(path, &t, &error), error);
+  std::remove(path.c_str());
+  REQUIRE(t.ops.size() == 4);
+  REQUIRE(t.writes.present());
+  REQUIRE(t.writes.ops.size() == 3);
+  const uint64_t second = t.allocs[1].id;
+  CHECK((t.writes.ops[0].op == 0 && t.writes.ops[0].count == 1));
+  CHECK((t.writes.pieces[0].alloc_id == t.allocs[0].id && t.writes.pieces[0].piece == 2));
+  CHECK((t.writes.ops[1].op == 1 && t.writes.ops[1].count == 0));  // the same values again
+  // The copy: piece 5 of the second allocation gets piece 2's new bytes; piece 6, piece 3's zeros.
+  REQUIRE((t.writes.ops[2].op == 2 && t.writes.ops[2].count == 1));
+  CHECK((t.writes.pieces[1].alloc_id == second && t.writes.pieces[1].piece == 5));
 }
