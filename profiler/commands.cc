@@ -227,7 +227,7 @@ PagerReplay replay_policies(const Analysis &a, uint64_t budget, uint64_t prefetc
     auto per_iteration = [&](const std::vector<uint64_t> &v) { return double(v[n - 1] - v[from]) / out.iterations; };
     f->h2d = per_iteration(r.h2d);
     f->d2h = per_iteration(r.d2h);
-    f->clean = f->d2h - per_iteration(r.copied);
+    f->clean = r.write_records ? f->d2h - per_iteration(r.copied) : per_iteration(r.clean);
     f->bypassed = per_iteration(r.bypassed);
     f->home_maps = per_iteration(r.home_maps);
     f->fetched_dead = per_iteration(r.fetched_dead);
