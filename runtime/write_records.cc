@@ -1,4 +1,5 @@
-// Reading a trace's write records (write_records.h).
+// Reading a trace's write records (write_records.h): an index from op to its record, built once per
+// consumer; lookups binary-search the op's pieces, which the validator keeps in order.
 #include "runtime/write_records.h"
 
 #include <algorithm>

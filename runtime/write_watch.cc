@@ -1,4 +1,5 @@
-// The write records of profile mode (write_watch.h).
+// The write records of profile mode (write_watch.h). Pending ops are decided in op order, so the
+// records come out sorted as the trace section wants them (validate_writes).
 #include "runtime/write_watch.h"
 
 #include <algorithm>
