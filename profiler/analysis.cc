@@ -10,6 +10,7 @@
 #include <map>
 
 #include "runtime/recorder.h"
+#include "runtime/write_records.h"
 
 namespace vc {
 
@@ -243,6 +244,18 @@ std::string summary_text(const Analysis &a, const std::vector<BudgetResult> &bud
   appendf(&s, "pages touched: %s read and never known to be written, %s known to be written (GEMM, copy and memset extents), %s only through kernel parameters (role unknown); %s of page accesses are followed by an overwrite (dead data)\n",
           format_bytes(read_only).c_str(), format_bytes(written).c_str(), format_bytes(unknown_only).c_str(),
           format_bytes(dead).c_str());
+  // Note [Write records] in runtime/trace.h: the roles above already count a page that its recorded
+  // op did not change as read by it.
+  if (t.writes.present()) {
+    const WriteTotals w = write_totals(t, a.window_begin, a.window_end);
+    appendf(&s, "write records (pieces of %s hashed before and after each op): %llu of the iteration's %llu ops recorded, "
+            "%s of pieces changed by them; a page a recorded op reached but did not change counts as read by it\n",
+            format_bytes(t.writes.piece_bytes).c_str(), (unsigned long long)w.recorded, (unsigned long long)w.ops,
+            format_bytes(w.changed_bytes).c_str());
+  } else {
+    s += "write records: none in this trace (profiled without them); an op counts as writing all it may reach "
+         "through a ref not known to be read only\n";
+  }
   std::map<AllocKind, uint64_t> by_kind;
   for (const TraceAlloc &al : t.allocs) by_kind[al.kind] += al.size;
   s += "bytes allocated by kind:";

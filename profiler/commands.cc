@@ -194,7 +194,7 @@ std::string budget_json(const Analysis &a, const BudgetResult &r) {
 // Empty without a period or when the trace is too short to show a learned iteration.
 struct PagerFigures {
   double h2d = 0, d2h = 0;  // bytes per iteration
-  double clean = 0;         // of d2h, bytes evicted clean (no write-back)
+  double clean = 0;         // of d2h, bytes not copied home (d2h less ReplayResult::copied)
   double bypassed = 0;      // bytes per iteration reached where they were (Note [Bypass])
   double home_maps = 0;     // bytes per iteration mapped home on demand (Note [Home mapped on demand])
   double fetched_dead = 0;  // of h2d, bytes the next op to reach overwrites whole (ReplayResult)
@@ -204,6 +204,7 @@ struct PagerReplay {
   int iterations = 0;  // measured over; 0 = not available
   PagerFigures reactive, predictive, bypass;  // predictive without bypass (VRAMCACHE_BYPASS=0), and with it
   uint64_t frame = 0, planned = 0, window = 0;  // the settings replayed
+  uint64_t write_piece = 0;  // the trace's write records' piece size; 0: it has none
 };
 
 // With the explicit backend's own settings for the budget, as the library makes them: its frames
@@ -215,6 +216,7 @@ PagerReplay replay_policies(const Analysis &a, uint64_t budget, uint64_t prefetc
   o.num[kBudget] = int64_t(budget), o.num[kFrameSize] = int64_t(frame);
   out.frame = frame_size(o), out.planned = budget - std::min(budget / 2, frame_headroom(budget, out.frame));
   out.window = prefetch_ahead ? prefetch_ahead : out.planned / 32;
+  out.write_piece = a.trace.writes.piece_bytes;
   uint64_t period = a.iterations.period;
   if (!period) return out;
   auto figures = [&](PagingPolicy policy, PagerFigures *f, bool bypass = false) {
@@ -225,7 +227,7 @@ PagerReplay replay_policies(const Analysis &a, uint64_t budget, uint64_t prefetc
     auto per_iteration = [&](const std::vector<uint64_t> &v) { return double(v[n - 1] - v[from]) / out.iterations; };
     f->h2d = per_iteration(r.h2d);
     f->d2h = per_iteration(r.d2h);
-    f->clean = per_iteration(r.clean);
+    f->clean = r.write_records ? f->d2h - per_iteration(r.copied) : per_iteration(r.clean);
     f->bypassed = per_iteration(r.bypassed);
     f->home_maps = per_iteration(r.home_maps);
     f->fetched_dead = per_iteration(r.fetched_dead);
@@ -241,12 +243,17 @@ PagerReplay replay_policies(const Analysis &a, uint64_t budget, uint64_t prefetc
 std::string replay_text(const PagerReplay &p) {
   if (!p.iterations)
     return "pager replay: not shown (needs a period and at least 5 iterations of trace)\n";
-  char buf[1024];
+  // Note [Write records] in runtime/trace.h: where the trace has them, clean bytes are counted from
+  // them; where not, every eviction the pager does not know to be clean counts as copied.
+  const std::string clean_from =
+      p.write_piece ? "pieces of " + format_bytes(p.write_piece) + " that no op changed since they came in, from the trace's write records"
+                    : "the trace has no write records: frames an op may have written count as copied whole";
+  char buf[1400];
   snprintf(buf, sizeof buf,
            "pager replay (the library's own pager on this trace, copies instant, with the explicit backend's settings: "
            "frames of %s, planned within %s, prefetch window %s), per iteration over the last %d: "
            "reactive %s in, %s out, %llu pages missed; predictive without bypass (VRAMCACHE_BYPASS=0) %s in, %s out, "
-           "%llu pages missed; predictive with bypass (the default) %s in, %s out (%s of it clean, not copied), %s reached over the link, %s mapped "
+           "%llu pages missed; predictive with bypass (the default) %s in, %s out (%s of it clean, not copied: %s), %s reached over the link, %s mapped "
            "home for ops that may reach it there (the explicit backend's frames: Note [Home mapped on demand]); "
            "of what it brings in, %s are pages of the trace that the next op to reach them overwrites whole\n",
            format_bytes(p.frame).c_str(), format_bytes(p.planned).c_str(), format_bytes(p.window).c_str(), p.iterations,
@@ -254,7 +261,7 @@ std::string replay_text(const PagerReplay &p) {
            (unsigned long long)p.reactive.misses, format_bytes(uint64_t(p.predictive.h2d)).c_str(),
            format_bytes(uint64_t(p.predictive.d2h)).c_str(), (unsigned long long)p.predictive.misses,
            format_bytes(uint64_t(p.bypass.h2d)).c_str(), format_bytes(uint64_t(p.bypass.d2h)).c_str(),
-           format_bytes(uint64_t(p.bypass.clean)).c_str(),
+           format_bytes(uint64_t(p.bypass.clean)).c_str(), clean_from.c_str(),
            format_bytes(uint64_t(p.bypass.bypassed)).c_str(), format_bytes(uint64_t(p.bypass.home_maps)).c_str(),
            format_bytes(uint64_t(p.bypass.fetched_dead)).c_str());
   return buf;

@@ -8,6 +8,8 @@
 #include <limits>
 #include <unordered_map>
 
+#include "runtime/write_records.h"
+
 namespace vc {
 
 namespace {
@@ -147,6 +149,20 @@ AccessModel build_access_model(const Trace &trace, uint64_t page_size, uint64_t 
     }
   }
   m.op_first.push_back(uint32_t(m.acc.size()));
+
+  // Note [Write records] (trace.h): a page a recorded op reaches but did not change is only read
+  // by it, whatever its refs' roles claimed; kWritten stays (its old data is still dead to it).
+  const WriteIndex writes(trace);
+  if (writes.present())
+    for (uint64_t k = op_begin; k < op_end; ++k) {
+      if (!writes.of(k)) continue;
+      for (uint32_t s = m.op_first[k - op_begin]; s < m.op_first[k - op_begin + 1]; ++s) {
+        PageAccess &acc = m.acc[s];
+        if (acc.role != Role::kUnknown && acc.role != Role::kReadWritten) continue;
+        const AccessModel::Page &pg = m.pages[acc.page];
+        if (!writes.changed(k, pg.alloc_id, pg.index * page_size, pg.index * page_size + pg.bytes)) acc.role = Role::kRead;
+      }
+    }
 
   // created/freed, bucketed by the window op they precede (a counting sort, trace order within a
   // bucket). Bucket n is the end of the window: frees with free_seq == op_end land there.

@@ -124,10 +124,18 @@ void collect_refs(const RecordedOp &r, const AllocMap &allocs, std::vector<Ref> 
   }
 }
 
-void Recorder::on_op(const RecordedOp &r, const std::vector<Ref> &unique) {
+bool Recorder::alloc_extent(uint64_t alloc_id, uint64_t *base, uint64_t *size) const {
+  std::lock_guard lock(mu_);
+  auto it = alloc_index_.find(alloc_id);
+  if (it == alloc_index_.end()) return false;
+  *base = trace_.allocs[it->second].base, *size = trace_.allocs[it->second].size;
+  return true;
+}
+
+uint64_t Recorder::on_op(const RecordedOp &r, const std::vector<Ref> &unique) {
   const uint64_t host_ns = now_ns();
   std::lock_guard lock(mu_);
-  if (!recording_) return;
+  if (!recording_) return kNever;
   Op op;
   op.kind = r.kind;
   auto [it, added] = name_ids_.emplace(r.name, uint32_t(trace_.names.size()));
@@ -144,11 +152,13 @@ void Recorder::on_op(const RecordedOp &r, const std::vector<Ref> &unique) {
   trace_.refs.insert(trace_.refs.end(), unique.begin(), unique.end());
   trace_.ops.push_back(op);
   graph_nodes_.push_back(r.graph_node);
+  const uint64_t index = trace_.ops.size() - 1;
   if (trace_.ops.size() >= next_check_) {
     next_check_ = next_check(trace_.ops.size());
     ++checks_;
     check_iterations();
   }
+  return index;
 }
 
 void Recorder::check_iterations() {

@@ -57,12 +57,15 @@ class Recorder {
 
   void on_alloc(const Allocation &a, uint64_t stream, const uint64_t *pcs, int depth);
   void on_free(uint64_t alloc_id);
-  void on_op(const RecordedOp &op, const std::vector<Ref> &refs);  // refs: collect_refs
-  void on_op(const RecordedOp &op, const AllocMap &allocs) {
+  // refs: collect_refs. Returns the op's index in the trace, or kNever when not recording.
+  uint64_t on_op(const RecordedOp &op, const std::vector<Ref> &refs);
+  uint64_t on_op(const RecordedOp &op, const AllocMap &allocs) {
     std::vector<Ref> refs;
     collect_refs(op, allocs, &refs);
-    on_op(op, refs);
+    return on_op(op, refs);
   }
+  // Base and size of allocation `alloc_id` of the trace being recorded; false if it is not in it.
+  bool alloc_extent(uint64_t alloc_id, uint64_t *base, uint64_t *size) const;
   void on_kernel_time(uint64_t correlation, uint64_t graph_node, uint64_t start_ns, uint64_t end_ns);
   void on_copy_time(uint64_t correlation, uint64_t start_ns, uint64_t end_ns);
 

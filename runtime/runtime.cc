@@ -9,6 +9,7 @@
 
 #include "runtime/log.h"
 #include "runtime/trace_io.h"
+#include "runtime/trace_validate.h"
 
 namespace vc {
 
@@ -159,7 +160,7 @@ void Runtime::page_op(const RecordedOp &op, bool captured) {
   bool recording = recorder_ && recorder_->recording();
   if (!pg && !recording) return;
   collect_refs(op, allocs_, &refs);
-  if (recording) recorder_->on_op(op, refs);
+  if (recording) watch_before(recorder_->on_op(op, refs), op, captured, refs);
   // Nothing is issued while a stream capture is open (into it, or calls that could invalidate it):
   // what such an op touches stays where it is, reachable from the device.
   bool capture_open = counters_.captures_begun > counters_.captures_ended;
@@ -171,6 +172,48 @@ void Runtime::page_op(const RecordedOp &op, bool captured) {
   // Note [Learning again] in runtime/pager/plan.cc: the profile thread learns from it once it has
   // enough.
   if (pg && recorder_ && pg->relearn_due()) recorder_->restart([this] { return allocs_.all(); });
+}
+
+namespace {
+
+// The recorded op this thread is enqueueing whose pieces were hashed before it (watch_before).
+struct WatchedOp {
+  WriteWatch *watch = nullptr;
+  uint64_t op = 0, stream = 0;
+};
+thread_local WatchedOp watched;
+
+}  // namespace
+
+void Runtime::watch_before(uint64_t index, const RecordedOp &op, bool captured, const std::vector<Ref> &refs) {
+  WriteWatch *w = write_watch_.load(std::memory_order_acquire);
+  if (!w || index == kNever || options_.mode() != Mode::kProfile || pager()) return;
+  if (watched.watch) watched.watch->after(uint32_t(watched.op), watched.stream), watched = {};  // (no after_enqueue came)
+  // Only an op that runs now and reaches nothing but its refs (validate_writes): not a sync, not
+  // captured, a kernel decoded and without pointer arrays, a copy or set whose range is known.
+  const bool kernel = op.kind == OpKind::kKernel || op.kind == OpKind::kGraphKernel;
+  if (op.kind == OpKind::kSync || captured || (op.flags & kOpCaptured) || index > UINT32_MAX) return;
+  if (kernel ? !(op.flags & kOpDecoded) || (op.flags & kOpIndirect) : op.bytes == 0 && !op.ranges) return;
+  thread_local std::vector<WatchSpan> spans;
+  spans.clear();
+  for (const Ref &r : refs) {
+    WatchSpan s;
+    s.alloc_id = r.alloc_id;
+    if (!recorder_->alloc_extent(r.alloc_id, &s.base, &s.size) || r.offset >= s.size) continue;
+    s.lo = r.offset;
+    s.hi = r.bytes ? std::min(s.size, r.offset + r.bytes) : s.size;  // a pointer: to its allocation's end
+    spans.push_back(s);
+  }
+  w->before(uint32_t(index), op.stream, spans);
+  watched = {w, index, op.stream};
+}
+
+void Runtime::after_enqueue() {
+  if (!watched.watch) return;
+  WriteWatch *w = watched.watch;
+  w->after(uint32_t(watched.op), watched.stream);
+  watched = {};
+  w->collect(false);
 }
 
 void Runtime::on_gemm(GemmApi api, const GemmOperand *ops, int n) {
@@ -254,6 +297,16 @@ bool Runtime::finish_recording(const std::function<std::string(uint64_t)> &symbo
   trace_written_ = true;
   Trace trace = recorder_->finish(symbolize);
   std::string error;
+  if (WriteWatch *w = write_watch_.load(std::memory_order_acquire); w && first && options_.mode() == Mode::kProfile) {
+    w->collect(true);
+    trace.writes = w->take(trace.ops.size());
+    // Records that do not fit the trace (an op enqueued as recording ended) are left out, whole.
+    if (!validate_writes(trace, &error)) {
+      VC_WARN("profile: write records left out of the trace: %s", error.c_str());
+      trace.writes = WriteRecords{};
+      error.clear();
+    }
+  }
   if (Pager *pg = pager(); pg && !at_exit && PagingPolicy(options_.num[kPolicy]) == PagingPolicy::kPredictive) {
     pg->set_link_rate(link_rate(), uint64_t(options_.num[kPrefetchLead]) * 1000);
     std::string why;

@@ -21,6 +21,7 @@
 #include "runtime/pager/pager.h"
 #include "runtime/param_decode.h"
 #include "runtime/recorder.h"
+#include "runtime/write_watch.h"
 
 namespace vc {
 
@@ -109,6 +110,13 @@ class Runtime {
   // of recording, once (later calls do nothing): the pager learns its plan from the trace, and in
   // profile mode it is written to VRAMCACHE_TRACE_FILE. `symbolize` names a return address.
   Recorder *recorder() { return recorder_.get(); }
+  // Profile mode's write records (Note [Write records] in runtime/trace.h): with a watch set (by
+  // the backend that hashes on the device; not owned, it outlives the runtime's recording), each
+  // op recorded that reaches only its refs has its pieces hashed before it is enqueued, and again
+  // at after_enqueue(), which the hook calls on the same thread once the call that enqueued it
+  // returned. The trace written then holds the records.
+  void set_write_watch(WriteWatch *watch) { write_watch_.store(watch, std::memory_order_release); }
+  void after_enqueue();
   // `at_exit`: the program is ending, nothing is learned.
   bool finish_recording(const std::function<std::string(uint64_t)> &symbolize, bool at_exit = false);
 
@@ -178,6 +186,8 @@ class Runtime {
   bool pages_managed() const;  // paging on, with managed memory (the managed backend)
   void warn_outside();  // once, when memory outside the pager passes half the budget
   void page_op(const RecordedOp &op, bool captured);  // refs of an op to the pager and the recorder
+  // Before recorded op `index` is enqueued: its pieces hashed (set_write_watch), if it reaches only its refs.
+  void watch_before(uint64_t index, const RecordedOp &op, bool captured, const std::vector<Ref> &refs);
 
   Options options_;
   Counters counters_;
@@ -194,6 +204,7 @@ class Runtime {
   std::atomic<uint64_t> outside_bytes_{0};
   std::atomic<uint64_t> unseen_bytes_{0};  // the most device memory seen in use without an allocation
   std::atomic<bool> outside_warned_{false};
+  std::atomic<WriteWatch *> write_watch_{nullptr};
 };
 
 }  // namespace vc

@@ -64,6 +64,27 @@ struct Op {
   uint32_t first_ref = 0, ref_count = 0;  // refs[first_ref, first_ref + ref_count)
 };
 
+// Note [Write records]: in profile mode, the pieces (at most 2 MiB, as the clean check's, Note
+// [Clean pieces] in runtime/frames_clean.cc) of what an op may reach are hashed before and after
+// it (Note [Piece hash]); a piece whose hashes differ was changed by the op. An op listed in
+// WriteRecords::ops had every piece it may reach hashed, and changed exactly its `pieces` (a piece
+// written with the values it held counts as unchanged, as the clean check sees it). An op not
+// listed may have written whatever it reaches, as a trace without records assumes of every op.
+struct WrittenPiece {
+  uint64_t alloc_id = 0;
+  uint64_t piece = 0;  // index: the piece's offset in its allocation / WriteRecords::piece_bytes
+};
+struct OpWrites {
+  uint32_t op = 0;                // index into Trace::ops
+  uint32_t first = 0, count = 0;  // WriteRecords::pieces[first, first + count), by (alloc_id, piece)
+};
+struct WriteRecords {
+  uint64_t piece_bytes = 0;         // 0: the trace has no write records (and both tables are empty)
+  std::vector<OpWrites> ops;        // in op order, each op at most once
+  std::vector<WrittenPiece> pieces;
+  bool present() const { return piece_bytes != 0; }
+};
+
 // Call stack of an allocation, symbolized when the trace was written.
 struct CallSite {
   std::vector<std::string> frames;  // innermost first, "module!symbol+0xoff"
@@ -78,6 +99,7 @@ struct Trace {
   std::vector<TraceAlloc> allocs;   // in allocation order
   std::vector<Op> ops;
   std::vector<Ref> refs;
+  WriteRecords writes;  // optional (Note [Write records])
 
   // Index of `name` in names, adding it if new.
   uint32_t intern(const std::string &name);

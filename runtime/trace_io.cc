@@ -35,7 +35,7 @@ uint32_t crc32(const uint8_t *data, size_t size) {
 namespace {
 
 constexpr char kMagic[8] = {'V', 'C', 'T', 'R', 'A', 'C', 'E', '\0'};
-constexpr size_t kAllocRecord = 54, kOpRecord = 84, kRefRecord = 25;
+constexpr size_t kAllocRecord = 54, kOpRecord = 84, kRefRecord = 25, kOpWritesRecord = 8, kPieceRecord = 16;
 
 constexpr uint32_t tag(const char (&s)[5]) {
   return uint32_t(uint8_t(s[0])) | uint32_t(uint8_t(s[1])) << 8 | uint32_t(uint8_t(s[2])) << 16 |
@@ -43,6 +43,7 @@ constexpr uint32_t tag(const char (&s)[5]) {
 }
 constexpr uint32_t kMeta = tag("META"), kNames = tag("NAME"), kSites = tag("CSIT"), kAllocs = tag("ALOC"),
                    kOps = tag("OPS_"), kRefs = tag("REFS");
+constexpr uint32_t kWrites = tag("WRIT");  // optional: Note [Write records] in trace.h
 
 std::string tag_name(uint32_t t) {
   std::string s(4, '?');
@@ -211,6 +212,43 @@ bool decode_refs(Reader &r, std::vector<Ref> *refs) {
   return r.ok();
 }
 
+// The optional WRIT section: piece size, the ops recorded with their piece counts, the pieces.
+bool decode_writes(Reader &r, WriteRecords *w) {
+  w->piece_bytes = r.u64();
+  uint64_t n = r.u64();
+  if (!r.count_fits(n, kOpWritesRecord)) return false;
+  w->ops.resize(n);
+  uint64_t total = 0;
+  for (auto &o : w->ops) {
+    o.op = r.u32();
+    o.count = r.u32();
+    o.first = uint32_t(total);
+    total += o.count;
+    if (total > UINT32_MAX) return r.fail("more than 2^32 written pieces"), false;
+  }
+  uint64_t pieces = r.u64();
+  if (!r.ok()) return false;
+  if (pieces != total) return r.fail("its ops list " + std::to_string(total) + " pieces, its table " + std::to_string(pieces)), false;
+  if (!r.count_fits(pieces, kPieceRecord)) return false;
+  w->pieces.resize(pieces);
+  for (auto &p : w->pieces) p.alloc_id = r.u64(), p.piece = r.u64();
+  if (r.ok() && !w->piece_bytes) r.fail("piece size 0");
+  return r.ok();
+}
+
+void encode_writes(Writer &file, const WriteRecords &w) {
+  Writer p;
+  p.u64(w.piece_bytes);
+  p.u64(w.ops.size());
+  for (const OpWrites &o : w.ops) p.u32(o.op), p.u32(o.count);
+  p.u64(w.pieces.size());
+  // Each op's pieces as its entry names them (first, count), so what is written is what was read.
+  for (const OpWrites &o : w.ops)
+    for (uint64_t k = o.first; k < uint64_t(o.first) + o.count && k < w.pieces.size(); ++k)
+      p.u64(w.pieces[k].alloc_id), p.u64(w.pieces[k].piece);
+  section(file, kWrites, p);
+}
+
 // The first 16 bytes: magic and version. False: `error` says why.
 bool check_header(const uint8_t *data, size_t size, std::string *error) {
   if (size < 16 || memcmp(data, kMagic, 8) != 0) return *error = "not a vramcache trace (bad magic)", false;
@@ -230,7 +268,7 @@ std::vector<uint8_t> encode_trace(const Trace &t) {
   Writer file;
   file.raw(kMagic, sizeof kMagic);
   file.u32(kTraceVersion);
-  file.u32(6);
+  file.u32(t.writes.present() ? 7 : 6);
   Writer meta;
   meta.u64(t.page_size), meta.u64(t.start_ns), meta.str(t.command);
   section(file, kMeta, meta);
@@ -267,6 +305,7 @@ std::vector<uint8_t> encode_trace(const Trace &t) {
   refs.u64(t.refs.size());
   for (const auto &r : t.refs) refs.u64(r.alloc_id), refs.u64(r.offset), refs.u64(r.bytes), refs.u8(uint8_t(r.role));
   section(file, kRefs, refs);
+  if (t.writes.present()) encode_writes(file, t.writes);
   return std::move(file.out);
 }
 
@@ -305,6 +344,10 @@ bool decode_trace(const uint8_t *data, size_t size, Trace *out, std::string *err
                 : which == 4 ? decode_ops(r, &t.ops)
                              : decode_refs(r, &t.refs);
       if (!ok) return *error = r.error(), false;
+      if (!r.done()) return *error = where + " has trailing bytes", false;
+    } else if (t_tag == kWrites) {
+      if (t.writes.present()) return *error = where + " appears twice", false;
+      if (!decode_writes(r, &t.writes)) return *error = r.error(), false;
       if (!r.done()) return *error = where + " has trailing bytes", false;
     }
     at += len;

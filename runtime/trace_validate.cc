@@ -117,7 +117,58 @@ bool validate_trace(const Trace &t, std::string *error) {
                                " of allocation " + num(a.id) + ", which has " + num(a.size) + " bytes");
     }
   }
+  if (!validate_writes(t, error)) return false;
   return check_trace_cost(t, 0, error);
+}
+
+bool validate_writes(const Trace &t, std::string *error) {
+  const WriteRecords &w = t.writes;
+  if (!w.present()) {
+    if (!w.ops.empty() || !w.pieces.empty()) return fail(error, "write records without a piece size");
+    return true;
+  }
+  if (w.piece_bytes < kMinPageSize || w.piece_bytes > kMaxWritePiece || (w.piece_bytes & (w.piece_bytes - 1)))
+    return fail(error, "write records: piece size " + size_name(w.piece_bytes) + " is not a power of two from 64K to 2M");
+  if (w.pieces.size() > kMaxTraceAccesses)
+    return fail(error, "write records: " + num(w.pieces.size()) + " pieces, more than " + num(kMaxTraceAccesses));
+  std::unordered_map<uint64_t, uint64_t> size_of = sizes(t);
+  uint64_t next_first = 0;
+  for (size_t i = 0; i < w.ops.size(); ++i) {
+    const OpWrites &o = w.ops[i];
+    const std::string name = "write records: op " + num(o.op);
+    if (o.op >= t.ops.size()) return fail(error, name + " is past the trace's " + num(t.ops.size()) + " ops");
+    if (i && o.op <= w.ops[i - 1].op) return fail(error, name + " is listed after op " + num(w.ops[i - 1].op));
+    if (o.first != next_first || uint64_t(o.first) + o.count > w.pieces.size())
+      return fail(error, name + "'s pieces are not the ones after the previous op's");
+    next_first = uint64_t(o.first) + o.count;
+    const Op &op = t.ops[o.op];
+    if (op.kind == OpKind::kSync || (op.flags & kOpCaptured))
+      return fail(error, name + " ran nothing there (a synchronization, or captured), yet is listed");
+    if (op.flags & kOpIndirect)
+      return fail(error, name + " reaches memory through pointers in device memory, which no hash before and after covers");
+    for (uint32_t k = o.first; k < next_first; ++k) {
+      const WrittenPiece &p = w.pieces[k];
+      const std::string piece = name + " piece " + num(p.piece) + " of allocation " + num(p.alloc_id);
+      if (k > o.first && (p.alloc_id < w.pieces[k - 1].alloc_id ||
+                          (p.alloc_id == w.pieces[k - 1].alloc_id && p.piece <= w.pieces[k - 1].piece)))
+        return fail(error, piece + " is not after the op's previous piece (by allocation, then piece)");
+      auto it = size_of.find(p.alloc_id);
+      if (it == size_of.end()) return fail(error, piece + ": the allocation is not in the trace");
+      if (p.piece >= (it->second + w.piece_bytes - 1) / w.piece_bytes)
+        return fail(error, piece + " is past the allocation's " + num(it->second) + " bytes");
+      // Only what the op may reach was hashed: a ref overlapping the piece (one of unknown extent
+      // reaches to its allocation's end).
+      const uint64_t lo = p.piece * w.piece_bytes, hi = lo + w.piece_bytes;
+      bool reached = false;
+      for (uint32_t r = op.first_ref; r < op.first_ref + op.ref_count && !reached; ++r) {
+        const Ref &ref = t.refs[r];
+        reached = ref.alloc_id == p.alloc_id && ref.offset < hi && (ref.bytes == 0 || ref.offset + ref.bytes > lo);
+      }
+      if (!reached) return fail(error, piece + " is outside what the op's refs reach");
+    }
+  }
+  if (next_first != w.pieces.size()) return fail(error, "write records: pieces past the last op's");
+  return true;
 }
 
 bool check_trace_cost(const Trace &t, uint64_t page_size, std::string *error) {

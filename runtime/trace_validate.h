@@ -42,6 +42,13 @@ uint64_t window_reach(const Trace &t, uint64_t page_size, uint64_t begin, uint64
 // of op 3 ends at offset 8388608 of allocation 5, which has 4194304 bytes").
 bool validate_trace(const Trace &t, std::string *error);
 
+// The write records (Note [Write records] in trace.h) of a trace whose other tables are valid: a
+// piece size of 64K to 2M (kMaxWritePiece, the clean check's largest piece), ops in order, each
+// one that runs and whose refs are all it reaches, its pieces in order, inside their allocation
+// and inside what its refs reach. Part of validate_trace.
+constexpr uint64_t kMaxWritePiece = uint64_t(2) << 20;
+bool validate_writes(const Trace &t, std::string *error);
+
 // The cost at `page_size` (0: the trace's own) is within the bounds above; false: `error` says
 // which is exceeded and what to do.
 bool check_trace_cost(const Trace &t, uint64_t page_size, std::string *error);

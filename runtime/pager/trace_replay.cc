@@ -8,6 +8,8 @@
 #include <unordered_set>
 #include <utility>
 
+#include "runtime/write_records.h"
+
 namespace vc {
 namespace {
 
@@ -59,11 +61,53 @@ class NextReach {
 
 // Copies complete at once. It keeps which pages an eviction left unmapped, as the frame mover does
 // with home_on_demand, to count what ops then reach there, and what of each fetch is dead on arrival.
+// With the trace's write records it keeps which pieces changed since they came in, and an eviction
+// copies those home only, as the clean check does (Note [Clean pieces] in runtime/frames_clean.cc);
+// without them, every eviction the pager does not know to be clean is copied whole.
 struct InstantMover final : Mover {
-  InstantMover(uint64_t page, const NextReach &next) : page(page), next(next) {}
+  InstantMover(uint64_t page, const NextReach &next, const Trace &t) : page(page), next(next), t(t), writes(t) {}
   const uint64_t page;
   const NextReach &next;
+  const Trace &t;
+  const WriteIndex writes;
   uint64_t fences = 0, home_maps = 0, fetched_dead = 0;
+  uint64_t copied = 0;                           // bytes copied home
+  std::unordered_map<uint64_t, uint64_t> base_of;  // alloc id -> base, of live allocations
+  std::unordered_set<uint64_t> changed;          // piece addresses changed since they came in
+  // Each piece (of the write records) overlapping [addr, addr + bytes) of the live allocation
+  // there: f(piece address, bytes of the piece inside the range).
+  template <class F>
+  void each_piece(uint64_t addr, uint64_t bytes, F f) {
+    auto a = live.upper_bound(addr);
+    if (a == live.begin()) return;
+    --a;
+    const uint64_t base = a->first, size = a->second.second, pb = writes.piece_bytes();
+    const uint64_t end = std::min(addr + bytes, base + size);
+    for (uint64_t p = base + (addr - base) / pb * pb; p < end; p += pb)
+      f(p, std::min(p + pb, end) - std::max(p, addr));
+  }
+  void mark_changed(uint64_t alloc_id, uint64_t lo, uint64_t hi) {  // offsets
+    auto b = base_of.find(alloc_id);
+    if (b != base_of.end() && hi > lo) each_piece(b->second + lo, hi - lo, [&](uint64_t p, uint64_t) { changed.insert(p); });
+  }
+  // After op i was fed: the pieces it changed, or, not recorded, all it may have written.
+  void wrote(uint64_t i) {
+    if (!writes.present()) return;
+    const Op &o = t.ops[i];
+    if (const OpWrites *w = writes.of(i)) {
+      const uint64_t pb = writes.piece_bytes();
+      for (uint32_t k = w->first; k < w->first + w->count; ++k)
+        mark_changed(writes.piece(k).alloc_id, writes.piece(k).piece * pb, writes.piece(k).piece * pb + 1);
+      return;
+    }
+    for (uint32_t r = o.first_ref; r < o.first_ref + o.ref_count; ++r) {
+      const Ref &ref = t.refs[r];
+      if (ref.role != Role::kRead) mark_changed(ref.alloc_id, ref.offset, ref.bytes ? ref.offset + ref.bytes : ~uint64_t(0) / 2);
+    }
+  }
+  void freed(uint64_t base, uint64_t size) {
+    if (writes.present()) each_piece(base, size, [&](uint64_t p, uint64_t) { changed.erase(p); });
+  }
   uint64_t op = 0;                                          // the op being fed
   std::map<uint64_t, std::pair<uint64_t, uint64_t>> live;  // base -> (id, size)
   std::unordered_set<uint64_t> unmapped;  // page addresses
@@ -80,9 +124,16 @@ struct InstantMover final : Mover {
       for (uint64_t lo = addr - a->first; lo < std::min(addr + bytes - a->first, size); lo += g)
         if (next.dead(id, lo, std::min(lo + g, size), op)) fetched_dead += std::min(g, size - lo);
     }
+    if (writes.present()) each_piece(addr, bytes, [&](uint64_t p, uint64_t) { changed.erase(p); });
     return each(addr, bytes, [&](uint64_t p) { unmapped.erase(p); });
   }
   bool to_host(uint64_t addr, uint64_t bytes) override {
+    if (!writes.present()) copied += bytes;
+    else each_piece(addr, bytes, [&](uint64_t p, uint64_t n) { copied += changed.erase(p) * n; });
+    return each(addr, bytes, [&](uint64_t p) { unmapped.insert(p); });
+  }
+  bool to_host_clean(uint64_t addr, uint64_t bytes) override {
+    if (writes.present()) each_piece(addr, bytes, [&](uint64_t p, uint64_t) { changed.erase(p); });
     return each(addr, bytes, [&](uint64_t p) { unmapped.insert(p); });
   }
   bool reach(uint64_t addr, uint64_t bytes) override {
@@ -102,7 +153,7 @@ ReplayResult replay_trace(const Trace &t, uint64_t budget, uint64_t page_size, P
                           uint64_t sample_every, uint64_t learn_at, uint64_t prefetch_ahead, bool bypass,
                           const std::function<void(size_t, Pager &)> &before_op) {
   NextReach next(t);
-  InstantMover mover(page_size, next);
+  InstantMover mover(page_size, next, t);
   Pager pager(&mover, budget, page_size, policy);
   if (prefetch_ahead) pager.set_prefetch_limit(prefetch_ahead);
   pager.set_bypass(bypass);
@@ -118,12 +169,17 @@ ReplayResult replay_trace(const Trace &t, uint64_t budget, uint64_t page_size, P
       const TraceAlloc &a = t.allocs[next_alloc];
       pager.on_alloc({a.base, a.size, a.kind, a.id});
       mover.live[a.base] = {a.id, a.size};
+      mover.base_of[a.id] = a.base;
     }
     for (; next_free < frees.size() && frees[next_free].first <= i; ++next_free) {
       const TraceAlloc &a = t.allocs[frees[next_free].second];
       pager.on_free(a.id);
       // (not an allocation made since at the same address, which the driver may reuse)
-      if (auto it = mover.live.find(a.base); it != mover.live.end() && it->second.first == a.id) mover.live.erase(it);
+      if (auto it = mover.live.find(a.base); it != mover.live.end() && it->second.first == a.id) {
+        mover.freed(a.base, a.size);
+        mover.live.erase(it);
+      }
+      mover.base_of.erase(a.id);
     }
     mover.op = i;
     if (policy == PagingPolicy::kPredictive && i == learn_at) {
@@ -134,6 +190,7 @@ ReplayResult replay_trace(const Trace &t, uint64_t budget, uint64_t page_size, P
       r.h2d.push_back(pager.stats().h2d_bytes);
       r.d2h.push_back(pager.stats().d2h_bytes);
       r.clean.push_back(pager.stats().clean_bytes);
+      r.copied.push_back(mover.copied);
       r.misses.push_back(pager.stats().misses);
       r.bypassed.push_back(pager.stats().bypassed_bytes);
       r.home_maps.push_back(mover.home_maps);
@@ -144,8 +201,10 @@ ReplayResult replay_trace(const Trace &t, uint64_t budget, uint64_t page_size, P
     if (op.kind == OpKind::kSync || (op.flags & kOpCaptured)) continue;
     touches.assign(t.refs.begin() + op.first_ref, t.refs.begin() + op.first_ref + op.ref_count);
     pager.on_op({op.kind, t.names[op.name].c_str()}, op.stream, touches);
+    mover.wrote(i);
   }
   if (before_op) before_op(t.ops.size(), pager);
+  r.write_records = t.writes.present();
   r.peak_resident = pager.stats().peak_resident;
   r.tracking = pager.tracking();
   r.stand_ins = pager.stats().stand_ins;

@@ -18,6 +18,9 @@ struct ReplayResult {
   // Cumulative pager figures before op k * sample_every, for every k with k * sample_every < ops.
   std::vector<uint64_t> h2d, d2h, misses;
   std::vector<uint64_t> clean;     // of d2h, bytes evicted clean: no write-back (Note [Clean evictions])
+  // Of d2h, bytes copied home: with the trace's write records (Note [Write records] in trace.h),
+  // the pieces changed since they came in, as the clean check copies; without, d2h less clean.
+  std::vector<uint64_t> copied;
   std::vector<uint64_t> bypassed;  // bytes ops reached where they were (Note [Bypass])
   // Bytes a mover that maps evicted pages home on demand would map there (Note [Home mapped on
   // demand] in runtime/frames.cc): what ops may reach away from the device after it left.
@@ -26,6 +29,7 @@ struct ReplayResult {
   // size (2 MiB): what a fetch that filled only the rest of its frame would leave uncopied.
   std::vector<uint64_t> fetched_dead;
   uint64_t peak_resident = 0;
+  bool write_records = false;  // copied counted from the trace's write records
   bool learned = false;  // predictive: the plan was installed
   bool tracking = false;  // ... and followed at the end of the trace
   uint64_t stand_ins = 0;  // allocations that stood for the plan's (Note [Allocations made anew])

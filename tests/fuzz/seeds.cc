@@ -1,7 +1,8 @@
 // Writes the trace fuzz target's seed corpus into a folder: a window of ops cut from each recorded
 // trace named on the command line (the shipped ones are megabytes; a seed should be a few KB so
 // that mutations are fast), a small training job of six identical steps (enough for the
-// simulator's period and the pager replay's learned iterations), and an empty trace.
+// simulator's period and the pager replay's learned iterations), the same with write records
+// (the WRIT section), and an empty trace.
 //   seeds OUT_DIR [TRACE...]
 #include <algorithm>
 #include <cstdio>
@@ -100,6 +101,25 @@ Trace training() {
   return t;
 }
 
+// training() with write records: every op that runs recorded, changing the first 2 MiB piece of
+// each ref it does not only read.
+Trace training_with_writes() {
+  Trace t = training();
+  t.writes.piece_bytes = 2 << 20;
+  for (uint32_t i = 0; i < t.ops.size(); ++i) {
+    if (t.ops[i].kind == OpKind::kSync) continue;
+    std::vector<WrittenPiece> pieces;
+    for (uint32_t r = t.ops[i].first_ref; r < t.ops[i].first_ref + t.ops[i].ref_count; ++r)
+      if (t.refs[r].role != Role::kRead) pieces.push_back({t.refs[r].alloc_id, t.refs[r].offset / t.writes.piece_bytes});
+    std::sort(pieces.begin(), pieces.end(), [](const WrittenPiece &a, const WrittenPiece &b) {
+      return a.alloc_id != b.alloc_id ? a.alloc_id < b.alloc_id : a.piece < b.piece;
+    });
+    t.writes.ops.push_back({i, uint32_t(t.writes.pieces.size()), uint32_t(pieces.size())});
+    t.writes.pieces.insert(t.writes.pieces.end(), pieces.begin(), pieces.end());
+  }
+  return t;
+}
+
 bool put(const std::string &dir, const std::string &name, const Trace &t) {
   std::string error;
   if (write_trace(t, dir + "/" + name, &error)) return true;
@@ -112,7 +132,8 @@ bool put(const std::string &dir, const std::string &name, const Trace &t) {
 int main(int argc, char **argv) {
   if (argc < 2) return fprintf(stderr, "usage: seeds OUT_DIR [TRACE...]\n"), 2;
   const std::string dir = argv[1];
-  bool ok = put(dir, "training.vctrace", training()) && put(dir, "empty.vctrace", Trace{});
+  bool ok = put(dir, "training.vctrace", training()) && put(dir, "training-writes.vctrace", training_with_writes()) &&
+            put(dir, "empty.vctrace", Trace{});
   for (int i = 2; i < argc && ok; ++i) {
     Trace t;
     std::string error;
