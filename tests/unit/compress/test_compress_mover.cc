@@ -289,3 +289,33 @@ TEST_CASE("compress mover: a withdrawn offer is not factored; a write keeps fact
   REQUIRE(mover.hold_mappings(true));
   CHECK(memory.at(kMatrix)[0] == 0x11);
 }
+
+TEST_CASE("compress mover: an op reaching a factored output where it is finds it rebuilt there") {
+  vc::CompressChoice c = choice();
+  pager_test::FakeMover inner;
+  Memory memory;
+  memory.mem[kBase1] = content(5 * kPage, 1);
+  const std::vector<uint8_t> m = low_rank(), want = rebuilt(m);
+  memcpy(memory.at(kMatrix), m.data(), m.size());
+  vc::Compressor comp(&memory);
+  vc::CompressMover mover(&inner, &comp, kPage, c.factor_bytes + c.scratch_bytes);
+  mover.offer(vc::compress_target(kMatrix, c, "g"));
+  REQUIRE(mover.to_host(kBase1, 5 * kPage));
+  REQUIRE(comp.count() == 1);
+  memset(memory.at(kMatrix), 0xee, m.size());
+  CHECK(mover.reach(kBase1 + 4 * kPage, 16));  // the last page, shared with other data
+  CHECK(comp.count() == 0);
+  CHECK(comp.stats().at("g").host_rebuilds == 1);  // no device memory taken while reached in place
+  CHECK(memcmp(memory.at(kMatrix), want.data(), want.size()) == 0);
+  // Its pages coming back later are not rebuilt again, and leave with their bytes next time.
+  memset(memory.at(kMatrix), 0x22, 16);
+  REQUIRE(mover.to_device(kBase1, 5 * kPage));
+  const uint64_t f = mover.fence();
+  inner.completed = f;
+  CHECK(mover.passed(f));
+  CHECK(memory.at(kMatrix)[0] == 0x22);
+  REQUIRE(mover.to_host_clean(kBase1, 5 * kPage));
+  CHECK(inner.log.back().kind == Call::kToHost);
+  CHECK(inner.log.back().b == 5 * kPage);  // one copy of every page it touches
+  CHECK_FALSE(inner.log.back().clean);
+}
