@@ -8,9 +8,10 @@
 namespace vc {
 
 // Note [Compressed moves]
-// - Only an eviction that takes the whole matrix off the device in one call factors it: the pages
-//   wholly inside the matrix then leave without a copy (to_host_clean: their home copy goes stale),
-//   the pages it shares with other data at either end are copied as usual. A matrix that leaves in
+// - Only an eviction that takes the whole matrix off the device in one call, with a copy (the pager
+//   does not call it clean), factors it: the pages wholly inside the matrix then leave without a
+//   copy (to_host_clean: their home copy goes stale), the pages it shares with other data at either
+//   end are copied as usual. A matrix that leaves in
 //   pieces moves as it would with compression off.
 // - If factoring fails or is refused, the eviction is the inner mover's, unchanged (Note
 //   [Compression fallbacks]).
@@ -77,9 +78,10 @@ bool CompressMover::evict(uint64_t addr, uint64_t bytes, bool clean) {
     for (uint64_t p = addr / page_ * page_; p < addr + bytes; p += page_) a.in.erase(p);
     a.fence = 0;
   }
-  // The offered matrices this eviction takes whole, in address order.
+  // The offered matrices this eviction takes whole, in address order. An eviction the pager calls
+  // clean copies nothing anyway: factoring would lose precision for no byte saved.
   std::vector<std::pair<uint64_t, uint64_t>> factored;  // wholly-inside pages that leave clean
-  for (auto it = offers_.lower_bound(addr); it != offers_.end() && it->first < addr + bytes;) {
+  for (auto it = offers_.lower_bound(addr); !clean && it != offers_.end() && it->first < addr + bytes;) {
     const CompressTarget &t = it->second;
     const uint64_t hi = t.addr + t.shape.matrix_bytes;
     if (hi > addr + bytes) {

@@ -208,8 +208,9 @@ TEST_CASE("compress mover: nothing offered moves exactly as the inner mover; a f
   CHECK(plain.seen2 == plain.m);
   CHECK(plain.seen4 == plain.m);
   CHECK(offered_no_room.seen2 == plain.m);
-  // Refused at both evictions (the offer stands until withdrawn: the output is still to be read).
-  CHECK(offered_no_room.comp.stats().at("gemm 512x256").fallbacks == 2);
+  // Refused at the first eviction; the second is called clean (its copy home is current), so it is
+  // not factored at all.
+  CHECK(offered_no_room.comp.stats().at("gemm 512x256").fallbacks == 1);
   REQUIRE(plain.log.size() == offered_no_room.log.size());
   for (size_t i = 0; i < plain.log.size(); ++i) {
     CAPTURE(i);
@@ -231,8 +232,8 @@ TEST_CASE("compress mover: every device call failing in turn leaves the program'
     CAPTURE(fail);
     Run r(true, reserve, fail);
     const vc::GemmCompressStats &s = r.comp.stats().at("gemm 512x256");
-    // A factorization that failed moved the matrix whole, exact; the offer stands, so the next
-    // eviction factors it. A rebuild whose device calls failed was made on the host: the same bytes.
+    // A factorization that failed moved the matrix whole, exact (its next eviction is clean: not
+    // factored). A rebuild whose device calls failed was made on the host: the same bytes.
     CHECK(s.fallbacks + s.outputs >= 1);
     CHECK(r.seen2 == (s.fallbacks ? m : want));
     CHECK(r.seen4 == (s.outputs ? want : m));
@@ -261,6 +262,12 @@ TEST_CASE("compress mover: a withdrawn offer is not factored; a write keeps fact
   vc::Compressor comp(&memory);
   vc::CompressMover mover(&inner, &comp, kPage, reserve);
   mover.offer(vc::compress_target(kMatrix, c, "g"));
+  // An eviction called clean copies nothing: it is not factored, the offer stands.
+  REQUIRE(mover.to_host_clean(kBase1, 5 * kPage));
+  CHECK(comp.count() == 0);
+  CHECK(inner.log.back().clean);
+  CHECK(inner.log.back().b == 5 * kPage);
+  REQUIRE(mover.to_device(kBase1, 5 * kPage));
   mover.withdraw(kMatrix + 100, 1);
   REQUIRE(mover.to_host(kBase1, 5 * kPage));
   CHECK(comp.count() == 0);
