@@ -1,0 +1,207 @@
+// The compressing mover (compress_mover.h): factoring on the way out, rebuilding once back, and the
+// pages whose home copy it left stale. Note [Compressed moves] gives the rules that keep the bytes
+// the program sees right.
+#include "runtime/compress/compress_mover.h"
+
+#include <algorithm>
+
+namespace vc {
+
+// Note [Compressed moves]
+// - Only an eviction that takes the whole matrix off the device in one call, with a copy (the pager
+//   does not call it clean), factors it: the pages wholly inside the matrix then leave without a
+//   copy (to_host_clean: their home copy goes stale), the pages it shares with other data at either
+//   end are copied as usual. A matrix that leaves in
+//   pieces moves as it would with compression off.
+// - If factoring fails or is refused, the eviction is the inner mover's, unchanged (Note
+//   [Compression fallbacks]).
+// - The matrix is rebuilt once every page it touches is back and the fence after the last fetch has
+//   passed: in passed() when it says so (the pager forgets a passed fence and may then let the
+//   reading op run without a wait), or in stream_wait() once the inner mover has waited on the host.
+//   Either way before on_op returns, so before the op that reads it is enqueued.
+// - The rebuilt pages differ from their home copy (stale, or the exact matrix at the shared ends),
+//   and the pager takes them for clean as the read does not write them: their next eviction copies
+//   them whatever the pager says.
+// - While memory is reached where it is (reach, hold_mappings: a capture, paging stopped), every
+//   factored matrix touched is rebuilt where its pages are (the compressor's host rebuild writes
+//   through the program's addresses). A page brought back and evicted again before the rebuild
+//   leaves with whatever it held; the factors still stand for it.
+// - An op that may write the matrix ends its offer (withdraw, the caller's: the candidate's rules
+//   end the gap at any write), but factors made already stay until the matrix is back and rebuilt:
+//   an op that writes part of it must find the rest as it was. Only a free drops them.
+
+CompressMover::CompressMover(Mover *inner, Compressor *comp, uint64_t page, uint64_t reserve)
+    : inner_(inner), comp_(comp), page_(page), reserve_(reserve) {}
+
+void CompressMover::offer(const CompressTarget &t) { offers_[t.addr] = t; }
+
+void CompressMover::withdraw(uint64_t addr, uint64_t bytes) {
+  for (auto it = offers_.begin(); it != offers_.end();) {
+    bool overlaps = it->first < addr + bytes && addr < it->first + it->second.shape.matrix_bytes;
+    it = overlaps ? offers_.erase(it) : std::next(it);
+  }
+}
+
+void CompressMover::freed(uint64_t addr, uint64_t bytes) {
+  withdraw(addr, bytes);
+  for (auto it = away_.begin(); it != away_.end();) {
+    bool overlaps = it->first < addr + bytes && addr < it->first + it->second.bytes;
+    it = overlaps ? away_.erase(it) : std::next(it);
+  }
+  comp_->drop(addr, bytes);
+}
+
+void CompressMover::inner_pages(uint64_t lo, uint64_t hi, uint64_t *first, uint64_t *end) const {
+  *first = (lo + page_ - 1) / page_ * page_;
+  *end = std::max(*first, hi / page_ * page_);
+}
+
+bool CompressMover::move_home(uint64_t addr, uint64_t bytes, bool clean) {
+  // Runs of pages split where stale ones (to be copied) meet clean ones; a page's stale mark goes
+  // as it leaves with its bytes.
+  uint64_t at = addr, end = addr + bytes;
+  while (at < end) {
+    const uint64_t p = at / page_ * page_;
+    const bool copy = !clean || stale_.count(p);
+    uint64_t next = std::min(end, p + page_);
+    while (next < end && (!clean || stale_.count(next / page_ * page_)) == copy) next = std::min(end, next + page_);
+    for (uint64_t q = p; q < next; q += page_) stale_.erase(q);
+    if (!(copy ? inner_->to_host(at, next - at) : inner_->to_host_clean(at, next - at))) return false;
+    at = next;
+  }
+  return true;
+}
+
+bool CompressMover::evict(uint64_t addr, uint64_t bytes, bool clean) {
+  for (auto &[lo, a] : away_) {  // pages of a matrix coming back leave again
+    if (lo >= addr + bytes || addr >= lo + a.bytes) continue;
+    for (uint64_t p = addr / page_ * page_; p < addr + bytes; p += page_) a.in.erase(p);
+    a.fence = 0;
+  }
+  // The offered matrices this eviction takes whole, in address order. An eviction the pager calls
+  // clean copies nothing anyway: factoring would lose precision for no byte saved.
+  std::vector<std::pair<uint64_t, uint64_t>> factored;  // wholly-inside pages that leave clean
+  for (auto it = offers_.lower_bound(addr); !clean && it != offers_.end() && it->first < addr + bytes;) {
+    const CompressTarget &t = it->second;
+    const uint64_t hi = t.addr + t.shape.matrix_bytes;
+    if (hi > addr + bytes) {
+      ++it;
+      continue;
+    }
+    uint64_t first, end;
+    inner_pages(t.addr, hi, &first, &end);
+    if (end > first && comp_->factor_out(t, reserve_) == FactorResult::kFactored) {
+      factored.push_back({first, end});
+      Away &a = away_[t.addr];
+      a.bytes = t.shape.matrix_bytes;
+      a.pages = (hi + page_ - 1) / page_ - t.addr / page_;
+      skipped_ += end - first;
+      it = offers_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  uint64_t at = addr;
+  for (const auto &[first, end] : factored) {
+    if (first > at && !move_home(at, first - at, clean)) return false;
+    for (uint64_t p = first; p < end; p += page_) stale_.erase(p);
+    if (!inner_->to_host_clean(first, end - first)) return false;
+    at = end;
+  }
+  return at >= addr + bytes || move_home(at, addr + bytes - at, clean);
+}
+
+bool CompressMover::to_host(uint64_t addr, uint64_t bytes) { return evict(addr, bytes, false); }
+bool CompressMover::to_host_clean(uint64_t addr, uint64_t bytes) { return evict(addr, bytes, true); }
+
+bool CompressMover::to_device(uint64_t addr, uint64_t bytes) {
+  if (!inner_->to_device(addr, bytes)) return false;
+  for (auto &[lo, a] : away_) {
+    const uint64_t hi = lo + a.bytes;
+    if (hi <= addr || lo >= addr + bytes) continue;
+    for (uint64_t p = std::max(lo, addr) / page_ * page_; p < std::min(hi, addr + bytes); p += page_) a.in.insert(p);
+    a.fence = 0;
+  }
+  return true;
+}
+
+uint64_t CompressMover::fence() {
+  uint64_t f = inner_->fence();
+  if (f)
+    for (auto &[lo, a] : away_)
+      if (a.in.size() == a.pages && !a.fence) a.fence = f;
+  return f;
+}
+
+bool CompressMover::rebuild_due(uint64_t passed_fence) {
+  bool ok = true;
+  for (auto it = away_.begin(); it != away_.end();) {
+    const Away &a = it->second;
+    if (!a.fence || a.fence > passed_fence) {
+      ++it;
+      continue;
+    }
+    if (!comp_->rebuild(it->first, a.bytes, reserve_)) {
+      ok = false;
+      ++it;
+      continue;
+    }
+    for (uint64_t p = it->first / page_ * page_; p < it->first + a.bytes; p += page_) stale_.insert(p);
+    it = away_.erase(it);
+  }
+  return ok;
+}
+
+bool CompressMover::passed(uint64_t f) {
+  // A rebuild that cannot be made keeps the fence from passing: the pager then waits for it
+  // (stream_wait), where the rebuild is tried again and a second failure stops paging.
+  return inner_->passed(f) && rebuild_due(f);
+}
+
+bool CompressMover::stream_wait(uint64_t stream, uint64_t f) {
+  return inner_->stream_wait(stream, f) && rebuild_due(f);
+}
+
+bool CompressMover::rebuild_where(uint64_t lo, const Away &a) {
+  // Its pages mapped wherever they are, then the host rebuild written through the program's
+  // addresses (no room given: no device memory taken while the program's ops reach memory as is).
+  if (!inner_->reach(lo, a.bytes) || !comp_->rebuild(lo, a.bytes, 0)) return false;
+  for (uint64_t p = lo / page_ * page_; p < lo + a.bytes; p += page_) stale_.insert(p);
+  return true;
+}
+
+bool CompressMover::reach(uint64_t addr, uint64_t bytes) {
+  if (!inner_->reach(addr, bytes)) return false;
+  for (auto it = away_.begin(); it != away_.end();) {
+    if (it->first >= addr + bytes || addr >= it->first + it->second.bytes) {
+      ++it;
+      continue;
+    }
+    if (!rebuild_where(it->first, it->second)) return false;
+    it = away_.erase(it);
+  }
+  return true;
+}
+
+bool CompressMover::hold_mappings(bool on) {
+  if (!inner_->hold_mappings(on)) return false;
+  bool ok = true;
+  for (auto it = away_.begin(); on && it != away_.end();) {
+    if (rebuild_where(it->first, it->second)) {
+      it = away_.erase(it);
+    } else {
+      ok = false;
+      ++it;
+    }
+  }
+  return ok;
+}
+
+std::vector<std::pair<std::string, uint64_t>> CompressMover::figures() const {
+  std::vector<std::pair<std::string, uint64_t>> out = inner_->figures();
+  for (auto &kv : comp_->figures()) out.push_back(kv);
+  out.push_back({"compress_skipped_bytes", skipped_});
+  return out;
+}
+
+}  // namespace vc

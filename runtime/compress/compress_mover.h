@@ -1,0 +1,86 @@
+// A Mover in front of the pager's mover that applies VRAMCACHE_COMPRESS_RANK: an offered GEMM output
+// that one eviction takes off the device whole is factored (Compressor) and its pages leave without
+// their bytes; once all of them are back and their fetch has passed, the matrix is rebuilt in place,
+// before the pager lets any op run on it. Every other call goes to the inner mover unchanged, so with
+// nothing offered the moves are exactly the inner mover's. It decides nothing about which outputs
+// qualify (candidates.h, the caller offers them). Note [Compressed moves]. No CUDA here.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <set>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "runtime/compress/compressor.h"
+#include "runtime/pager/mover.h"
+
+namespace vc {
+
+class CompressMover final : public Mover {
+ public:
+  // `page`: the pager's page (moves come in whole pages); `reserve`: device bytes of the budget kept
+  // for the factors and scratch of one factorization (headroom: the pager plans without them).
+  // The inner mover's stream_wait must wait on the host (the frame mover's does): the rebuild runs
+  // after it returns, before the op is enqueued.
+  CompressMover(Mover *inner, Compressor *comp, uint64_t page, uint64_t reserve);
+
+  // [t.addr, t.addr + matrix bytes) holds a GEMM's result whose next access is a read; factor it if
+  // it leaves the device whole before withdraw.
+  void offer(const CompressTarget &t);
+  // An op may write the range: offers of it end (a matrix factored already is still rebuilt when
+  // it comes back, so an op that writes part of it finds the rest as it was).
+  void withdraw(uint64_t addr, uint64_t bytes);
+  // The range is freed: offers and factors of it are dropped, its bytes are dead.
+  void freed(uint64_t addr, uint64_t bytes);
+  const Compressor &compressor() const { return *comp_; }
+  uint64_t skipped_bytes() const { return skipped_; }  // bytes of pages that left without a copy
+
+  // Mover.
+  bool to_device(uint64_t addr, uint64_t bytes) override;
+  bool to_host(uint64_t addr, uint64_t bytes) override;
+  bool to_host_clean(uint64_t addr, uint64_t bytes) override;
+  uint64_t mark(uint64_t stream) override { return inner_->mark(stream); }
+  void drop_mark(uint64_t m) override { inner_->drop_mark(m); }
+  bool copy_after(uint64_t m) override { return inner_->copy_after(m); }
+  bool moves_after(uint64_t f) override { return inner_->moves_after(f); }
+  uint64_t fence() override;
+  bool stream_wait(uint64_t stream, uint64_t f) override;
+  bool passed(uint64_t f) override;
+  bool failed_and_logged() const override { return inner_->failed_and_logged(); }
+  uint64_t headroom() const override { return inner_->headroom() + reserve_; }
+  void set_outside(uint64_t bytes) override { inner_->set_outside(bytes); }
+  uint64_t unit() const override { return inner_->unit(); }
+  uint64_t footprint(uint64_t bytes) const override { return inner_->footprint(bytes); }
+  double link_rate() const override { return inner_->link_rate(); }
+  bool reach(uint64_t addr, uint64_t bytes) override;
+  bool hold_mappings(bool on) override;
+  std::vector<std::pair<std::string, uint64_t>> figures() const override;
+
+ private:
+  struct Away {  // a factored matrix whose pages are coming back
+    uint64_t bytes = 0;       // of the matrix
+    uint64_t pages = 0;       // pages it touches
+    std::set<uint64_t> in;    // of them, those on the device again (or their fetch issued)
+    uint64_t fence = 0;       // the first fence after its last page's fetch (0: not yet)
+  };
+  // Pages wholly inside [lo, hi): [first, end) in page-aligned addresses (empty if none).
+  void inner_pages(uint64_t lo, uint64_t hi, uint64_t *first, uint64_t *end) const;
+  bool evict(uint64_t addr, uint64_t bytes, bool clean);
+  bool move_home(uint64_t addr, uint64_t bytes, bool clean);  // inner, stale pages copied
+  bool rebuild_due(uint64_t passed_fence);                    // those whose fetch has passed
+  bool rebuild_where(uint64_t lo, const Away &a);              // wherever its pages are
+
+  Mover *inner_;
+  Compressor *comp_;
+  const uint64_t page_, reserve_;
+  std::map<uint64_t, CompressTarget> offers_;  // by address
+  std::map<uint64_t, Away> away_;              // by address
+  // Pages whose home copy is stale (they left without their bytes and the matrix was rebuilt on the
+  // device since): their next eviction copies them, whatever the pager says of them.
+  std::set<uint64_t> stale_;
+  uint64_t skipped_ = 0;
+};
+
+}  // namespace vc

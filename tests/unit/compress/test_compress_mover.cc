@@ -1,0 +1,328 @@
+// Tests of the compressing mover (runtime/compress/compress_mover.h) under the real pager, on the
+// pager harness's fake mover with a model of the bytes at the program's addresses: an offered GEMM
+// output evicted whole leaves without its bytes and reads back rebuilt; its next eviction copies it
+// although the pager calls it clean; a failed factorization moves it whole with its bytes exact;
+// nothing offered: the moves are the inner mover's, call for call; the budget leaves the reserve.
+#include <doctest/doctest.h>
+
+#include <cstdint>
+#include <cstring>
+#include <map>
+#include <random>
+#include <vector>
+
+#include "runtime/compress/compress_mover.h"
+#include "runtime/compress/rank.h"
+#include "tests/unit/pager/harness.h"
+
+namespace {
+
+using pager_test::Call;
+using pager_test::kPage;
+
+constexpr uint64_t kBase1 = 1ull << 32, kBase2 = 2ull << 32;  // allocations 1 (the matrix) and 2
+constexpr uint64_t kRows = 512, kCols = 256;                   // bf16: 4 pages of 64 KiB
+constexpr uint64_t kMatrix = kBase1 + kPage / 2;               // shares a page with other data each end
+
+// The fake device's memory, by the program's addresses: what an op finds there. A copy home keeps
+// the bytes (and the home copy), a clean eviction leaves what home held (0xee if it never held any).
+struct Memory : vc::CompressDevice {
+  std::map<uint64_t, std::vector<uint8_t>> mem;
+  std::map<uint64_t, std::vector<uint8_t>> home;  // page -> bytes copied home
+  int calls = 0, fail_at = -1;
+  uint64_t next = 0x100000;
+
+  uint8_t *at(uint64_t p) {
+    auto it = mem.upper_bound(p);
+    REQUIRE(it != mem.begin());
+    --it;
+    return it->second.data() + (p - it->first);
+  }
+  bool fail() { return calls++ == fail_at; }
+  bool alloc(uint64_t bytes, uint64_t *ptr) override {
+    if (fail()) return false;
+    *ptr = next;
+    next += (bytes + 255) / 256 * 256 + 256;
+    mem[*ptr] = std::vector<uint8_t>(bytes);
+    return true;
+  }
+  bool release(uint64_t ptr) override { return mem.erase(ptr), !fail(); }
+  bool factorize(const vc::DeviceMatrixRef &a, const vc::LowRankParams &p, uint64_t q, uint64_t b, uint64_t,
+                 vc::LowRankReport *r) override {
+    if (fail()) return false;
+    vc::LowRankFactors f;
+    if (!vc::lowrank_factorize({at(a.ptr), a.type, a.rows, a.cols, a.ld}, p, &f, r)) return false;
+    memcpy(at(q), f.q.data(), f.q.size());
+    memcpy(at(b), f.b.data(), f.b.size());
+    return true;
+  }
+  bool rebuild(const vc::DeviceMatrixRef &a, uint32_t rank, uint64_t q, uint64_t b) override {
+    if (fail()) return false;
+    vc::LowRankFactors f;
+    f.type = a.type, f.rows = a.rows, f.cols = a.cols, f.rank = rank;
+    f.q.assign(at(q), at(q) + a.rows * rank * 2);
+    f.b.assign(at(b), at(b) + rank * a.cols * 2);
+    vc::lowrank_rebuild(f, at(a.ptr), a.ld);
+    return true;
+  }
+  bool to_host(void *dst, uint64_t src, uint64_t bytes) override { return !fail() && (memcpy(dst, at(src), bytes), true); }
+  bool to_device(uint64_t dst, const void *src, uint64_t bytes) override {
+    return !fail() && (memcpy(at(dst), src, bytes), true);
+  }
+};
+
+class BytesMover : public pager_test::FakeMover {
+ public:
+  Memory *m = nullptr;
+  bool to_host(uint64_t addr, uint64_t bytes) override {
+    for (uint64_t p = addr; p < addr + bytes; p += kPage) m->home[p].assign(m->at(p), m->at(p) + kPage);
+    return FakeMover::to_host(addr, bytes);
+  }
+  bool to_host_clean(uint64_t addr, uint64_t bytes) override {
+    for (uint64_t p = addr; p < addr + bytes; p += kPage) {
+      auto h = m->home.find(p);
+      if (h != m->home.end()) memcpy(m->at(p), h->second.data(), kPage);
+      else memset(m->at(p), 0xee, kPage);
+    }
+    return FakeMover::to_host_clean(addr, bytes);
+  }
+};
+
+std::vector<uint8_t> content(uint64_t size, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::vector<uint8_t> v(size);
+  for (auto &b : v) b = uint8_t(rng());
+  return v;
+}
+
+// A bf16 matrix of rank 20 plus a little noise.
+std::vector<uint8_t> low_rank() {
+  std::mt19937_64 rng(3);
+  std::normal_distribution<double> g;
+  std::vector<double> u(kRows * 20), w(20 * kCols);
+  for (double &x : u) x = g(rng);
+  for (double &x : w) x = g(rng);
+  std::vector<uint8_t> out(kRows * kCols * 2);
+  for (uint64_t j = 0; j < kCols; ++j)
+    for (uint64_t i = 0; i < kRows; ++i) {
+      double s = 0;
+      for (int k = 0; k < 20; ++k) s += u[i + k * kRows] * w[k + j * 20];
+      vc::lowrank_store(out.data(), vc::LowRankType::kBF16, i + j * kRows, float(s / 4.5 + 1e-3 * g(rng)));
+    }
+  return out;
+}
+
+vc::CompressChoice choice() {
+  vc::CompressPolicy p;
+  std::string why;
+  REQUIRE(vc::parse_compress_rank("32", &p.rank_setting, &why));
+  p.min_dim = 64;  // a small matrix keeps the test fast
+  vc::GemmOperand o;
+  o.name = 'D', o.ptr = kMatrix, o.rows = kRows, o.cols = kCols, o.ld = kRows, o.type = 14;
+  o.role = vc::OperandRole::kWritten;
+  vc::CompressChoice c = vc::compress_shape(o, p);
+  REQUIRE(c.verdict == vc::CompressVerdict::kCandidate);
+  return c;
+}
+
+vc::Touch touch(uint64_t alloc, uint64_t offset, uint64_t bytes, vc::Role role) { return {alloc, offset, bytes, role}; }
+
+// The pattern: op 0 writes the matrix, op 1 works on allocation 2 (evicting it), op 2 reads it,
+// op 3 works on allocation 2 again, op 4 reads it again. The budget holds one of the two.
+struct Run {
+  Memory memory;
+  BytesMover inner;
+  vc::Compressor comp{&memory};
+  vc::CompressMover mover;
+  vc::Pager pager;
+  std::vector<uint8_t> m = low_rank(), seen2, seen4;
+  std::vector<Call> log;
+
+  Run(bool offer, uint64_t reserve, int fail_at = -1)
+      : mover(&inner, &comp, kPage, reserve), pager(&mover, 6 * kPage, kPage, vc::PagingPolicy::kReactive) {
+    inner.m = &memory;
+    memory.fail_at = fail_at;
+    inner.completed = pager_test::kAllPassed;
+    memory.mem[kBase1] = content(5 * kPage, 1);
+    memory.mem[kBase2] = content(6 * kPage, 2);
+    memcpy(memory.at(kMatrix), m.data(), m.size());
+    pager.on_alloc({kBase1, 5 * kPage, vc::AllocKind::kDevice, 1});
+    pager.on_alloc({kBase2, 6 * kPage, vc::AllocKind::kDevice, 2});
+    vc::CompressChoice c = choice();
+    pager.on_op({vc::OpKind::kKernel, "gemm"}, 1, {touch(1, kMatrix - kBase1, c.matrix_bytes, vc::Role::kWritten)});
+    if (offer) mover.offer(vc::compress_target(kMatrix, c, "gemm 512x256"));
+    pager.on_op({vc::OpKind::kKernel, "other"}, 1, {touch(2, 0, 6 * kPage, vc::Role::kReadWritten)});
+    pager.on_op({vc::OpKind::kKernel, "read"}, 1, {touch(1, kMatrix - kBase1, c.matrix_bytes, vc::Role::kRead)});
+    seen2.assign(memory.at(kMatrix), memory.at(kMatrix) + m.size());
+    pager.on_op({vc::OpKind::kKernel, "other"}, 1, {touch(2, 0, 6 * kPage, vc::Role::kReadWritten)});
+    pager.on_op({vc::OpKind::kKernel, "read"}, 1, {touch(1, kMatrix - kBase1, c.matrix_bytes, vc::Role::kRead)});
+    seen4.assign(memory.at(kMatrix), memory.at(kMatrix) + m.size());
+    log = inner.log;
+    CHECK_FALSE(pager.stats().failed);
+  }
+};
+
+std::vector<uint8_t> rebuilt(const std::vector<uint8_t> &m) {
+  vc::CompressChoice c = choice();
+  vc::LowRankParams p;
+  p.rank = c.rank;
+  vc::LowRankFactors f;
+  vc::LowRankReport r;
+  REQUIRE(vc::lowrank_factorize({m.data(), c.type, kRows, kCols, kRows}, p, &f, &r));
+  std::vector<uint8_t> out(m.size());
+  vc::lowrank_rebuild(f, out.data(), kRows);
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("compress mover: an offered output leaves without its bytes and is read back rebuilt") {
+  vc::CompressChoice c = choice();
+  Run r(true, c.factor_bytes + c.scratch_bytes);
+  const std::vector<uint8_t> want = rebuilt(r.m);
+  CHECK(r.seen2 == want);
+  CHECK(r.seen4 == want);  // its next eviction copied it: the home copy was stale
+  CHECK(r.comp.stats().at("gemm 512x256").outputs == 1);
+  CHECK(r.comp.stats().at("gemm 512x256").rebuilds == 1);
+  CHECK(r.comp.count() == 0);
+  CHECK(r.mover.skipped_bytes() == 3 * kPage);  // pages 1-3 wholly inside; 0 and 4 shared
+  // The evictions of allocation 1: the first skips the inner pages, the second copies them all.
+  std::vector<Call> out;
+  for (const Call &k : r.log)
+    if (k.kind == Call::kToHost && k.a >> 32 == 1) out.push_back(k);
+  REQUIRE(out.size() >= 2);
+  uint64_t clean = 0, copied = 0;
+  for (const Call &k : out) (k.clean ? clean : copied) += k.b;
+  CHECK(clean == 3 * kPage);
+  const Call &last = out.back();
+  CHECK_FALSE(last.clean);
+  // The figures reach the summary through the mover's.
+  bool saw = false;
+  for (const auto &[k, v] : r.mover.figures()) saw |= k == "compress_skipped_bytes" && v == 3 * kPage;
+  CHECK(saw);
+}
+
+TEST_CASE("compress mover: nothing offered moves exactly as the inner mover; a failure moves it whole") {
+  vc::CompressChoice c = choice();
+  Run plain(false, 0), offered_no_room(true, c.factor_bytes + c.scratch_bytes - 1);
+  CHECK(plain.seen2 == plain.m);
+  CHECK(plain.seen4 == plain.m);
+  CHECK(offered_no_room.seen2 == plain.m);
+  // Refused at the first eviction; the second is called clean (its copy home is current), so it is
+  // not factored at all.
+  CHECK(offered_no_room.comp.stats().at("gemm 512x256").fallbacks == 1);
+  REQUIRE(plain.log.size() == offered_no_room.log.size());
+  for (size_t i = 0; i < plain.log.size(); ++i) {
+    CAPTURE(i);
+    CHECK(plain.log[i].kind == offered_no_room.log[i].kind);
+    CHECK(plain.log[i].a == offered_no_room.log[i].a);
+    CHECK(plain.log[i].b == offered_no_room.log[i].b);
+    CHECK(plain.log[i].clean == offered_no_room.log[i].clean);
+  }
+}
+
+TEST_CASE("compress mover: every device call failing in turn leaves the program's bytes right") {
+  vc::CompressChoice c = choice();
+  const uint64_t reserve = c.factor_bytes + c.scratch_bytes;
+  const std::vector<uint8_t> m = low_rank(), want = rebuilt(m);
+  Run clean(true, reserve);
+  const int calls = clean.memory.calls;
+  CHECK(calls == 16);
+  for (int fail = 0; fail < calls; ++fail) {
+    CAPTURE(fail);
+    Run r(true, reserve, fail);
+    const vc::GemmCompressStats &s = r.comp.stats().at("gemm 512x256");
+    // A factorization that failed moved the matrix whole, exact (its next eviction is clean: not
+    // factored). A rebuild whose device calls failed was made on the host: the same bytes.
+    CHECK(s.fallbacks + s.outputs >= 1);
+    CHECK(r.seen2 == (s.fallbacks ? m : want));
+    CHECK(r.seen4 == (s.outputs ? want : m));
+    CHECK(r.mover.skipped_bytes() == s.outputs * 3 * kPage);
+    CHECK(r.comp.device_bytes() == 0);
+  }
+}
+
+TEST_CASE("compress mover: the budget leaves the reserve for factors and scratch") {
+  vc::CompressChoice c = choice();
+  const uint64_t reserve = c.factor_bytes + c.scratch_bytes;
+  Run r(true, reserve);
+  CHECK(r.mover.headroom() == r.inner.headroom() + reserve);
+  CHECK(r.comp.device_peak() == reserve);  // factors and scratch at once, no more
+  CHECK(r.pager.stats().peak_resident <= 6 * kPage);
+}
+
+TEST_CASE("compress mover: a withdrawn offer is not factored; a write keeps factors made, a free drops them") {
+  vc::CompressChoice c = choice();
+  const uint64_t reserve = c.factor_bytes + c.scratch_bytes;
+  pager_test::FakeMover inner;
+  Memory memory;
+  memory.mem[kBase1] = content(5 * kPage, 1);
+  const std::vector<uint8_t> m = low_rank(), want = rebuilt(m);
+  memcpy(memory.at(kMatrix), m.data(), m.size());
+  vc::Compressor comp(&memory);
+  vc::CompressMover mover(&inner, &comp, kPage, reserve);
+  mover.offer(vc::compress_target(kMatrix, c, "g"));
+  // An eviction called clean copies nothing: it is not factored, the offer stands.
+  REQUIRE(mover.to_host_clean(kBase1, 5 * kPage));
+  CHECK(comp.count() == 0);
+  CHECK(inner.log.back().clean);
+  CHECK(inner.log.back().b == 5 * kPage);
+  REQUIRE(mover.to_device(kBase1, 5 * kPage));
+  mover.withdraw(kMatrix + 100, 1);
+  REQUIRE(mover.to_host(kBase1, 5 * kPage));
+  CHECK(comp.count() == 0);
+  CHECK(inner.log.back().clean == false);
+  REQUIRE(mover.to_device(kBase1, 5 * kPage));
+  // Offered again and factored; a write withdraws the offer but the matrix is still rebuilt.
+  mover.offer(vc::compress_target(kMatrix, c, "g"));
+  REQUIRE(mover.to_host(kBase1, 5 * kPage));
+  CHECK(comp.count() == 1);
+  mover.withdraw(kMatrix, c.matrix_bytes);
+  memset(memory.at(kMatrix), 0xee, m.size());
+  REQUIRE(mover.to_device(kBase1, 5 * kPage));
+  uint64_t f = mover.fence();
+  inner.completed = f;
+  CHECK(mover.passed(f));
+  CHECK(comp.count() == 0);
+  CHECK(memcmp(memory.at(kMatrix), want.data(), want.size()) == 0);
+  // Factored, then freed: nothing is rebuilt.
+  memcpy(memory.at(kMatrix), m.data(), m.size());
+  mover.offer(vc::compress_target(kMatrix, c, "g"));
+  REQUIRE(mover.to_host(kBase1, 5 * kPage));
+  CHECK(comp.count() == 1);
+  mover.freed(kBase1, 5 * kPage);
+  CHECK(comp.count() == 0);
+  memset(memory.at(kMatrix), 0x11, m.size());
+  REQUIRE(mover.hold_mappings(true));
+  CHECK(memory.at(kMatrix)[0] == 0x11);
+}
+
+TEST_CASE("compress mover: an op reaching a factored output where it is finds it rebuilt there") {
+  vc::CompressChoice c = choice();
+  pager_test::FakeMover inner;
+  Memory memory;
+  memory.mem[kBase1] = content(5 * kPage, 1);
+  const std::vector<uint8_t> m = low_rank(), want = rebuilt(m);
+  memcpy(memory.at(kMatrix), m.data(), m.size());
+  vc::Compressor comp(&memory);
+  vc::CompressMover mover(&inner, &comp, kPage, c.factor_bytes + c.scratch_bytes);
+  mover.offer(vc::compress_target(kMatrix, c, "g"));
+  REQUIRE(mover.to_host(kBase1, 5 * kPage));
+  REQUIRE(comp.count() == 1);
+  memset(memory.at(kMatrix), 0xee, m.size());
+  CHECK(mover.reach(kBase1 + 4 * kPage, 16));  // the last page, shared with other data
+  CHECK(comp.count() == 0);
+  CHECK(comp.stats().at("g").host_rebuilds == 1);  // no device memory taken while reached in place
+  CHECK(memcmp(memory.at(kMatrix), want.data(), want.size()) == 0);
+  // Its pages coming back later are not rebuilt again, and leave with their bytes next time.
+  memset(memory.at(kMatrix), 0x22, 16);
+  REQUIRE(mover.to_device(kBase1, 5 * kPage));
+  const uint64_t f = mover.fence();
+  inner.completed = f;
+  CHECK(mover.passed(f));
+  CHECK(memory.at(kMatrix)[0] == 0x22);
+  REQUIRE(mover.to_host_clean(kBase1, 5 * kPage));
+  CHECK(inner.log.back().kind == Call::kToHost);
+  CHECK(inner.log.back().b == 5 * kPage);  // one copy of every page it touches
+  CHECK_FALSE(inner.log.back().clean);
+}
