@@ -12,6 +12,7 @@
 
 #include "profiler/analysis.h"
 #include "profiler/perfetto.h"
+#include "profiler/resident_kinds.h"
 #include "profiler/trace_args.h"
 #include "runtime/frames.h"
 #include "runtime/options.h"
@@ -88,7 +89,9 @@ int report_command(const std::string &trace_path, const std::string &html_path, 
   fputs(text.c_str(), stdout);
   if (!summary_path.empty() && !write_file(summary_path, text)) return 1;
   if (!html_path.empty()) {
-    if (!write_file(html_path, report_html(a, results, measured))) return 1;
+    ResidentByKind kinds;
+    if (!results.empty()) kinds = resident_by_kind(a, results.front().budget);
+    if (!write_file(html_path, report_html(a, results, measured, results.empty() ? nullptr : &kinds))) return 1;
     printf("report: %s\n", html_path.c_str());
   }
   if (!perfetto_path.empty()) {

@@ -32,6 +32,12 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 check 0 "iterations: period 3975 ops" -- report -o "$tmp/r.html" "$trace"
 grep -q "Resident bytes over one iteration" "$tmp/r.html" || bad "report: no resident-bytes chart in the HTML"
+# The pager's resident bytes by kind at the first budget (25% of the peak here), stacked, with its
+# moves: per-tensor AdamW's two moments of 1.3B parameters (9.7 GiB) are most of the burst kind.
+grep -q 'reached in one burst (optimizer state, workspaces)</td><td class="n">10.67 GiB' "$tmp/r.html" ||
+  bad "report: no resident-by-kind table with the burst kind's 10.67 GiB"
+[ "$(grep -c '<polygon class="kind-' "$tmp/r.html")" = 3 ] || bad "report: the stacked chart lacks its three kinds"
+grep -q '<rect class="h2d"' "$tmp/r.html" && grep -q '<rect class="d2h"' "$tmp/r.html" || bad "report: no moves under the stacked chart"
 check 0 "predictive" -- simulate --budget 12G "$trace"
 # The library's own pager replayed on the trace with the explicit backend's settings for the budget:
 # the plan moves half of what LRU moves, misses nothing.
