@@ -182,6 +182,9 @@ layering: $(CLI)
 	@bad=$$(grep -rlE --include='*.h' --include='*.cc' '#include *[<"](cuda|cupti|cublas|dlfcn|generated_cuda)' runtime); \
 	  if [ -n "$$bad" ]; then echo "layering: CUDA/CUPTI/dlfcn header in the runtime core: $$bad"; exit 1; fi
 	@echo "layering: runtime core includes no CUDA, CUPTI or dlfcn header"
+	@bad=$$(grep -rlE --include='*.h' --include='*.cc' '#include *[<"](CLI/|nlohmann/)' runtime interpose); \
+	  if [ -n "$$bad" ]; then echo "layering: the command's CLI11 or nlohmann-json in the library: $$bad"; exit 1; fi
+	@echo "layering: the library includes neither CLI11 nor nlohmann-json"
 	@bash scripts/readme_options.sh --check $(CLI)
 	@python3 scripts/gen_observed.py --check $(CUDA)
 
