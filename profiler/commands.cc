@@ -1,5 +1,5 @@
 // The subcommands `vramcache report` and `vramcache simulate`, and the report written after `run
-// --report` and `profile` (commands.h): their arguments, the trace read, the analysis printed or
+// --report` and `profile` (commands.h; `advise` is advise.cc): their arguments, the trace read, the analysis printed or
 // written as HTML and JSON, and the library's own pager replayed on the trace. The analysis itself
 // is analysis.cc; nothing here computes a figure of its own.
 #include "profiler/commands.h"
@@ -58,10 +58,6 @@ bool write_file(const std::string &path, const std::string &text) {
   }
   return fclose(f) == 0;
 }
-
-namespace {
-
-}  // namespace
 
 int report_command(const std::string &trace_path, const std::string &html_path, const std::string &summary_path,
                    uint64_t budget, uint64_t page_size, const LinkModel &link, const std::string &residency_path,

@@ -1,4 +1,4 @@
-// The subcommands of the `vramcache` command that read a trace (report, simulate) and the report
+// The subcommands of the `vramcache` command that read a trace (report, simulate, advise) and the report
 // written after a run (commands.cc). main.cc dispatches to them; they print or write files and
 // return an exit code, never exit themselves.
 #pragma once
