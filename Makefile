@@ -26,8 +26,25 @@ FAKE_LIBS     := $(addprefix $(BUILD)/fake/,libcuda.so.1 libcudart.so.13 libcubl
 LIB := $(BUILD)/libvramcache.so
 CLI := $(BUILD)/vramcache
 
-.PHONY: all test check samples layering asan-test clean
+.PHONY: all test check samples layering asan-test clean install FORCE
 all: $(LIB) $(CLI)
+
+# `vramcache --version` names the commit it was built from (unknown outside git); the header is
+# rewritten only when the commit changes, so the command is not relinked on every make.
+COMMIT := $(shell git describe --always --dirty --abbrev=12 2>/dev/null || echo unknown)
+$(BUILD)/commit.h: FORCE
+	@mkdir -p $(@D)
+	@echo '#define VC_COMMIT "$(COMMIT)"' > $@.tmp; cmp -s $@.tmp $@ && rm -f $@.tmp || mv $@.tmp $@
+$(BUILD)/obj/profiler/main.o: $(BUILD)/commit.h
+$(BUILD)/obj/profiler/main.o: BASEFLAGS += -include $(BUILD)/commit.h
+
+# `make install PREFIX=DIR`: the command in DIR/bin, the library in DIR/lib, where the command looks
+# for it (../lib beside its own folder).
+PREFIX ?= /usr/local
+install: $(LIB) $(CLI)
+	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib
+	install -m 755 $(CLI) $(DESTDIR)$(PREFIX)/bin/vramcache
+	install -m 644 $(LIB) $(DESTDIR)$(PREFIX)/lib/libvramcache.so
 
 $(BUILD)/obj/runtime/%.o: runtime/%.cc
 	@mkdir -p $(@D)
@@ -165,6 +182,9 @@ layering: $(CLI)
 	@bad=$$(grep -rlE --include='*.h' --include='*.cc' '#include *[<"](cuda|cupti|cublas|dlfcn|generated_cuda)' runtime); \
 	  if [ -n "$$bad" ]; then echo "layering: CUDA/CUPTI/dlfcn header in the runtime core: $$bad"; exit 1; fi
 	@echo "layering: runtime core includes no CUDA, CUPTI or dlfcn header"
+	@bad=$$(grep -rlE --include='*.h' --include='*.cc' '#include *[<"](CLI/|nlohmann/)' runtime interpose); \
+	  if [ -n "$$bad" ]; then echo "layering: the command's CLI11 or nlohmann-json in the library: $$bad"; exit 1; fi
+	@echo "layering: the library includes neither CLI11 nor nlohmann-json"
 	@bash scripts/readme_options.sh --check $(CLI)
 	@python3 scripts/gen_observed.py --check $(CUDA)
 

@@ -70,9 +70,11 @@ bool read_residency(const std::string &path, Residency *out, std::string *error)
 // and the report draws them.
 std::string summary_text(const Analysis &a, const std::vector<BudgetResult> &budgets,
                          const Residency *residency = nullptr);
-// A self-contained HTML page (inline SVG, no scripts from the network).
+struct ResidentByKind;  // resident_kinds.h
+// A self-contained HTML page (inline SVG, no scripts from the network). `kinds`: the pager's
+// resident bytes by kind at the first budget, drawn stacked if given.
 std::string report_html(const Analysis &a, const std::vector<BudgetResult> &budgets,
-                        const Residency *residency = nullptr);
+                        const Residency *residency = nullptr, const ResidentByKind *kinds = nullptr);
 
 std::string format_bytes(uint64_t bytes);  // "1.50 GiB"
 

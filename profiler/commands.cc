@@ -1,5 +1,5 @@
 // The subcommands `vramcache report` and `vramcache simulate`, and the report written after `run
-// --report` and `profile` (commands.h): their arguments, the trace read, the analysis printed or
+// --report` and `profile` (commands.h; `advise` is advise.cc): their arguments, the trace read, the analysis printed or
 // written as HTML and JSON, and the library's own pager replayed on the trace. The analysis itself
 // is analysis.cc; nothing here computes a figure of its own.
 #include "profiler/commands.h"
@@ -11,6 +11,9 @@
 #include <cstring>
 
 #include "profiler/analysis.h"
+#include "profiler/perfetto.h"
+#include "profiler/resident_kinds.h"
+#include "profiler/trace_args.h"
 #include "runtime/frames.h"
 #include "runtime/options.h"
 #include "runtime/pager/trace_replay.h"
@@ -37,6 +40,15 @@ bool window_affordable(const Analysis &a, const std::string &path) {
   return false;
 }
 
+}  // namespace
+
+bool load_analysis(const std::string &path, uint64_t page_size, Analysis *out) {
+  Trace t;
+  if (!load(path, page_size, &t)) return false;
+  *out = analyze(std::move(t), page_size);
+  return window_affordable(*out, path);
+}
+
 bool write_file(const std::string &path, const std::string &text) {
   FILE *f = fopen(path.c_str(), "w");
   if (!f || fwrite(text.data(), 1, text.size(), f) != text.size()) {
@@ -47,61 +59,9 @@ bool write_file(const std::string &path, const std::string &text) {
   return fclose(f) == 0;
 }
 
-bool size_arg(const char *flag, const char *value, uint64_t *out) {
-  if (!value || !parse_size(value, out) || *out == 0) {
-    fprintf(stderr, "vramcache: %s %s is not a size (for example %s 16G)\n", flag, value ? value : "(missing)", flag);
-    return false;
-  }
-  return true;
-}
-
-// Parses [--budget SIZE] [--link GBPS] [--page-size SIZE] [--prefetch-ahead SIZE] [-o FILE] TRACE.
-struct Args {
-  uint64_t budget = 0, page_size = 0, prefetch_ahead = 0;
-  LinkModel link;
-  std::string out, trace;
-};
-bool parse_args(int argc, char **argv, const char *cmd, Args *args) {
-  for (int i = 0; i < argc; ++i) {
-    const char *f = argv[i], *v = i + 1 < argc ? argv[i + 1] : nullptr;
-    if (!strcmp(f, "--budget")) {
-      if (!size_arg(f, v, &args->budget)) return false;
-      ++i;
-    } else if (!strcmp(f, "--page-size")) {
-      if (!size_arg(f, v, &args->page_size)) return false;
-      if (args->page_size < kMinPageSize || args->page_size > kMaxPageSize || (args->page_size & (args->page_size - 1)))
-        return fprintf(stderr, "vramcache: --page-size must be a power of two from 64K to 1G\n"), false;
-      ++i;
-    } else if (!strcmp(f, "--prefetch-ahead") && !strcmp(cmd, "simulate")) {
-      if (!size_arg(f, v, &args->prefetch_ahead)) return false;
-      ++i;
-    } else if (!strcmp(f, "--link")) {
-      char *end = nullptr;
-      double gbps = v ? strtod(v, &end) : 0;
-      if (!v || *end || !(gbps >= 1e-3 && gbps <= 1e6))
-        return fprintf(stderr, "vramcache: --link needs GB/s each way, from 0.001 to 1000000, e.g. --link 55\n"), false;
-      args->link.h2d_bytes_per_s = args->link.d2h_bytes_per_s = gbps * 1e9;
-      args->link.both_bytes_per_s = std::min(args->link.both_bytes_per_s, 2 * gbps * 1e9);
-      ++i;
-    } else if (!strcmp(f, "-o")) {
-      if (!v) return fprintf(stderr, "vramcache: -o needs a file\n"), false;
-      args->out = v;
-      ++i;
-    } else if (f[0] == '-' || !args->trace.empty()) {
-      fprintf(stderr, "vramcache %s: unexpected argument %s\n", cmd, f);
-      return false;
-    } else {
-      args->trace = f;
-    }
-  }
-  if (args->trace.empty()) return fprintf(stderr, "vramcache %s: no trace file given\n", cmd), false;
-  return true;
-}
-
-}  // namespace
-
 int report_command(const std::string &trace_path, const std::string &html_path, const std::string &summary_path,
-                   uint64_t budget, uint64_t page_size, const LinkModel &link, const std::string &residency_path) {
+                   uint64_t budget, uint64_t page_size, const LinkModel &link, const std::string &residency_path,
+                   const std::string &perfetto_path) {
   Trace t;
   if (!load(trace_path, page_size, &t)) return 1;
   int rc = 0;
@@ -125,22 +85,28 @@ int report_command(const std::string &trace_path, const std::string &html_path, 
   fputs(text.c_str(), stdout);
   if (!summary_path.empty() && !write_file(summary_path, text)) return 1;
   if (!html_path.empty()) {
-    if (!write_file(html_path, report_html(a, results, measured))) return 1;
+    ResidentByKind kinds;
+    if (!results.empty()) kinds = resident_by_kind(a, results.front().budget);
+    if (!write_file(html_path, report_html(a, results, measured, results.empty() ? nullptr : &kinds))) return 1;
     printf("report: %s\n", html_path.c_str());
+  }
+  if (!perfetto_path.empty()) {
+    if (!write_file(perfetto_path, perfetto_json(a, results.empty() ? nullptr : &results.front(), measured))) return 1;
+    printf("timeline: %s (open it in https://ui.perfetto.dev or chrome://tracing)\n", perfetto_path.c_str());
   }
   return rc;
 }
 
 int report_main(int argc, char **argv) {
-  Args args;
-  if (!parse_args(argc, argv, "report", &args)) return 2;
+  TraceArgs args;
+  if (int rc = parse_trace_args(argc, argv, TraceCommand::kReport, &args); rc >= 0) return rc;
   std::string html = args.out;
   if (html.empty()) {
     html = args.trace;
     size_t dot = html.rfind(".vctrace");
     html = (dot != std::string::npos ? html.substr(0, dot) : html) + ".html";
   }
-  return report_command(args.trace, html, "", args.budget, args.page_size, args.link);
+  return report_command(args.trace, html, "", args.budget, args.page_size, args.link, "", args.perfetto);
 }
 
 namespace {
@@ -189,27 +155,6 @@ std::string budget_json(const Analysis &a, const BudgetResult &r) {
          ",\"allocated\":" + json_series(a.allocated) + ",\"live\":" + json_series(a.live) + "}\n";
 }
 
-// The library's own pager replayed on the trace (runtime/pager/trace_replay.h): bytes per
-// iteration in the iterations after it learned (after two), and whether it still missed there.
-// Empty without a period or when the trace is too short to show a learned iteration.
-struct PagerFigures {
-  double h2d = 0, d2h = 0;  // bytes per iteration
-  double clean = 0;         // of d2h, bytes not copied home (d2h less ReplayResult::copied)
-  double bypassed = 0;      // bytes per iteration reached where they were (Note [Bypass])
-  double home_maps = 0;     // bytes per iteration mapped home on demand (Note [Home mapped on demand])
-  double fetched_dead = 0;  // of h2d, bytes the next op to reach overwrites whole (ReplayResult)
-  uint64_t misses = 0;      // in those iterations
-};
-struct PagerReplay {
-  int iterations = 0;  // measured over; 0 = not available
-  PagerFigures reactive, predictive, bypass;  // predictive without bypass (VRAMCACHE_BYPASS=0), and with it
-  uint64_t frame = 0, planned = 0, window = 0;  // the settings replayed
-  uint64_t write_piece = 0;  // the trace's write records' piece size; 0: it has none
-};
-
-// With the explicit backend's own settings for the budget, as the library makes them: its frames
-// (frame_size; `frame`, VRAMCACHE_FRAME_SIZE, if given), planned within the budget less the mover's
-// headroom, and a prefetch window of 1/32 of that (Runtime::start_paging) unless one is given.
 PagerReplay replay_policies(const Analysis &a, uint64_t budget, uint64_t prefetch_ahead, uint64_t frame) {
   PagerReplay out;
   Options o;
@@ -217,27 +162,30 @@ PagerReplay replay_policies(const Analysis &a, uint64_t budget, uint64_t prefetc
   out.frame = frame_size(o), out.planned = budget - std::min(budget / 2, frame_headroom(budget, out.frame));
   out.window = prefetch_ahead ? prefetch_ahead : out.planned / 32;
   out.write_piece = a.trace.writes.piece_bytes;
-  uint64_t period = a.iterations.period;
-  if (!period) return out;
-  auto figures = [&](PagingPolicy policy, PagerFigures *f, bool bypass = false) {
-    ReplayResult r = replay_trace(a.trace, out.planned, out.frame, policy, period, 2 * period, out.window, bypass);
-    size_t from = 3, n = r.h2d.size();  // samples at k * period; the plan is in use from 3 * period
-    if (n < from + 2) return false;
-    out.iterations = int(n - 1 - from);
-    auto per_iteration = [&](const std::vector<uint64_t> &v) { return double(v[n - 1] - v[from]) / out.iterations; };
-    f->h2d = per_iteration(r.h2d);
-    f->d2h = per_iteration(r.d2h);
-    f->clean = r.write_records ? f->d2h - per_iteration(r.copied) : per_iteration(r.clean);
-    f->bypassed = per_iteration(r.bypassed);
-    f->home_maps = per_iteration(r.home_maps);
-    f->fetched_dead = per_iteration(r.fetched_dead);
-    f->misses = r.misses[n - 1] - r.misses[from];
-    return true;
-  };
-  if (!figures(PagingPolicy::kReactive, &out.reactive) || !figures(PagingPolicy::kPredictive, &out.predictive) ||
-      !figures(PagingPolicy::kPredictive, &out.bypass, true))
+  if (!replay_figures(a, out.planned, out.frame, out.window, PagingPolicy::kReactive, false, &out.reactive, &out.iterations) ||
+      !replay_figures(a, out.planned, out.frame, out.window, PagingPolicy::kPredictive, false, &out.predictive, &out.iterations) ||
+      !replay_figures(a, out.planned, out.frame, out.window, PagingPolicy::kPredictive, true, &out.bypass, &out.iterations))
     out.iterations = 0;
   return out;
+}
+
+bool replay_figures(const Analysis &a, uint64_t planned, uint64_t frame, uint64_t window, PagingPolicy policy,
+                    bool bypass, PagerFigures *f, int *iterations) {
+  uint64_t period = a.iterations.period;
+  if (!period) return false;
+  ReplayResult r = replay_trace(a.trace, planned, frame, policy, period, 2 * period, window, bypass);
+  size_t from = 3, n = r.h2d.size();  // samples at k * period; the plan is in use from 3 * period
+  if (n < from + 2) return false;
+  *iterations = int(n - 1 - from);
+  auto per_iteration = [&](const std::vector<uint64_t> &v) { return double(v[n - 1] - v[from]) / *iterations; };
+  f->h2d = per_iteration(r.h2d);
+  f->d2h = per_iteration(r.d2h);
+  f->clean = r.write_records ? f->d2h - per_iteration(r.copied) : per_iteration(r.clean);
+  f->bypassed = per_iteration(r.bypassed);
+  f->home_maps = per_iteration(r.home_maps);
+  f->fetched_dead = per_iteration(r.fetched_dead);
+  f->misses = r.misses[n - 1] - r.misses[from];
+  return true;
 }
 
 std::string replay_text(const PagerReplay &p) {
@@ -268,9 +216,8 @@ std::string replay_text(const PagerReplay &p) {
 }
 
 int simulate_main(int argc, char **argv) {
-  Args args;
-  if (!parse_args(argc, argv, "simulate", &args)) return 2;
-  if (!args.budget) return fprintf(stderr, "vramcache simulate: --budget SIZE is required (for example --budget 16G)\n"), 2;
+  TraceArgs args;
+  if (int rc = parse_trace_args(argc, argv, TraceCommand::kSimulate, &args); rc >= 0) return rc;
   Trace t;
   if (!load(args.trace, args.page_size, &t)) return 1;
   Analysis a = analyze(std::move(t), args.page_size);

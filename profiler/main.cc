@@ -1,7 +1,10 @@
-// The `vramcache` command: run and profile a program under the library, report and simulate a
-// recorded trace. It validates the configuration before the program starts (a bad value is one
-// line and exit code 2, and nothing runs). Every option flag is derived from the options table:
-// VRAMCACHE_LOG_LEVEL is --log-level. It links the runtime core, never the hooks.
+// The `vramcache` command: run and profile a program under the library, report, simulate and
+// advise on a recorded trace. It validates the configuration before the program starts (a bad value
+// is one line and exit code 2, and nothing runs). Every option flag of run and profile is derived
+// from the options table: VRAMCACHE_LOG_LEVEL is --log-level. Those flags end at the first "--",
+// after which everything is the program's, so they are split here rather than by CLI11 (whose
+// prefix mode does not stop at "--"); the trace subcommands' options are CLI11's (trace_args.cc).
+// It links the runtime core, never the hooks.
 #include <dirent.h>
 #include <limits.h>
 #include <sys/stat.h>
@@ -26,21 +29,40 @@ namespace {
 
 constexpr int kUsageError = 2;
 
+#ifndef VC_VERSION
+#define VC_VERSION "0.1"
+#endif
+#ifndef VC_COMMIT
+#define VC_COMMIT "unknown"
+#endif
+
+const char kExitCodes[] =
+    "Exit codes: run and profile: the program's own (128 + N if signal N killed it), 127 if it could not be\n"
+    "started, 2 if the configuration is wrong (nothing runs), 1 if the program succeeded but its report could\n"
+    "not be written; report, simulate, advise: 0 done, 1 the trace could not be read or a file not written,\n"
+    "2 usage error.\n";
+
 void usage(FILE *out) {
   fprintf(out,
           "usage: vramcache run [OPTIONS] -- COMMAND [ARGS...]   run COMMAND with libvramcache.so preloaded\n"
           "       vramcache run --report DIR [OPTIONS] -- COMMAND [ARGS...]\n"
           "                                                      also record its trace, then write DIR/report-PID.html\n"
+          "                                                      and DIR/timeline-PID.json (Perfetto)\n"
           "                                                      for each process, with the resident bytes measured\n"
           "                                                      over time under --budget\n"
           "       vramcache profile [--iterations N] [-o DIR] [OPTIONS] -- COMMAND [ARGS...]\n"
           "                                                      record COMMAND's access trace, then report it\n"
-          "       vramcache report [--budget SIZE] [--link GBPS] [--page-size SIZE] [-o FILE.html] TRACE\n"
-          "                                                      summary and HTML report of a recorded trace\n"
+          "       vramcache report [--budget SIZE] [--link GBPS] [--page-size SIZE] [-o FILE.html] [--perfetto FILE.json] TRACE\n"
+          "                                                      summary and HTML report of a recorded trace, and its\n"
+          "                                                      timeline for Perfetto UI or chrome://tracing\n"
           "       vramcache simulate --budget SIZE [--link GBPS] [--page-size SIZE] [--prefetch-ahead SIZE] [-o FILE.json] TRACE\n"
           "                                                      predicted traffic, stalls and step time for a budget\n"
+          "       vramcache advise --budget SIZE [--link GBPS] [--json] TRACE\n"
+          "                                                      the best frame size, prefetch window and bypass for\n"
+          "                                                      a budget, or why vramcache is the wrong tool\n"
           "       vramcache options [--markdown]                 list every option\n"
-          "       vramcache help\n"
+          "       vramcache --version                            the version and the commit it was built from\n"
+          "       vramcache help, vramcache SUBCOMMAND --help\n"
           "OPTIONS of run and profile (each sets the VRAMCACHE_* variable of the same name):\n");
   for (const vc::OptionSpec &spec : vc::kOptionSpecs) {
     std::string flag = "--";
@@ -48,7 +70,10 @@ void usage(FILE *out) {
     fprintf(out, "  %-26s %s (%s; default %s)\n", (flag + " V").c_str(), spec.env, spec.choices,
             *spec.def ? spec.def : "unset");
   }
+  fputs(kExitCodes, out);
 }
+
+bool is_help(const char *arg) { return !strcmp(arg, "--help") || !strcmp(arg, "-h"); }
 
 // --log-level -> VRAMCACHE_LOG_LEVEL; null if no option has that flag.
 const char *env_for_flag(const char *flag) {
@@ -71,11 +96,15 @@ std::string self_dir() {
 }
 
 // Sets the VRAMCACHE_* variables given as flags up to "--"; returns the index of the command
-// after "--", or -1 (message printed). `extra` handles flags of the calling subcommand.
+// after "--", -1 (message printed) or -2 (--help: usage printed to stdout). `extra` handles flags of the calling subcommand.
 int parse_run_flags(int argc, char **argv, const char *what,
                     const std::function<int(int, char **)> &extra = nullptr) {
   int i = 0;
   for (; i < argc && strcmp(argv[i], "--") != 0; ++i) {
+    if (is_help(argv[i])) {
+      usage(stdout);
+      return -2;
+    }
     if (extra) {
       int used = extra(argc - i, argv + i);
       if (used < 0) return -1;
@@ -108,9 +137,11 @@ bool prepare_preload(vc::Options *out = nullptr) {
     fprintf(stderr, "vramcache: %s\n", error.c_str());
     return false;
   }
-  std::string lib = self_dir() + "/libvramcache.so";
+  // Next to the command (build/), or in ../lib beside its bin/ (make install PREFIX=...).
+  std::string lib = self_dir() + "/libvramcache.so", installed = self_dir() + "/../lib/libvramcache.so";
+  if (access(lib.c_str(), R_OK) != 0 && access(installed.c_str(), R_OK) == 0) lib = installed;
   if (access(lib.c_str(), R_OK) != 0) {
-    fprintf(stderr, "vramcache: %s not found (build it with `make`)\n", lib.c_str());
+    fprintf(stderr, "vramcache: %s not found (build it with `make`, or install with `make install`)\n", lib.c_str());
     return false;
   }
   const char *old = getenv("LD_PRELOAD");
@@ -163,7 +194,7 @@ struct ReportFile {
   const char *prefix, *suffix;
 };
 constexpr ReportFile kTraceFiles{"trace-", ".vctrace"}, kResidencyFiles{"residency-", ".csv"},
-    kReportFiles{"report-", ".html"}, kSummaryFiles{"summary-", ".txt"};
+    kReportFiles{"report-", ".html"}, kSummaryFiles{"summary-", ".txt"}, kTimelineFiles{"timeline-", ".json"};
 
 std::string report_file(const std::string &dir, const ReportFile &f, const std::string &pid) {
   return dir + "/" + f.prefix + pid + f.suffix;
@@ -199,7 +230,7 @@ int run_reported(const std::string &dir, char **command) {
   setenv("VRAMCACHE_RESIDENCY_FILE", report_file(dir, kResidencyFiles, "%p").c_str(), 1);
   vc::Options options;
   if (!prepare_preload(&options) || !make_folder(dir, "run")) return kUsageError;
-  for (const ReportFile &f : {kTraceFiles, kResidencyFiles, kReportFiles, kSummaryFiles})
+  for (const ReportFile &f : {kTraceFiles, kResidencyFiles, kReportFiles, kSummaryFiles, kTimelineFiles})
     for (const std::string &pid : pids_of(dir, f)) unlink(report_file(dir, f, pid).c_str());
   int rc = 0;
   if (!run_to_end(command, "run", &rc)) return rc;
@@ -213,12 +244,12 @@ int run_reported(const std::string &dir, char **command) {
   int report_rc = 0;
   for (const std::string &pid : pids) {
     std::string html = report_file(dir, kReportFiles, pid), summary = report_file(dir, kSummaryFiles, pid),
-                residency = report_file(dir, kResidencyFiles, pid);
+                residency = report_file(dir, kResidencyFiles, pid), timeline = report_file(dir, kTimelineFiles, pid);
     if (access(residency.c_str(), F_OK) != 0) residency.clear();  // no budget, or paging never started
     printf("\nvramcache run: process %s: %s, %s\n", pid.c_str(), html.c_str(), summary.c_str());
     fflush(stdout);  // before the report's lines, which may go to stderr
     if (vc::report_command(report_file(dir, kTraceFiles, pid), html, summary, uint64_t(options.num[vc::kBudget]), 0,
-                           vc::LinkModel{}, residency) != 0)
+                           vc::LinkModel{}, residency, timeline) != 0)
       report_rc = 1;
   }
   return rc ? rc : report_rc;
@@ -232,7 +263,7 @@ int run(int argc, char **argv) {
     report_dir = a[1];
     return 2;
   });
-  if (cmd < 0) return kUsageError;
+  if (cmd < 0) return cmd == -2 ? 0 : kUsageError;
   if (report_dir) return run_reported(report_dir, argv + cmd);
   if (!prepare_preload()) return kUsageError;
   execvp(argv[cmd], argv + cmd);
@@ -256,7 +287,7 @@ int profile(int argc, char **argv) {
     }
     return 0;
   });
-  if (cmd < 0) return kUsageError;
+  if (cmd < 0) return cmd == -2 ? 0 : kUsageError;
   if (!make_folder(dir, "profile")) return kUsageError;
   std::string trace = dir + "/trace.vctrace";
   unlink(trace.c_str());  // a trace left from an earlier run must not pass for this one's
@@ -287,7 +318,18 @@ int main(int argc, char **argv) {
   if (!strcmp(argv[1], "profile")) return profile(argc - 2, argv + 2);
   if (!strcmp(argv[1], "report")) return vc::report_main(argc - 2, argv + 2);
   if (!strcmp(argv[1], "simulate")) return vc::simulate_main(argc - 2, argv + 2);
+  if (!strcmp(argv[1], "advise")) return vc::advise_main(argc - 2, argv + 2);
+  if (!strcmp(argv[1], "--version") || !strcmp(argv[1], "version")) {
+    if (argc > 2) return fprintf(stderr, "vramcache --version: unexpected argument %s\n", argv[2]), kUsageError;
+    printf("vramcache %s (commit %s)\n", VC_VERSION, VC_COMMIT);
+    return 0;
+  }
   if (!strcmp(argv[1], "options")) {
+    if (argc == 3 && is_help(argv[2])) {
+      printf("usage: vramcache options [--markdown]\n  every VRAMCACHE_* option with its default and values;\n"
+             "  --markdown: as the README's table\n");
+      return 0;
+    }
     if (argc > 3 || (argc == 3 && strcmp(argv[2], "--markdown") != 0)) {
       fprintf(stderr, "vramcache options: unexpected argument %s (only --markdown)\n", argv[argc == 3 ? 2 : 3]);
       return kUsageError;

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "profiler/analysis.h"
+#include "profiler/resident_kinds.h"
 
 namespace vc {
 namespace {
@@ -320,6 +321,110 @@ void resident_section(std::string *out, const Analysis &a, const std::vector<Bud
           "(the sources of the idea expect about 60%); a flat resident line means nothing is paged.</p>\n";
 }
 
+// The pager's copies under the stacked chart, on the same x: bytes moved in (up) and out (down)
+// per run of ops, summed, so that single ops' moves add up to something visible.
+void moves_chart(std::string *out, const ResidentByKind &k) {
+  const size_t n = k.h2d.size();
+  const size_t runs = std::min(n, size_t(200)), per = (n + runs - 1) / runs;
+  std::vector<uint64_t> in(runs), outv(runs);
+  for (size_t i = 0; i < n; ++i) in[i / per] += k.h2d[i], outv[i / per] += k.d2h[i];
+  double max = 1;
+  for (size_t r = 0; r < runs; ++r) max = std::max({max, double(in[r]), double(outv[r])});
+  double unit;
+  const char *suffix;
+  byte_unit(max, &unit, &suffix);
+  double y_step = nice_step(max / unit, 2) * unit, y_top = std::max(y_step, std::ceil(max / y_step) * y_step);
+  Plot p{kWidth, 190, {0, double(n - 1), 80, kWidth - 20}, {0, y_top, 90, 10}};
+  svg_open(out, p);
+  y_ticks(out, p, y_step, unit, suffix);
+  const double mid = p.y.c0, h = p.y.c0 - p.y.c1;
+  for (size_t r = 0; r < runs; ++r) {
+    double x0 = p.x(double(r * per)), x1 = p.x(double(std::min(n - 1, (r + 1) * per)));
+    double up = double(in[r]) / y_top * h, down = double(outv[r]) / y_top * h;
+    if (in[r]) appendf(out, "<rect class=\"h2d\" x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" fill=\"%s\"/>", x0, mid - up, std::max(0.5, x1 - x0 - 0.5), up, kBlue);
+    if (outv[r]) appendf(out, "<rect class=\"d2h\" x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" fill=\"%s\"/>", x0, mid, std::max(0.5, x1 - x0 - 0.5), down, kOrange);
+  }
+  appendf(out, "\n<line class=\"axis\" x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\"/>\n</svg>\n", p.x.c0, mid, p.x.c1, mid);
+  appendf(out, "<div class=\"legend\"><span><i class=\"box\" style=\"background:%s\"></i>moved to the device (up)</span>"
+          "<span><i class=\"box\" style=\"background:%s\"></i>written back to the host (down)</span>"
+          "<span>per run of %zu ops</span></div>\n", kBlue, kOrange, per);
+}
+
+// What the pager keeps resident by kind, stacked, over one iteration, with the simulator's resident
+// bytes (which count what is on its way in or out) as a line: the mechanism, not only its total.
+void kinds_chart_section(std::string *out, const ResidentByKind &k, const BudgetResult *sim) {
+  static const char *const kKindColors[kDataKinds] = {"#6baed6", "#fd8d3c", "#74c476", "#bdbdbd"};
+  appendf(out, "<h2>Resident bytes by kind over one iteration (the library's pager at a budget of %s)</h2>\n",
+          format_bytes(k.budget).c_str());
+  const size_t n = k.resident.size();
+  if (n < 2) {
+    *out += "<p>Not shown: the pager replay needs a period and at least five iterations of trace.</p>\n";
+    return;
+  }
+  const std::vector<uint64_t> *line =
+      sim && sim->predictive.feasible && !sim->predictive.resident_after_op.empty() ? &sim->predictive.resident_after_op : nullptr;
+  double max = double(k.budget);
+  for (const auto &row : k.resident) {
+    uint64_t sum = 0;
+    for (uint64_t v : row) sum += v;
+    max = std::max(max, double(sum));
+  }
+  if (line) max = std::max(max, double(*std::max_element(line->begin(), line->end())));
+  double unit;
+  const char *suffix;
+  byte_unit(max, &unit, &suffix);
+  double y_step = nice_step(max / unit, 6) * unit, y_top = std::max(y_step, std::ceil(max / y_step) * y_step);
+  Plot p{kWidth, 372, {0, double(n - 1), 80, kWidth - 20}, {0, y_top, 330, 10}};
+  svg_open(out, p);
+  y_ticks(out, p, y_step, unit, suffix);
+  x_ticks(out, p, std::max(1.0, nice_step(double(n - 1), 10)), 1, "");
+  // Every op's stack where there are few; else evenly spaced ops (a stack needs one x for all kinds).
+  std::vector<size_t> xs;
+  for (size_t b = 0, m = std::min(n, kMaxLinePoints); b < m; ++b) xs.push_back(b * (n - 1) / (m - 1));
+  std::vector<double> below(xs.size(), 0);
+  for (int kind = 0; kind < kDataKinds; ++kind) {
+    if (!k.allocated[kind]) continue;
+    appendf(out, "<polygon class=\"kind-%d\" fill=\"%s\" fill-opacity=\"0.85\" stroke=\"none\" points=\"", kind,
+            kKindColors[kind]);
+    for (size_t j = 0; j < xs.size(); ++j)
+      appendf(out, "%.1f,%.1f ", p.x(double(xs[j])), p.y(below[j] + double(k.resident[xs[j]][kind])));
+    for (size_t j = xs.size(); j-- > 0;) appendf(out, "%.1f,%.1f ", p.x(double(xs[j])), p.y(below[j]));
+    *out += "\"/>\n";
+    for (size_t j = 0; j < xs.size(); ++j) below[j] += double(k.resident[xs[j]][kind]);
+  }
+  appendf(out, "<line class=\"budget\" x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"%s\" "
+          "stroke-width=\"1.5\" stroke-dasharray=\"6 4\"/>\n",
+          p.x.c0, p.y(double(k.budget)), p.x.c1, p.y(double(k.budget)), kRed);
+  if (line) polyline(out, p, {"sim-predictive", "", "#08306b", line});
+  appendf(out, "<text x=\"%.1f\" y=\"364\" text-anchor=\"middle\">op index in the modelled iteration</text>\n</svg>\n",
+          (p.x.c0 + p.x.c1) / 2);
+  *out += "<div class=\"legend\">";
+  for (int kind = 0; kind < kDataKinds; ++kind)
+    if (k.allocated[kind])
+      appendf(out, "<span><i class=\"box\" style=\"background:%s\"></i>%s</span> ", kKindColors[kind],
+              data_kind_label(kind));
+  if (line) *out += "<span><i style=\"border-color:#08306b\"></i>simulator: resident and in flight (predictive)</span>";
+  appendf(out, "<span><i class=\"dash\" style=\"border-color:%s\"></i>budget %s</span></div>\n", kRed,
+          format_bytes(k.budget).c_str());
+  moves_chart(out, k);
+  *out += "<table><tr><th>kind</th><th class=\"n\">allocated</th><th class=\"n\">resident: peak</th>"
+          "<th class=\"n\">trough</th></tr>\n";
+  for (int kind = 0; kind < kDataKinds; ++kind) {
+    if (!k.allocated[kind]) continue;
+    uint64_t lo = ~uint64_t(0), hi = 0;
+    for (const auto &row : k.resident) lo = std::min(lo, row[kind]), hi = std::max(hi, row[kind]);
+    appendf(out, "<tr><td>%s</td><td class=\"n\">%s</td><td class=\"n\">%s</td><td class=\"n\">%s</td></tr>\n",
+            data_kind_label(kind), format_bytes(k.allocated[kind]).c_str(), format_bytes(hi).c_str(),
+            format_bytes(lo).c_str());
+  }
+  appendf(out, "</table>\n<p class=\"note\">The trace replayed through the library's own pager (predictive, bypass on, "
+          "frames of %s, copies instant), its resident bytes before each op summed by kind. Kinds come from when the "
+          "iteration reaches each allocation (a caching allocator's segment holds tensors of several kinds and counts as "
+          "one). Each kind rising as its data is fetched ahead of use and falling as it is evicted is paging at work; the "
+          "dark line is the simulator's count, which includes bytes on their way in or out.</p>\n",
+          format_bytes(k.frame).c_str());
+}
+
 // What the library measured while paging the run, every 100 ms: its own count and the device's.
 void measured_section(std::string *out, const Residency &r) {
   *out += "<h2>Resident bytes over time (measured)</h2>\n";
@@ -561,12 +666,14 @@ void budgets_section(std::string *out, const Analysis &a, const std::vector<Budg
 
 }  // namespace
 
-std::string report_html(const Analysis &a, const std::vector<BudgetResult> &budgets, const Residency *residency) {
+std::string report_html(const Analysis &a, const std::vector<BudgetResult> &budgets, const Residency *residency,
+                        const ResidentByKind *kinds) {
   std::string out = "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n";
   out += "<title>vramcache report: " + escape(shorten(a.trace.command, 120)) + "</title>\n";
   out += std::string("<style>") + kStyle + "</style>\n</head>\n<body><main>\n";
   header_section(&out, a);
   resident_section(&out, a, budgets);
+  if (kinds) kinds_chart_section(&out, *kinds, budgets.empty() ? nullptr : &budgets.front());
   if (residency) measured_section(&out, *residency);
   reuse_section(&out, a);
   kinds_section(&out, a);

@@ -3,6 +3,11 @@
 # and checks that the CUDA toolkit is where the Makefile looks for it. Safe to run again.
 #   g++, make        the build
 #   doctest-dev      unit tests (header-only)
+#   libcli11-dev     the command's parsing of report/simulate/advise options (profiler/trace_args.cc;
+#                    header-only, never in the library)
+#   nlohmann-json3-dev  JSON the command writes: the Perfetto timeline, advise --json (header-only,
+#                    never in the library)
+#   (chromium, not installed here: the report's screenshot, scripts/report_screenshot.sh, which skips with 77 without it)
 #   python3          checks that interpose/observed.def matches the CUDA headers (scripts/gen_observed.py)
 #   libzstd-dev      reading the kernels' parameter layouts from compressed cubins (runtime/cubin.cc;
 #                    linked statically, so the library needs nothing more where it runs)
@@ -16,7 +21,7 @@
 # The CUDA toolkit (13.x, with CUPTI headers) is not a Debian package here: it must be installed
 # at $CUDA (default /usr/local/cuda). The library needs no GPU to build or to run its tests.
 set -euo pipefail
-packages=(g++ make doctest-dev python3 libzstd-dev liburing-dev libxxhash-dev fio clang-14 libclang-rt-14-dev)
+packages=(g++ make doctest-dev libcli11-dev nlohmann-json3-dev python3 libzstd-dev liburing-dev libxxhash-dev fio clang-14 libclang-rt-14-dev)
 missing=()
 for p in "${packages[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
 if [ ${#missing[@]} -gt 0 ]; then

@@ -138,6 +138,9 @@ class Pager {
   // failed. Pinned pages stay on the device.
   bool place(const std::vector<Touch> &in, const std::vector<Touch> &out);
   bool is_paged(uint64_t alloc_id) const;
+  // Bytes of paged allocation `alloc_id` that are resident (on the device or their move there
+  // issued); 0 if it is not paged. For the report's chart of what is resident (trace replay).
+  uint64_t resident_bytes(uint64_t alloc_id) const;
   // Predictive policy: learns the plan from a trace of the program's first iterations (or, after
   // relearn_due, of its latest ones), replacing any plan it had. Returns false (and says why in
   // `why`) when the trace has no usable period, or the policy is reactive.

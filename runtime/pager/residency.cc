@@ -449,6 +449,16 @@ bool Pager::is_paged(uint64_t alloc_id) const {
   return allocs_.count(alloc_id) > 0;
 }
 
+uint64_t Pager::resident_bytes(uint64_t alloc_id) const {
+  std::lock_guard lock(mu_);
+  auto it = allocs_.find(alloc_id);
+  if (it == allocs_.end()) return 0;
+  uint64_t bytes = 0;
+  for (uint32_t i = 0; i < it->second.pages.size(); ++i)
+    if (it->second.pages[i].resident) bytes += page_bytes({alloc_id, i});
+  return bytes;
+}
+
 bool Pager::pin(uint64_t alloc_id, uint64_t stream) {
   std::lock_guard lock(mu_);
   auto it = allocs_.find(alloc_id);

@@ -32,6 +32,12 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 check 0 "iterations: period 3975 ops" -- report -o "$tmp/r.html" "$trace"
 grep -q "Resident bytes over one iteration" "$tmp/r.html" || bad "report: no resident-bytes chart in the HTML"
+# The pager's resident bytes by kind at the first budget (25% of the peak here), stacked, with its
+# moves: per-tensor AdamW's two moments of 1.3B parameters (9.7 GiB) are most of the burst kind.
+grep -q 'reached in one burst (optimizer state, workspaces)</td><td class="n">10.67 GiB' "$tmp/r.html" ||
+  bad "report: no resident-by-kind table with the burst kind's 10.67 GiB"
+[ "$(grep -c '<polygon class="kind-' "$tmp/r.html")" = 3 ] || bad "report: the stacked chart lacks its three kinds"
+grep -q '<rect class="h2d"' "$tmp/r.html" && grep -q '<rect class="d2h"' "$tmp/r.html" || bad "report: no moves under the stacked chart"
 check 0 "predictive" -- simulate --budget 12G "$trace"
 # The library's own pager replayed on the trace with the explicit backend's settings for the budget:
 # the plan moves half of what LRU moves, misses nothing.
@@ -57,6 +63,74 @@ check 1 "not a vramcache trace" -- simulate --budget 1G "$tmp/bad.vctrace"
 check 2 "no command given" -- profile -o "$tmp/p"
 check 0 "--report DIR" -- help
 
+# Conventions: --help on every subcommand (stdout, exit 0), --version with the commit.
+for sub in run profile report simulate advise options; do
+  check 0 "vramcache $sub" -- $sub --help
+done
+check 0 "--perfetto" -- report --help
+check 0 "Exit codes" -- simulate --help
+check 0 "Exit codes: run and profile" -- run --help
+out=$("$cli" --version); [[ $out =~ ^vramcache\ [0-9.]+\ \(commit\ [0-9a-f]{7,}(-dirty)?\)$ || $out == *"(commit unknown)" ]] || bad "--version: $out"
+check 2 "unexpected argument x" -- --version x
+
+# report --perfetto: the Chrome trace-event file, checked by an independent reader of the format.
+check 0 "timeline: $tmp/t.json" -- report --budget 12G -o "$tmp/t.html" --perfetto "$tmp/t.json" "$trace"
+python3 tests/cli/check_trace_events.py "$tmp/t.json" >/dev/null || bad "report --perfetto: $(python3 tests/cli/check_trace_events.py "$tmp/t.json")"
+python3 - "$tmp/t.json" <<'PY' || bad "report --perfetto: wrong contents"
+import json, sys
+d = json.load(open(sys.argv[1]))
+ev = d["traceEvents"]
+x = [e for e in ev if e["ph"] == "X"]
+# every op with device times is on the timeline: 24576 ops, 17 without (syncs)
+assert len(x) == d["otherData"]["ops"] - d["otherData"]["ops_without_device_time"], len(x)
+assert d["otherData"]["ops"] == 24576 and len(x) == 24559, (d["otherData"], len(x))
+assert any(e["cat"] == "kernel" and e["args"]["grid"][0] > 0 for e in x)
+copies = [e for e in x if e["cat"] in ("copy", "set")]
+assert copies and all(e["args"].get("bytes", 0) > 0 for e in copies), "copies and sets carry their bytes"
+res = [e for e in ev if e["ph"] == "C" and e["name"] == "resident bytes (simulated)"]
+assert len(res) == 20967 - 16991, len(res)  # one per op of the modelled iteration
+assert max(e["args"]["predictive"] for e in res) <= 12 << 30, "predicted resident bytes stay within the budget"
+names = [e["args"]["name"] for e in ev if e["ph"] == "M" and e["name"] == "process_name"]
+assert any("budget of 12.00 GiB" in n for n in names), names
+PY
+# The checker can fail: a counter that is not a number and a timestamp that goes back.
+printf '{"traceEvents":[{"name":"a","ph":"X","pid":1,"tid":1,"ts":5,"dur":1},{"name":"b","ph":"X","pid":1,"tid":1,"ts":2,"dur":1},{"name":"c","ph":"C","pid":1,"ts":1,"args":{"v":"x"}}]}' > "$tmp/bad.json"
+bad_out=$(python3 tests/cli/check_trace_events.py "$tmp/bad.json") && bad "the trace-event checker passed a bad file"
+[[ $bad_out == *"goes back"* && $bad_out == *"not all numbers"* ]] || bad "the trace-event checker: $bad_out"
+check 1 "cannot write $tmp/nodir/t.json" -- report -o "$tmp/t.html" --perfetto "$tmp/nodir/t.json" "$trace"
+check 2 "--perfetto" -- report --perfetto
+
+# advise on the shipped trace: the verdicts, and its figures against the simulator's own.
+check 0 "the job fits: its peak is 26.11 GiB, within the budget of 64.00 GiB; run it without vramcache" -- advise --budget 64G "$trace"
+check 0 "the budget is so small that the link bounds the step at" -- advise --budget 3G "$trace"
+check 0 "verdict: vramcache --budget 12G --frame-size 8M" -- advise --budget 12G "$trace"
+check 2 "--budget SIZE is required" -- advise "$trace"
+check 2 "unexpected argument --page-size" -- advise --budget 12G --page-size 1M "$trace"
+check 2 "no trace file given" -- advise --budget 12G --json
+check 1 "cannot open" -- advise --budget 12G /nonexistent.vctrace
+"$cli" advise --budget 12G --json "$trace" > "$tmp/advise.json" || bad "advise --json failed"
+"$cli" simulate --budget 12G -o "$tmp/sim12.json" "$trace" > /dev/null || bad "simulate -o failed"
+python3 - "$tmp/advise.json" "$tmp/sim12.json" <<'PY' || bad "advise --json disagrees with simulate"
+import json, sys
+adv, sim = json.load(open(sys.argv[1])), json.load(open(sys.argv[2]))
+assert adv["verdict"] == "use_vramcache", adv["verdict"]
+assert abs(adv["bound"]["bound_s"] - sim["bound"]["bound_s"]) < 1e-6 and adv["bound"]["h2d_bytes"] == sim["bound"]["h2d_bytes"]
+assert adv["simulated_predictive"]["h2d_bytes"] == sim["predictive"]["h2d_bytes"]
+# the library's own settings for 12G (64 MiB frames, window 1/32 of 11.62 GiB, bypass off) are among
+# those tried, with the pager replay's figures of simulate
+own = [c for c in adv["candidates"] if c["frame_size"] == 64 << 20 and c["prefetch_ahead"] == 372 << 20 and not c["bypass"]]
+assert len(own) == 1, [(c["frame_size"], c["prefetch_ahead"]) for c in adv["candidates"]]
+assert round(own[0]["h2d_bytes"]) == round(sim["pager_replay"]["predictive_h2d"]), (own[0], sim["pager_replay"])
+assert round(own[0]["d2h_bytes"]) == round(sim["pager_replay"]["predictive_d2h"])
+steps = [c["step_s"] for c in adv["candidates"]]
+assert steps == sorted(steps) and len(steps) == 24 and steps[0] >= adv["bound"]["bound_s"] - 1e-9, steps
+PY
+
+# make install PREFIX=DIR: the command finds the library in DIR/lib.
+make -s install PREFIX="$tmp/inst" BUILD="$build" >/dev/null || bad "make install failed"
+[ "$("$tmp/inst/bin/vramcache" run --mode off -- sh -c 'echo $LD_PRELOAD')" = "$tmp/inst/bin/../lib/libvramcache.so" ] ||
+  bad "installed: the command does not preload DIR/lib/libvramcache.so"
+
 # run --report DIR: the folder must be creatable; the library writes trace-PID.vctrace and
 # residency-PID.csv there and the command reports each trace. Without a GPU, a shell stands in for
 # the library and copies the shipped trace and a residency file where the library would write them.
@@ -78,6 +152,8 @@ rows='0.100,1073741824,1181116006,1073741824,0,10\n0.200,12884901888,13958643712
 check 0 "measured while paging (2 samples over 0.2 s, budget 12.00 GiB): peak resident 12.00 GiB (the pager's count), peak device used 13.00 GiB above start; moved 14.00 GiB host to device, 2.00 GiB device to host; 20 misses" \
   -- run --report "$tmp/rep" --budget 12G -- sh -c "$fake_library" "$trace" "$rows" 0
 ls "$tmp"/rep/report-*.html "$tmp"/rep/summary-*.txt >/dev/null || bad "run --report: no report or summary written"
+python3 tests/cli/check_trace_events.py "$tmp"/rep/timeline-*.json >/dev/null || bad "run --report: no valid timeline written"
+grep -q '"link GB/s (measured)"' "$tmp"/rep/timeline-*.json || bad "run --report: the timeline lacks the measured link rate"
 grep -q "Resident bytes over time (measured)" "$tmp"/rep/report-*.html || bad "run --report: no measured chart in the HTML"
 grep -q "peak device used 13.00 GiB" "$tmp"/rep/summary-*.txt || bad "run --report: no measured peaks in the summary"
 # A bad residency file: the report is written without it, and the exit code says so (the program's

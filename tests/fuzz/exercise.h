@@ -1,6 +1,6 @@
 // What `vramcache report` and `vramcache simulate` do with a trace the reader accepted, in memory:
-// the analysis, the summary, the HTML report, the simulator and its JSON at the default budgets,
-// and the library's pager replayed under each policy. Shared by the fuzz target and the unit tests
+// the analysis, the summary, the HTML report, the timeline (report --perfetto), the simulator and
+// its JSON at the default budgets, and the library's pager replayed under each policy. Shared by the fuzz target and the unit tests
 // of rejected traces; it writes no file and prints nothing.
 #pragma once
 
@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "profiler/commands.h"
+#include "profiler/perfetto.h"
 #include "runtime/pager/trace_replay.h"
 #include "runtime/trace.h"
 #include "runtime/trace_validate.h"
@@ -33,7 +34,8 @@ inline size_t exercise_trace(Trace trace) {
   if (window_reach(a.trace, a.model.page_size, a.window_begin, a.window_end) > kExerciseReach) return 0;
   std::vector<BudgetResult> results;
   for (uint64_t budget : default_budgets(a, 0)) results.push_back(evaluate_budget(a, budget, LinkModel{}));
-  size_t out = summary_text(a, results).size() + report_html(a, results).size();
+  size_t out = summary_text(a, results).size() + report_html(a, results).size() +
+               perfetto_json(a, results.empty() ? nullptr : &results.front(), nullptr).size();
   for (const BudgetResult &r : results) {
     std::string json = budget_json(a, r);
     if (!JsonCheck::valid(json)) {

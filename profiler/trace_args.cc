@@ -1,0 +1,122 @@
+// The options of report, simulate and advise, declared once (declare_options) and checked after
+// CLI11 has split them, so that each mistake is one line in the command's own words ("--budget 12Q
+// is not a size") and exit code 2. A new option of a subcommand is one line in declare_options and,
+// if it needs a check, one in check_options.
+#include "profiler/trace_args.h"
+
+#include <CLI/CLI.hpp>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+
+#include "runtime/options.h"
+#include "runtime/trace_validate.h"
+
+namespace vc {
+namespace {
+
+const char *name_of(TraceCommand cmd) {
+  switch (cmd) {
+    case TraceCommand::kReport: return "report";
+    case TraceCommand::kSimulate: return "simulate";
+    case TraceCommand::kAdvise: return "advise";
+  }
+  return "?";
+}
+
+const char *about(TraceCommand cmd) {
+  switch (cmd) {
+    case TraceCommand::kReport:
+      return "Summary of a recorded trace, its HTML report (next to the trace unless -o) and, with --perfetto, its "
+             "timeline as Chrome trace-event JSON for Perfetto UI or chrome://tracing. Needs no GPU.";
+    case TraceCommand::kSimulate:
+      return "Predicted traffic, stalls and step time for a budget (the simulator), and what the library's own pager "
+             "would move (the pager replay). Needs no GPU.";
+    case TraceCommand::kAdvise:
+      return "Sweeps the settings a user would try on the GPU (frame size, prefetch window, bypass) with the pager "
+             "replay and the simulator, prints the best few, and says when vramcache is the wrong tool. Needs no GPU.";
+  }
+  return "";
+}
+
+// The values as typed, checked by check_options.
+struct Raw {
+  std::string budget, page_size, prefetch_ahead, link;
+};
+
+void declare_options(CLI::App *app, TraceCommand cmd, Raw *raw, TraceArgs *args) {
+  const bool report = cmd == TraceCommand::kReport, simulate = cmd == TraceCommand::kSimulate,
+             advise = cmd == TraceCommand::kAdvise;
+  app->add_option("--budget", raw->budget,
+                  report ? "a budget to price besides 25/50/75% of the peak (e.g. 16G)" : "GPU memory for the program's data (e.g. 16G); required");
+  app->add_option("--link", raw->link, "PCIe rate each way in GB/s (default 55)");
+  if (!advise) app->add_option("--page-size", raw->page_size, "page size of the model, a power of two from 64K to 1G (default: the trace's)");
+  if (simulate) app->add_option("--prefetch-ahead", raw->prefetch_ahead, "the pager replay's prefetch window (default 1/32 of the budget)");
+  if (!advise) app->add_option("-o", args->out, report ? "the HTML report's file (default: TRACE with .html)" : "write the figures as JSON to this file");
+  if (report) app->add_option("--perfetto", args->perfetto, "also write the timeline as Chrome trace-event JSON (Perfetto UI, chrome://tracing)");
+  if (advise) app->add_flag("--json", args->json, "print the advice as JSON instead of text");
+  app->add_option("TRACE", args->trace, "the trace file (.vctrace)");
+}
+
+bool size_value(const char *flag, const std::string &value, uint64_t *out) {
+  if (value.empty()) return true;
+  if (!parse_size(value.c_str(), out) || *out == 0) {
+    fprintf(stderr, "vramcache: %s %s is not a size (for example %s 16G)\n", flag, value.c_str(), flag);
+    return false;
+  }
+  return true;
+}
+
+bool check_options(TraceCommand cmd, const Raw &raw, TraceArgs *args) {
+  if (!size_value("--budget", raw.budget, &args->budget) || !size_value("--page-size", raw.page_size, &args->page_size) ||
+      !size_value("--prefetch-ahead", raw.prefetch_ahead, &args->prefetch_ahead))
+    return false;
+  if (args->page_size &&
+      (args->page_size < kMinPageSize || args->page_size > kMaxPageSize || (args->page_size & (args->page_size - 1))))
+    return fprintf(stderr, "vramcache: --page-size must be a power of two from 64K to 1G\n"), false;
+  if (!raw.link.empty()) {
+    char *end = nullptr;
+    double gbps = strtod(raw.link.c_str(), &end);
+    if (*end || !(gbps >= 1e-3 && gbps <= 1e6))
+      return fprintf(stderr, "vramcache: --link needs GB/s each way, from 0.001 to 1000000, e.g. --link 55\n"), false;
+    args->link.h2d_bytes_per_s = args->link.d2h_bytes_per_s = gbps * 1e9;
+    args->link.both_bytes_per_s = std::min(args->link.both_bytes_per_s, 2 * gbps * 1e9);
+  }
+  if (args->trace.empty()) return fprintf(stderr, "vramcache %s: no trace file given\n", name_of(cmd)), false;
+  if (cmd != TraceCommand::kReport && !args->budget)
+    return fprintf(stderr, "vramcache %s: --budget SIZE is required (for example --budget 16G)\n", name_of(cmd)), false;
+  return true;
+}
+
+}  // namespace
+
+int parse_trace_args(int argc, char **argv, TraceCommand cmd, TraceArgs *args) {
+  std::string name = std::string("vramcache ") + name_of(cmd);
+  CLI::App app{about(cmd), name};
+  app.allow_extras();  // reported below in the command's words, the first one only
+  app.footer("Exit codes: 0 done; 1 the trace could not be read or a file not written (one line says why); 2 usage error.");
+  Raw raw;
+  declare_options(&app, cmd, &raw, args);
+  try {
+    std::vector<std::string> rest;
+    for (int i = argc - 1; i >= 0; --i) rest.push_back(argv[i]);  // CLI11 takes them last first
+    app.parse(rest);
+  } catch (const CLI::CallForHelp &) {
+    fputs(app.help().c_str(), stdout);
+    return 0;
+  } catch (const CLI::ArgumentMismatch &e) {
+    fprintf(stderr, "%s: %s (see %s --help)\n", name.c_str(), e.what(), name.c_str());
+    return 2;
+  } catch (const CLI::ParseError &e) {
+    fprintf(stderr, "%s: %s\n", name.c_str(), e.what());
+    return 2;
+  }
+  if (!app.remaining().empty()) {
+    fprintf(stderr, "%s: unexpected argument %s\n", name.c_str(), app.remaining().front().c_str());
+    return 2;
+  }
+  return check_options(cmd, raw, args) ? -1 : 2;
+}
+
+}  // namespace vc

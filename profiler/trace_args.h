@@ -1,0 +1,31 @@
+// The arguments of the subcommands that read a trace (report, simulate, advise): declared in one
+// place (trace_args.cc, with CLI11), validated there with one line per mistake, so a subcommand's
+// code receives checked values. Parsing only: nothing here reads the trace.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "runtime/simulator/simulate.h"
+
+namespace vc {
+
+enum class TraceCommand { kReport, kSimulate, kAdvise };
+
+struct TraceArgs {
+  uint64_t budget = 0;          // --budget, 0 = not given
+  uint64_t page_size = 0;       // --page-size, 0 = the trace's own
+  uint64_t prefetch_ahead = 0;  // --prefetch-ahead (simulate), 0 = the pager's default
+  LinkModel link;               // --link GBPS each way
+  std::string out;              // -o FILE
+  std::string perfetto;         // --perfetto FILE.json (report)
+  bool json = false;            // --json (advise)
+  std::string trace;            // the trace file
+};
+
+// Parses the arguments after the subcommand's name. Returns -1 when the subcommand should go on,
+// else the exit code to return: 0 after --help (printed to stdout), 2 after a usage error (one line
+// on stderr).
+int parse_trace_args(int argc, char **argv, TraceCommand cmd, TraceArgs *args);
+
+}  // namespace vc
