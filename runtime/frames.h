@@ -78,7 +78,8 @@ class VmmDevice {
   virtual void hash_time(uint64_t *pieces, uint64_t *ns) { *pieces = *ns = 0; }
 
   // Note [Frames on disk]: the CPU's address of the byte at `va`, where a host chunk is mapped (a
-  // frame's staging address), for direct I/O into and out of it; null: the CPU cannot reach it there.
+  // frame's staging address), for direct I/O into and out of it, valid over the chunk's bytes rounded
+  // up to kDiskAlign (runtime/disk/disk_io.h); null: the CPU cannot reach it there.
   virtual uint8_t *host_view(uint64_t /*va*/) { return nullptr; }
 };
 

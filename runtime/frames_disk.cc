@@ -9,6 +9,13 @@
 #include "runtime/log.h"
 
 namespace vc {
+namespace {
+
+// Direct I/O moves whole blocks: a frame's bytes are whole granules of the driver (2 MiB), which a
+// host chunk's CPU view spans (VmmDevice::host_view).
+uint64_t io_bytes(uint64_t bytes) { return (bytes + kDiskAlign - 1) / kDiskAlign * kDiskAlign; }
+
+}  // namespace
 
 // Note [Frames on disk]
 // With a swap folder and a host limit, the homes of frames (pinned host memory) take at most
@@ -88,7 +95,7 @@ bool FrameMover::spill(Frame *f) {
     }
     uint8_t *buf = dev_->host_view(f->home_va);
     const DiskStore::Result r =
-        buf ? disk_->wait(disk_->write(uint64_t(f->slot), buf, f->bytes)) : DiskStore::Result{EFAULT, uint64_t(f->slot), 0};
+        buf ? disk_->wait(disk_->write(uint64_t(f->slot), buf, io_bytes(f->bytes))) : DiskStore::Result{EFAULT, uint64_t(f->slot), 0};
     if (r.err) {
       f->current = false;
       stats_.spill_failures++;
@@ -124,7 +131,7 @@ bool FrameMover::unspill(Frame *f) {
   }
   uint8_t *buf = dev_->host_view(f->home_va);
   const DiskStore::Result r =
-      buf ? disk_->wait(disk_->read(uint64_t(f->slot), buf, f->bytes)) : DiskStore::Result{EFAULT, uint64_t(f->slot), 0};
+      buf ? disk_->wait(disk_->read(uint64_t(f->slot), buf, io_bytes(f->bytes))) : DiskStore::Result{EFAULT, uint64_t(f->slot), 0};
   if (!r.err) {
     f->current = true;
     stats_.unspills++;
