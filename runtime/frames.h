@@ -139,6 +139,9 @@ class FrameMover final : public Mover {
   // Note [Frames on disk]: frames past `host_limit` bytes of homes live in `store`'s slots (the
   // store outlives the mover). Before the first allocation.
   void set_disk(DiskStore *store, uint64_t host_limit);
+  // The disk's sequential rates measured at start (bytes per second, Note [Disk probe]), for the
+  // figures; zero: not measured.
+  void set_disk_probe(uint64_t read_bps, uint64_t write_bps) { disk_probe_read_ = read_bps, disk_probe_write_ = write_bps; }
   // A new allocation of `size` bytes, every frame mapped to its home (with a disk, those past the host
   // limit have none yet). False: nothing is left allocated; `out_of_memory` (if given) says whether
   // the program is to see that (the swap disk is full) rather than an allocation made elsewhere.
@@ -174,6 +177,9 @@ class FrameMover final : public Mover {
   uint64_t piece() const { return piece_; }
   // One line: moves in flight, copies, remaps, device chunks (for the status line).
   std::string describe() const;
+  // Its part of the disk level: host memory of homes and its peak, bytes on the disk each way, the
+  // disk's rate while busy against the probe's (frames_disk.cc).
+  std::string describe_disk() const;
 
  private:
   enum class Where { kHome, kFetching, kResident, kEvicting };
@@ -286,6 +292,7 @@ class FrameMover final : public Mover {
   uint64_t host_limit_ = 0;
   bool spilling_ = false;  // on while writes succeed
   uint64_t tick_ = 0;      // of `used`
+  uint64_t disk_probe_read_ = 0, disk_probe_write_ = 0;
 };
 
 }  // namespace vc

@@ -3,6 +3,8 @@
 // and comes back by a read checked against its checksums. Part of FrameMover (runtime/frames.h);
 // no CUDA here, and the I/O is the store's (runtime/disk/disk_store.h).
 #include <cerrno>
+#include <cstdio>
+#include <string>
 
 #include "runtime/disk/disk_store.h"
 #include "runtime/frames.h"
@@ -148,6 +150,20 @@ bool FrameMover::unspill(Frame *f) {
   f->home = 0;
   host_add(-int64_t(f->bytes));
   return fail("reading a frame back from the swap file");
+}
+
+std::string FrameMover::describe_disk() const {
+  const DiskStats &d = disk_->stats();
+  char line[400];
+  snprintf(line, sizeof line,
+           "host memory %.2f GB (peak %.2f, limit %.2f); disk written %.2f GB, read %.2f GB, %.2f GB/s while busy "
+           "(probe: write %.2f, read %.2f GB/s); %llu frames spilled, %llu dropped with their disk copy current, %llu "
+           "read back, %llu homes past the limit%s",
+           stats_.host_bytes / 1e9, stats_.host_peak / 1e9, host_limit_ / 1e9, d.bytes_written / 1e9, d.bytes_read / 1e9,
+           disk_->rate() / 1e9, disk_probe_write_ / 1e9, disk_probe_read_ / 1e9, (unsigned long long)stats_.spills.load(),
+           (unsigned long long)stats_.clean_drops.load(), (unsigned long long)stats_.unspills.load(),
+           (unsigned long long)stats_.over_host_limit.load(), spilling_ ? "" : "; spilling stopped (a write failed)");
+  return line;
 }
 
 }  // namespace vc

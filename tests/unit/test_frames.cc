@@ -894,6 +894,15 @@ TEST_CASE("frames: a frame leaves host memory by a completed write, or by none w
   REQUIRE((r.mover.to_host(b, 16 * kMiB) && (r.drain(), r.mover.reach(a, 16 * kMiB))));
   CHECK((holds(r.fake, a, 16 * kMiB, 1) && swap.store->stats().writes == 3 && r.mover.stats().unspills == 3));
   CHECK((r.mover.stats().host_peak == 16 * kMiB && r.mover.stats().over_host_limit == 0));
+  r.mover.set_disk_probe(2000000000, 1000000000);
+  std::map<std::string, uint64_t> fig;
+  for (const auto &[k, v] : r.mover.figures()) fig[k] = v;
+  CHECK((fig["disk_written_bytes"] == 3 * 16 * kMiB && fig["disk_read_bytes"] == 3 * 16 * kMiB));
+  CHECK((fig["host_bytes"] == 16 * kMiB && fig["host_peak"] == 16 * kMiB && fig["frames_clean_drops"] == 1));
+  CHECK(fig["disk_probe_read_bps"] == 2000000000);
+  const std::string line = r.mover.describe();
+  CHECK(line.find("host memory 0.02 GB (peak 0.02, limit 0.02); disk written 0.05 GB, read 0.05 GB") != std::string::npos);
+  CHECK(line.find("(probe: write 1.00, read 2.00 GB/s); 3 frames spilled, 1 dropped") != std::string::npos);
   CHECK((r.mover.free(a) && r.mover.free(b) && swap.store->stats().slots == 0 && r.fake.live(true) == 0));
 }
 
