@@ -29,6 +29,9 @@
 #include "runtime/piece_hash.h"
 #include "tests/unit/disk_fixture.h"
 
+#include <signal.h>
+#include <sys/wait.h>
+
 namespace {
 
 constexpr uint64_t kMiB = 1 << 20;
@@ -969,6 +972,47 @@ TEST_CASE("frames: with the disk full, a new allocation fails as out of memory a
   CHECK(holds(r.fake, a, 16 * kMiB, 1));
   REQUIRE(r.mover.reach(b, 16 * kMiB));
   CHECK((r.mover.free(a) && r.mover.free(b) && swap.store->stats().slots == 0));
+}
+
+// A child paging frames through the disk level, killed with SIGKILL while it spills and reads
+// back, leaves nothing in the swap folder.
+TEST_CASE("frames: a child killed with SIGKILL mid-run leaves no swap file" * doctest::skip(disk_test::no_uring())) {
+  disk_test::TempDir dir;
+  int ready[2];
+  REQUIRE(pipe(ready) == 0);
+  pid_t pid = fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) {  // two frames, homes for one: each fetch spills the other, without end
+    close(ready[0]);
+    std::string error;
+    int fd = vc::open_private_file(dir.path, false, &error);
+    auto io = fd >= 0 ? vc::UringDiskIo::create(fd, 4, &error) : nullptr;
+    if (!io) _exit(3);
+    vc::DiskStore::Config config;
+    config.slot_bytes = 4 * kMiB;
+    vc::DiskStore store(io.get(), config);
+    FakeVmm fake;
+    vc::FrameMover mover(&fake, 4 * kMiB, 1 * kMiB, 4 * kMiB, false, true);
+    mover.set_disk(&store, 4 * kMiB);
+    uint64_t va[2];
+    if (!mover.allocate(4 * kMiB, &va[0]) || !mover.allocate(4 * kMiB, &va[1])) _exit(4);
+    for (uint64_t i = 0;; ++i) {
+      const uint64_t v = va[i % 2];
+      if (!mover.to_device(v, 4 * kMiB) || !mover.stream_wait(1, mover.fence())) _exit(5);
+      if (!mover.to_host(v, 4 * kMiB) || !mover.stream_wait(1, mover.fence())) _exit(6);
+      if (i == 4 && write(ready[1], &fd, sizeof fd) != sizeof fd) _exit(7);
+    }
+  }
+  close(ready[1]);
+  int fd_number = -1;
+  REQUIRE(read(ready[0], &fd_number, sizeof fd_number) == sizeof fd_number);
+  close(ready[0]);
+  CHECK(disk_test::entries(dir.path).empty());
+  REQUIRE(kill(pid, SIGKILL) == 0);
+  int status = 0;
+  REQUIRE(waitpid(pid, &status, 0) == pid);
+  CHECK((WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL));
+  CHECK(disk_test::entries(dir.path).empty());
 }
 
 // Also what the worker-thread mover got wrong: after a failure (of the stream's wait, say) it went on
