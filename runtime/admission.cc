@@ -31,7 +31,7 @@ bool Runtime::pages_managed() const {
 }
 
 bool Runtime::paged_room(uint64_t size, uint64_t physical) const {
-  return paged_bytes_.load() + size <= host_limit(physical);
+  return disk_level_ || paged_bytes_.load() + size <= host_limit(physical);
 }
 
 bool Runtime::managed_room(uint64_t size) const {
@@ -40,7 +40,7 @@ bool Runtime::managed_room(uint64_t size) const {
 }
 
 bool Runtime::admit_paged(uint64_t size, uint64_t physical) {
-  if (reserve(paged_bytes_, size, host_limit(physical))) return true;
+  if (reserve(paged_bytes_, size, disk_level_ ? ~uint64_t(0) : host_limit(physical))) return true;
   counters_.managed_refused++;
   return false;
 }

@@ -4,7 +4,9 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <iterator>
 
+#include "runtime/disk/disk_store.h"
 #include "runtime/log.h"
 
 namespace vc {
@@ -140,6 +142,8 @@ bool FrameMover::fail(const char *what) {
 }
 
 bool FrameMover::map_home(Frame *f) {
+  if (!f->home && !unspill(f)) return false;  // Note [Frames on disk]
+  f->current = false;  // the program may write it there
   const uint64_t t0 = now_ns();
   if (!dev_->map(f->va, f->bytes, f->home)) return false;
   f->mapped = true;
@@ -153,7 +157,8 @@ bool FrameMover::map_home_all() {
   bool ok = true;
   for (auto &[va, a] : allocs_)
     for (Frame &f : a->frames)
-      if (!f.mapped && (f.where == Where::kHome || f.where == Where::kFetching) && !(f.move && move_of(&f)->remapping))
+      if (!f.mapped && !f.lost && (f.where == Where::kHome || f.where == Where::kFetching) &&
+          !(f.move && move_of(&f)->remapping))
         ok &= map_home(&f);
   return ok;
 }
@@ -185,7 +190,8 @@ void FrameMover::work() {
   }
 }
 
-bool FrameMover::allocate(uint64_t size, uint64_t *va) {
+bool FrameMover::allocate(uint64_t size, uint64_t *va, bool *out_of_memory) {
+  if (out_of_memory) *out_of_memory = false;
   if (stats_.failed || size == 0) return false;
   auto a = std::make_unique<Alloc>();
   a->reserved = round_up(size, gran_);
@@ -196,10 +202,30 @@ bool FrameMover::allocate(uint64_t size, uint64_t *va) {
   }
   const size_t count = (a->reserved + frame_size_ - 1) / frame_size_;
   a->frames.reserve(count);
+  // Note [Frames on disk]: homes up to the host limit, then frames with a slot and no home.
+  uint64_t homes = 0, host = 0;
+  bool disk_full = false;
+  if (disk_) {
+    std::lock_guard lock(mu_);
+    host = stats_.host_bytes;
+  }
   for (uint64_t off = 0; off < a->reserved; off += frame_size_) {
     Frame f;
     f.va = a->va + off, f.home_va = a->staging + off;
     f.bytes = std::min(frame_size_, a->reserved - off);
+    if (disk_ && host + homes + f.bytes > host_limit_) {
+      const int64_t slot = disk_->take_slot();
+      if (slot < 0) {
+        disk_full = true;
+        VC_WARN_CAPPED("allocation of %llu bytes refused: the swap file has no room for its frames (%s); it fails "
+                       "with the out-of-memory code, and nothing already paged is touched",
+                       (unsigned long long)size, errno_name(int(-slot)));
+        break;
+      }
+      f.slot = slot, f.mapped = false;
+      a->frames.push_back(f);
+      continue;
+    }
     if (!dev_->create(true, f.bytes, &f.home)) break;
     if (!dev_->map(f.va, f.bytes, f.home)) {
       dev_->release(f.home);
@@ -210,16 +236,19 @@ bool FrameMover::allocate(uint64_t size, uint64_t *va) {
       dev_->release(f.home);
       break;
     }
+    homes += f.bytes;
     a->frames.push_back(f);
   }
   std::lock_guard lock(mu_);
   if (a->frames.size() < count) {
     release(a.get());
+    if (disk_full) stats_.disk_full++;
+    if (out_of_memory) *out_of_memory = disk_full;
     return false;
   }
   *va = a->va;
   stats_.frames += a->frames.size();
-  stats_.host_bytes += a->reserved;
+  host_add(int64_t(homes));
   allocs_[a->va] = std::move(a);
   return true;
 }
@@ -239,6 +268,8 @@ void FrameMover::release(Alloc *a) {
         in_use_ -= f.bytes;  // still mapped at the freed address: never handed out again
       }
     }
+    if (f.slot >= 0 && disk_->free_slot(uint64_t(f.slot)) != 0) ok = false;
+    if (!f.home) continue;  // Note [Frames on disk]
     ok &= dev_->unmap(f.home_va, f.bytes);
     ok &= dev_->release(f.home);
   }
@@ -260,9 +291,11 @@ bool FrameMover::free(uint64_t va, bool synchronize) {
   if (synchronize && !dev_->synchronize()) VC_WARN_CAPPED("synchronizing the device before a paged free failed");
   finish(lock, true, issued_);
   Alloc *a = it->second.get();
+  int64_t homes = 0;
+  for (const Frame &f : a->frames) homes += f.home ? int64_t(f.bytes) : 0;
   release(a);
   stats_.frames -= a->frames.size();
-  stats_.host_bytes -= a->reserved;
+  host_add(-homes);
   allocs_.erase(it);
   return true;
 }
@@ -304,6 +337,8 @@ bool FrameMover::fetch(Lock &lock, Frame *f) {
       return true;
     case Where::kHome: break;
   }
+  if (!f->home && !unspill(f)) return false;  // Note [Frames on disk]
+  f->used = ++tick_;
   Chunk c;
   if (!take_chunk(lock, f->bytes, &c)) return false;
   uint64_t token = 0, hashes = 0;
@@ -354,7 +389,7 @@ bool FrameMover::evict(Lock &lock, Frame *f, bool write_back) {
     if ((write_back && !dev_->copy(kOut, f->home_va, f->chunk_va, f->bytes)) || !(m.token = dev_->mark(kOut)))
       return fail("a copy to the host");
     (write_back ? stats_.out_bytes : stats_.clean_bytes) += f->bytes;
-    if (write_back) last_out_ = m.seq;
+    if (write_back) last_out_ = m.seq, f->current = false;
   }
   moves_.push_back(m);
   f->where = Where::kEvicting, f->move = m.seq;
@@ -605,7 +640,7 @@ std::vector<std::pair<std::string, uint64_t>> FrameMover::figures() const {
   link_time(kIn, &in_bytes, &in_ns, &in_idle);
   link_time(kOut, &out_bytes, &out_ns, &out_idle);
   dev_->hash_time(&hashed, &hash_ns);
-  return {{"frame_size", frame_size_},
+  std::vector<std::pair<std::string, uint64_t>> out = {{"frame_size", frame_size_},
           {"link_in_bytes", in_bytes},
           {"link_in_ns", in_ns},
           {"link_out_bytes", out_bytes},
@@ -643,6 +678,28 @@ std::vector<std::pair<std::string, uint64_t>> FrameMover::figures() const {
           {"frames_chunk_wait_ns", stats_.chunk_wait_ns},
           {"frames_device_peak", stats_.device_peak},
           {"frames_over_budget", stats_.over_budget}};
+  if (disk_) {  // Note [Frames on disk]
+    const DiskStats &d = disk_->stats();
+    const std::pair<std::string, uint64_t> more[] = {
+        {"host_bytes", stats_.host_bytes},
+        {"host_peak", stats_.host_peak},
+        {"host_limit", host_limit_},
+        {"disk_written_bytes", d.bytes_written},
+        {"disk_read_bytes", d.bytes_read},
+        {"disk_busy_ns", d.busy_ns},
+        {"disk_probe_read_bps", disk_probe_read_},
+        {"disk_probe_write_bps", disk_probe_write_},
+        {"disk_checksum_errors", d.checksum_errors},
+        {"frames_spills", stats_.spills},
+        {"frames_clean_drops", stats_.clean_drops},
+        {"frames_unspills", stats_.unspills},
+        {"frames_spill_failures", stats_.spill_failures},
+        {"frames_lost", stats_.lost},
+        {"frames_over_host_limit", stats_.over_host_limit},
+        {"frames_disk_full", stats_.disk_full}};
+    out.insert(out.end(), std::begin(more), std::end(more));
+  }
+  return out;
 }
 
 std::string FrameMover::describe() const {
@@ -684,6 +741,7 @@ std::string FrameMover::describe() const {
              ns[kIn] / 1e9, ns[kOut] / 1e9, idle[kIn] / 1e9, idle[kOut] / 1e9);
     out += line;
   }
+  if (disk_) out += "; " + describe_disk();
   return out;
 }
 

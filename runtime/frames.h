@@ -26,6 +26,8 @@
 
 namespace vc {
 
+class DiskStore;
+
 // What the frame mover needs of the device. Every call returns false (or a token of 0) on failure.
 class VmmDevice {
  public:
@@ -74,6 +76,11 @@ class VmmDevice {
   virtual void drop_hashes(uint64_t /*token*/) {}  // not to be read (its move was cancelled)
   // Pieces hashed and the device time of the hashes found complete so far (no device call).
   virtual void hash_time(uint64_t *pieces, uint64_t *ns) { *pieces = *ns = 0; }
+
+  // Note [Frames on disk]: the CPU's address of the byte at `va`, where a host chunk is mapped (a
+  // frame's staging address), for direct I/O into and out of it, valid over the chunk's bytes rounded
+  // up to kDiskAlign (runtime/disk/disk_io.h); null: the CPU cannot reach it there.
+  virtual uint8_t *host_view(uint64_t /*va*/) { return nullptr; }
 };
 
 struct FrameStats {
@@ -101,6 +108,13 @@ struct FrameStats {
   // Note [Remaps and write-backs]: remaps made while a copy of the mover's to the host was in
   // flight, and their time (the others made while none was).
   std::atomic<uint64_t> remaps_out_busy{0}, remap_out_busy_ns{0};
+  // Note [Frames on disk]: host memory of homes, most at once; frames written to the swap file, and
+  // those left home-less without a write (their disk copy current); frames read back; writes that
+  // failed (spilling stopped then), reads that failed (the frame lost); homes made past the host
+  // limit because nothing could be spilled; allocations refused for want of disk space.
+  std::atomic<uint64_t> host_peak{0};
+  std::atomic<uint64_t> spills{0}, clean_drops{0}, unspills{0};
+  std::atomic<uint64_t> spill_failures{0}, lost{0}, over_host_limit{0}, disk_full{0};
   std::atomic<bool> failed{false};
 };
 
@@ -122,8 +136,16 @@ class FrameMover final : public Mover {
   // Stops the worker (at exit, before the driver goes): moves in flight are left as they are.
   void stop();
 
-  // A new allocation of `size` bytes, every frame mapped to its home. False: nothing is left allocated.
-  bool allocate(uint64_t size, uint64_t *va);
+  // Note [Frames on disk]: frames past `host_limit` bytes of homes live in `store`'s slots (the
+  // store outlives the mover). Before the first allocation.
+  void set_disk(DiskStore *store, uint64_t host_limit);
+  // The disk's sequential rates measured at start (bytes per second, Note [Disk probe]), for the
+  // figures; zero: not measured.
+  void set_disk_probe(uint64_t read_bps, uint64_t write_bps) { disk_probe_read_ = read_bps, disk_probe_write_ = write_bps; }
+  // A new allocation of `size` bytes, every frame mapped to its home (with a disk, those past the host
+  // limit have none yet). False: nothing is left allocated; `out_of_memory` (if given) says whether
+  // the program is to see that (the swap disk is full) rather than an allocation made elsewhere.
+  bool allocate(uint64_t size, uint64_t *va, bool *out_of_memory = nullptr);
   // Frees an allocation made here, once the device is idle (`synchronize`; else the caller knows the
   // program's work on it is done) and its moves are complete. False: `va` is not one (the caller frees it).
   bool free(uint64_t va, bool synchronize = true);
@@ -155,6 +177,9 @@ class FrameMover final : public Mover {
   uint64_t piece() const { return piece_; }
   // One line: moves in flight, copies, remaps, device chunks (for the status line).
   std::string describe() const;
+  // Its part of the disk level: host memory of homes and its peak, bytes on the disk each way, the
+  // disk's rate while busy against the probe's (frames_disk.cc).
+  std::string describe_disk() const;
 
  private:
   enum class Where { kHome, kFetching, kResident, kEvicting };
@@ -172,6 +197,12 @@ class FrameMover final : public Mover {
     std::vector<PieceHash> arrived;
     std::vector<uint8_t> known;
     bool kept = false;
+    // Note [Frames on disk]: home 0 means none (its bytes in `slot`, or never written); `slot`: the
+    // swap store's, -1: none; `current`: the slot holds what home does; `used`: when it last left
+    // home for the device (the spill order).
+    int64_t slot = -1;
+    bool current = false, lost = false;  // lost: its disk copy could not be read back
+    uint64_t used = 0;
   };
   struct Alloc {
     uint64_t va = 0, reserved = 0, staging = 0;  // app and staging address space (reserved bytes each)
@@ -217,6 +248,14 @@ class FrameMover final : public Mover {
   // The front eviction's gate passed: copies home what changed (`issued`: some), on kBack.
   bool write_back(Move *m, bool *issued);
   bool map_home(Frame *f);
+  // Note [Frames on disk] (frames_disk.cc). A home for a frame without one, its bytes read back
+  // (false: no home, or the frame is lost: logged); room for `bytes` more of homes, by spilling
+  // (false: none could be made: the caller goes past the limit, counted).
+  bool unspill(Frame *f);
+  bool make_room(uint64_t bytes, const Frame *keep);
+  bool spill(Frame *f);
+  Frame *spill_victim(const Frame *keep);
+  void host_add(int64_t bytes);
   bool map_home_all();  // every frame away from the device not mapped (best effort)
   bool take_chunk(Lock &lock, uint64_t bytes, Chunk *c);
   uint64_t limit() const { return capacity_ > outside_ ? capacity_ - outside_ : 0; }  // of device chunks
@@ -248,6 +287,12 @@ class FrameMover final : public Mover {
   uint64_t outside_ = 0;  // device bytes the program holds outside the pager (set_outside)
   uint64_t issued_ = 0;  // last seq
   uint64_t last_out_ = 0;  // seq of the last move that copied to the host (Note [Remaps and write-backs])
+  // Note [Frames on disk].
+  DiskStore *disk_ = nullptr;
+  uint64_t host_limit_ = 0;
+  bool spilling_ = false;  // on while writes succeed
+  uint64_t tick_ = 0;      // of `used`
+  uint64_t disk_probe_read_ = 0, disk_probe_write_ = 0;
 };
 
 }  // namespace vc

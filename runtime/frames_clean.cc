@@ -115,7 +115,8 @@ bool FrameMover::write_back(Move *m, bool *issued) {
     VC_WARN_CAPPED("a frame the pager took for clean had changed on the device: its changed pieces were copied home");
   }
   stats_.out_bytes += copied;
-  if (!copied) return true;  // its mark (the gate) has passed: the remap follows
+  if (!copied) return true;
+  f->current = false;  // Note [Frames on disk]: home changes  // its mark (the gate) has passed: the remap follows
   const uint64_t token = dev_->mark(kBack);
   if (!token) return fail("a copy to the host");
   dev_->drop(m->token);

@@ -79,7 +79,8 @@ namespace vc {
     "changed are copied home; 0: every evicted frame an op may have written is copied home whole")  \
   X(kHostLimit, "VRAMCACHE_HOST_LIMIT", kSize, "0", "96G",                                           \
     "with a budget: most bytes of paged allocations in total (each may live on the host); past "    \
-    "it an allocation fails with the out-of-memory code; 0: 85% of physical memory")              \
+    "it an allocation fails with the out-of-memory code; with VRAMCACHE_SWAP_DIR, most bytes of "    \
+    "frames held in host memory instead (the rest on disk); 0: 85% of physical memory")           \
   X(kSwapDir, "VRAMCACHE_SWAP_DIR", kPath, "", "/mnt/nvme/tmp",                                     \
     "with a host limit: frames past VRAMCACHE_HOST_LIMIT live in a swap file in this folder, on a "  \
     "local disk that can do direct I/O; the file is private (never named, or unlinked at once; "     \
@@ -91,7 +92,8 @@ namespace vc {
     "to 1024")                                                                                     \
   X(kDiskProbe, "VRAMCACHE_DISK_PROBE", kSize, "256M", "64M",                                        \
     "with a swap folder: bytes written then read back at start, in a private file of their own, to " \
-    "time the disk as the link is timed (the read-ahead's lead comes from it); 0: not timed")       \
+    "time the disk as the link is timed (its rates are given against the disk's in the summary); " \
+    "0: not timed")                                                                                \
   X(kStatusInterval, "VRAMCACHE_STATUS_INTERVAL", kCount, "10", "2",                                 \
     "with a budget: seconds between status lines (resident bytes, bytes moved each way, misses) "   \
     "at log level info")                                                                          \

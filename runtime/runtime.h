@@ -157,6 +157,11 @@ class Runtime {
   bool admit_managed(uint64_t size, uint64_t device_free_at_start);
   // Whether admit_paged / admit_managed would admit `size` now (nothing reserved, nothing counted).
   bool paged_room(uint64_t size, uint64_t physical) const;
+  uint64_t host_limit(uint64_t physical) const;  // of paged bytes (VRAMCACHE_HOST_LIMIT)
+  // With the disk level on, the host limit caps the frames' homes, not the paged bytes (Note
+  // [Frames on disk] in runtime/frames_disk.cc): paged_room and admit_paged no longer refuse.
+  void set_disk_level(bool on) { disk_level_ = on; }
+
   bool managed_room(uint64_t size) const;
 
   // A stream-ordered free (Note [Stream-ordered allocations] in interpose/backends/paged_alloc.cc):
@@ -182,7 +187,6 @@ class Runtime {
   std::optional<uint64_t> paged_id(uint64_t ptr);
   // Bookkeeping of a freed allocation; `held`: Pager::on_free's (its pages stay counted).
   void forget(const Allocation &gone, uint64_t *held = nullptr);
-  uint64_t host_limit(uint64_t physical) const;  // of paged bytes (VRAMCACHE_HOST_LIMIT)
   bool pages_managed() const;  // paging on, with managed memory (the managed backend)
   void warn_outside();  // once, when memory outside the pager passes half the budget
   void page_op(const RecordedOp &op, bool captured);  // refs of an op to the pager and the recorder
@@ -197,6 +201,7 @@ class Runtime {
   bool trace_written_ = false;  // guarded by trace_mu_
   std::atomic<Pager *> pager_{nullptr};
   std::atomic<uint64_t> paged_bytes_{0};
+  std::atomic<bool> disk_level_{false};
   std::atomic<uint64_t> managed_bytes_{0};
   std::atomic<uint64_t> managed_limit_{0};
   // Device bytes outside the pager (Note [Memory outside the pager]): live allocations it does not

@@ -4,15 +4,23 @@
 // interpose/cuda_check.h); the frame mover then stops explicit paging and says why.
 #include "interpose/backends/explicit_backend.h"
 
+#include <unistd.h>
+
 #include <algorithm>
+#include <atomic>
 #include <deque>
+#include <map>
 #include <mutex>
+#include <set>
 #include <vector>
 
 #include "interpose/backends/event_pool.h"
 #include "interpose/cuda_check.h"
 #include "interpose/own_calls.h"
 #include "interpose/piece_hasher.h"
+#include "runtime/disk/disk_probe.h"
+#include "runtime/disk/swap_file.h"
+#include "runtime/disk/uring_io.h"
 #include "runtime/log.h"
 
 namespace vc::interpose {
@@ -62,9 +70,30 @@ class CudaVmm final : public VmmDevice {
     CUmemGenericAllocationHandle h = 0;
     VC_CU_CHECK(api_->cuMemCreate(&h, bytes, &p, 0));
     *chunk = uint64_t(h);
+    if (host && cpu_views_) {
+      std::lock_guard lock(views_mu_);
+      host_chunks_.insert(*chunk);
+    }
     return true;
   }
-  bool release(uint64_t chunk) override { return VC_CU(api_->cuMemRelease(CUmemGenericAllocationHandle(chunk))); }
+  bool release(uint64_t chunk) override {
+    if (cpu_views_) {
+      std::lock_guard lock(views_mu_);
+      host_chunks_.erase(chunk);
+    }
+    return VC_CU(api_->cuMemRelease(CUmemGenericAllocationHandle(chunk)));
+  }
+  // Note [Frames on disk] in runtime/frames_disk.cc: with the disk level, host chunks are mapped
+  // readable and writable by the CPU too (their host NUMA node's access), so that direct I/O reaches
+  // a frame's home at its staging address. A driver that refuses that access turns the views off
+  // (one line): the mover's writes then fail with EFAULT and it stops spilling, nothing lost.
+  void enable_cpu_views() { cpu_views_ = true; }
+  uint8_t *host_view(uint64_t va) override {
+    std::lock_guard lock(views_mu_);
+    auto it = views_.upper_bound(va);
+    if (it == views_.begin() || va >= std::prev(it)->first + std::prev(it)->second) return nullptr;
+    return reinterpret_cast<uint8_t *>(uintptr_t(va));
+  }
   bool reserve(uint64_t bytes, uint64_t align, uint64_t *va) override {
     CUdeviceptr p = 0;
     VC_CU_CHECK(api_->cuMemAddressReserve(&p, bytes, align, 0, 0));
@@ -75,11 +104,27 @@ class CudaVmm final : public VmmDevice {
   bool map(uint64_t va, uint64_t bytes, uint64_t chunk) override {
     CUmemAccessDesc access = {{CU_MEM_LOCATION_TYPE_DEVICE, dev_}, CU_MEM_ACCESS_FLAGS_PROT_READWRITE};
     VC_CU_CHECK(api_->cuMemMap(va, bytes, 0, CUmemGenericAllocationHandle(chunk), 0));
+    if (cpu_views_ && host_chunk(chunk)) {
+      CUmemAccessDesc both[2] = {access, {{CU_MEM_LOCATION_TYPE_HOST_NUMA, numa_}, CU_MEM_ACCESS_FLAGS_PROT_READWRITE}};
+      if (VC_CU(api_->cuMemSetAccess(va, bytes, both, 2))) {
+        std::lock_guard lock(views_mu_);
+        views_[va] = bytes;
+        return true;
+      }
+      cpu_views_ = false;
+      VC_WARN("the driver refuses the CPU access to host chunks that the disk level needs: no frame is spilled");
+    }
     if (VC_CU(api_->cuMemSetAccess(va, bytes, &access, 1))) return true;
     (void)VC_CU(api_->cuMemUnmap(va, bytes));  // undone: the mapping is not left without access
     return false;
   }
-  bool unmap(uint64_t va, uint64_t bytes) override { return VC_CU(api_->cuMemUnmap(va, bytes)); }
+  bool unmap(uint64_t va, uint64_t bytes) override {
+    {
+      std::lock_guard lock(views_mu_);
+      views_.erase(va);
+    }
+    return VC_CU(api_->cuMemUnmap(va, bytes));
+  }
   // Each copy between two timing events (Note [Link rate] in runtime/frames.cc); a copy is never
   // refused for want of them, only left untimed.
   bool copy(int dir, uint64_t dst, uint64_t src, uint64_t bytes) override {
@@ -248,12 +293,53 @@ class CudaVmm final : public VmmDevice {
   uint64_t timed_bytes_[3] = {0, 0, 0}, timed_ns_[3] = {0, 0, 0}, idle_ns_[3] = {0, 0, 0};
   CUevent last_end_[3] = {nullptr, nullptr, nullptr};  // the end of the last copy harvested (kept for the next gap)
   uint64_t probe_bps_[2] = {0, 0};
+  // Note [Frames on disk]: host chunks, and where they are mapped with the CPU's access (va -> bytes).
+  bool host_chunk(uint64_t chunk) {
+    std::lock_guard lock(views_mu_);
+    return host_chunks_.count(chunk) > 0;
+  }
+  std::atomic<bool> cpu_views_{false};
+  std::mutex views_mu_;
+  std::set<uint64_t> host_chunks_;
+  std::map<uint64_t, uint64_t> views_;
 };
 
 }  // namespace
 
+namespace {
+
+// Note [Frames on disk]: the swap file, its queue and store, the disk timed through them; false
+// (one line, the tier off: paged bytes stay under the host limit) on any failure.
+bool start_disk(ExplicitBackend *b, CudaVmm *vmm, uint64_t frame_size, const DiskSetup &d) {
+  std::string error;
+  int fd = open_private_file(d.dir, false, &error);
+  if (fd >= 0) {
+    b->disk_io = UringDiskIo::create(fd, d.depth, &error);
+    if (!b->disk_io) close(fd);
+  }
+  if (!b->disk_io) {
+    VC_WARN("no disk level: %s", error.c_str());
+    return false;
+  }
+  DiskStore::Config config;
+  config.slot_bytes = (frame_size + vmm->granularity() - 1) / vmm->granularity() * vmm->granularity();
+  b->disk = std::make_unique<DiskStore>(b->disk_io.get(), config);
+  DiskRates rates;
+  if (d.probe_bytes && !measure_sequential(b->disk.get(), std::max(d.probe_bytes, config.slot_bytes), &rates, &error))
+    VC_WARN("the disk could not be timed (%s): the figures say 0 for its probe", error.c_str());
+  vmm->enable_cpu_views();
+  b->mover->set_disk(b->disk.get(), d.host_limit);
+  b->mover->set_disk_probe(uint64_t(rates.read_bps), uint64_t(rates.write_bps));
+  VC_INFO("disk level in %s: homes up to %.2f GB of host memory, the rest in a private swap file; disk at start: "
+          "write %.2f GB/s, read %.2f GB/s",
+          d.dir.c_str(), d.host_limit / 1e9, rates.write_bps / 1e9, rates.read_bps / 1e9);
+  return true;
+}
+
+}  // namespace
+
 ExplicitBackend *start_explicit(const DriverApi *api, uint64_t frame_size, uint64_t budget, bool home_on_demand,
-                                bool clean_check) {
+                                bool clean_check, const DiskSetup *disk) {
   auto vmm = std::make_unique<CudaVmm>();
   if (!api || !vmm->start(api)) return nullptr;
   // The link probe: at most 256 MiB, and a quarter of the budget (Note [Link rate]).
@@ -263,6 +349,7 @@ ExplicitBackend *start_explicit(const DriverApi *api, uint64_t frame_size, uint6
   b->device = vmm->device();
   b->mover = std::make_unique<FrameMover>(vmm.get(), frame_size, vmm->granularity(), budget, /*worker=*/true,
                                            home_on_demand, clean_check);
+  if (disk && !start_disk(b, vmm.get(), frame_size, *disk)) b->disk.reset(), b->disk_io.reset();
   b->vmm = std::move(vmm);
   return b;
 }

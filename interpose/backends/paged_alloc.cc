@@ -49,6 +49,11 @@ bool explicit_backend(Runtime *rt) {
   return PagingBackend(rt->options().num[kBackend]) == PagingBackend::kExplicit && !g_explicit_unavailable.load();
 }
 
+uint64_t physical_memory() {
+  long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+  return pages > 0 && page > 0 ? uint64_t(pages) * uint64_t(page) : 0;
+}
+
 // Starts the pager once, with a current context (the managed backend: after the first managed
 // allocation).
 bool ensure_paging(Runtime *rt) {
@@ -61,13 +66,19 @@ bool ensure_paging(Runtime *rt) {
   CUcontext ctx = nullptr;
   if (explicit_backend(rt)) {
     const Options &o = rt->options();
+    // Note [Frames on disk] in runtime/frames_disk.cc: with a swap folder, the host limit caps the
+    // frames' homes, and the disk the paged bytes.
+    DiskSetup disk;
+    disk.dir = o.str[kSwapDir], disk.host_limit = rt->host_limit(physical_memory());
+    disk.depth = int(o.num[kDiskDepth]), disk.probe_bytes = uint64_t(o.num[kDiskProbe]);
     ExplicitBackend *b = start_explicit(api, frame_size(o), uint64_t(o.num[kBudget]), o.num[kHomeOnDemand] != 0,
-                                        o.num[kCleanCheck] != 0);
+                                        o.num[kCleanCheck] != 0, disk.dir.empty() ? nullptr : &disk);
     if (!b) {  // logged; not started yet: the next allocation starts the managed backend
       g_explicit_unavailable = true;
       return false;
     }
     g_explicit = b, mover = b->mover.get(), ctx = b->context, g_device = b->device;
+    if (b->disk) rt->set_disk_level(true);
   } else {
     auto *m = new ManagedMover();
     if (api && m->start(api)) {
@@ -94,11 +105,6 @@ int current_device() {
   CUdevice dev = -1;
   if (!api || !api->cuCtxGetDevice || !VC_CU(api->cuCtxGetDevice(&dev))) return -1;
   return int(dev);
-}
-
-uint64_t physical_memory() {
-  long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
-  return pages > 0 && page > 0 ? uint64_t(pages) * uint64_t(page) : 0;
 }
 
 // Note [Stream-ordered allocations]
@@ -239,9 +245,12 @@ PagedAlloc paged_alloc(Runtime *rt, uint64_t size, uint64_t *ptr, const AllocApi
     }
     if (!started || current_device() != g_device) {
       result = PagedAlloc::kPassThrough;
-    } else if (g_explicit->mover->allocate(size, &p)) {
+    } else if (bool oom = false; g_explicit->mover->allocate(size, &p, &oom)) {
       *ptr = p;
       return PagedAlloc::kDone;
+    } else if (oom) {  // the swap disk is full (logged): the program sees out of memory, as on a full device
+      rt->release_paged(size);
+      return PagedAlloc::kRefused;
     } else {
       // Our failure is not the program's: it gets the allocation it asked for, outside the budget.
       if (!g_explicit->mover->stats().failed)

@@ -56,14 +56,12 @@ namespace vc {
 //
 // What the program sees then (the caller's contract): a block that fails to read is data the
 // library cannot give back. It is never handed to the program as if good. The frame mover marks
-// the frame lost and the program meets what it would meet on a GPU whose memory had an
-// uncorrectable ECC error: the frame stays unmapped (a kernel that reaches it faults rather than
-// reads wrong bytes), and every later call of the program
-// that waits on or launches work (synchronize, launch, copy, event query) returns the
-// uncorrectable-ECC error code (CUDA_ERROR_ECC_UNCORRECTABLE / cudaErrorECCUncorrectable), which
-// frameworks treat as fatal (PyTorch raises it as a RuntimeError), with one error line naming the
-// allocation, the slot and the errno. The program stops with a clear error instead of computing
-// on wrong bytes; its host-side state (a checkpoint on disk) is untouched.
+// the frame lost and logs one error line naming its address, size, slot, byte and errno; the frame
+// stays unmapped (a kernel that reaches it faults rather than reads wrong bytes, and the program's
+// next synchronizing call returns that error), and the mover stops as on a failed device call, every
+// other frame mapped at its home with its data (Note [Frames on disk] in runtime/frames_disk.cc).
+// The program stops with a clear error instead of computing on wrong bytes; its host-side state (a
+// checkpoint on disk) is untouched.
 //
 // Checksums. XXH3-64 (xxHash 0.8, libxxhash-dev, inlined; runtime/disk/checksum.h) of each chunk,
 // taken from the buffer just before the chunk is submitted and kept in the store's memory, not in

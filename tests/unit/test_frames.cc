@@ -13,6 +13,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <deque>
 #include <iterator>
@@ -26,6 +27,10 @@
 #include "runtime/log.h"
 #include "runtime/pager/pager.h"
 #include "runtime/piece_hash.h"
+#include "tests/unit/disk_fixture.h"
+
+#include <signal.h>
+#include <sys/wait.h>
 
 namespace {
 
@@ -44,9 +49,26 @@ constexpr int kIn = vc::FrameMover::kIn, kOut = vc::FrameMover::kOut, kBack = vc
 // A hash runs in its stream's order like a copy, reading through the mappings as they are then (on
 // kHash, once the copies issued on kIn before it ran); its hashes are read once, or dropped, after it
 // ran.
+// Chunks' bytes are 4 KiB aligned and padded to whole 4 KiB (the direct I/O of Note [Frames on
+// disk] reaches a host chunk through host_view, as the real device's granules allow).
+template <class T>
+struct PageAligned {
+  using value_type = T;
+  PageAligned() = default;
+  template <class U> PageAligned(const PageAligned<U> &) {}
+  T *allocate(size_t n) {
+    void *p = std::aligned_alloc(4096, (n * sizeof(T) + 4095) / 4096 * 4096);
+    if (!p) throw std::bad_alloc();
+    return static_cast<T *>(p);
+  }
+  void deallocate(T *p, size_t) { std::free(p); }
+  bool operator==(const PageAligned &) const { return true; }
+  bool operator!=(const PageAligned &) const { return false; }
+};
+
 class FakeVmm : public vc::VmmDevice {
  public:
-  struct Chunk { bool host = false, released = false; std::vector<uint8_t> data; int maps = 0; };
+  struct Chunk { bool host = false, released = false; std::vector<uint8_t, PageAligned<uint8_t>> data; int maps = 0; };
   struct Copy {  // or a hash (`hash`: its token; of `bytes` at `src` in pieces of `dst` bytes)
     uint64_t dst, src, bytes, order;
     std::map<uint64_t, uint64_t> after;  // app work before it
@@ -74,7 +96,7 @@ class FakeVmm : public vc::VmmDevice {
   bool create(bool host, uint64_t bytes, uint64_t *chunk) override {
     if (call("create")) return false;
     *chunk = next_handle_++;
-    chunks[*chunk] = {host, false, std::vector<uint8_t>(bytes, uint8_t(*chunk * 37)), 0};  // garbage
+    chunks[*chunk] = {host, false, std::vector<uint8_t, PageAligned<uint8_t>>(bytes, uint8_t(*chunk * 37)), 0};  // garbage
     if (!host) device_live += bytes, device_peak = std::max(device_peak, device_live);
     return true;
   }
@@ -175,6 +197,10 @@ class FakeVmm : public vc::VmmDevice {
   void drop(uint64_t token) override {
     call("drop " + std::to_string(token));  // cannot fail
     if (!events.erase(token) && !app_marks.erase(token)) bad("drop of an unknown event");
+  }
+  uint8_t *host_view(uint64_t va) override {
+    const uint64_t c = chunk_at(va);
+    return c && chunks.at(c).host ? at(va) : nullptr;
   }
   bool synchronize() override { return !call("synchronize") && (app_done(), run_copies(~size_t(0)), true); }
 
@@ -300,16 +326,20 @@ struct Outcome {
   uint64_t left_unmapped = 0, home_maps = 0;  // Note [Home mapped on demand]
   uint64_t clean = 0;            // bytes evicted without a write-back
   uint64_t unchanged = 0, hashed = 0, out = 0;  // Note [Clean pieces]: bytes left as unchanged, pieces hashed, bytes copied home
+  uint64_t spills = 0, clean_drops = 0, unspills = 0, spill_failures = 0, over = 0, disk_full = 0;  // Note [Frames on disk]
   std::vector<std::string> log;  // the device calls
 };
 // With `home_on_demand` (Note [Home mapped on demand]) the program reads an allocation through an
 // op before freeing it, and at the end a stream capture opens: the frames it reads at home are then
-// mapped there. `clean_check`: Note [Clean pieces].
-Outcome program(uint32_t seed, uint64_t fail_at, bool home_on_demand = false, bool clean_check = false) {
+// mapped there. `clean_check`: Note [Clean pieces]. `swap`: Note [Frames on disk], homes up to
+// `host_limit` bytes and the rest in its store.
+Outcome program(uint32_t seed, uint64_t fail_at, bool home_on_demand = false, bool clean_check = false,
+                disk_test::Swap *swap = nullptr, uint64_t host_limit = 0) {
   std::mt19937 rng(seed);
   const bool predictive = seed % 4 >= 2;
   const uint64_t capacity = (3 + seed % 2 + 2 * predictive) * kFrame, budget = capacity - 2 * kFrame * predictive;
   Rig r(kFrame, kGran, capacity, home_on_demand, clean_check);
+  if (swap) r.mover.set_disk(swap->store.get(), host_limit);
   r.fake.fail_at = fail_at;
   vc::Pager pager(&r.mover, budget, kFrame, predictive ? vc::PagingPolicy::kPredictive : vc::PagingPolicy::kReactive);
   pager.set_prefetch_limit(budget / 2);
@@ -341,6 +371,7 @@ Outcome program(uint32_t seed, uint64_t fail_at, bool home_on_demand = false, bo
     if (!r.mover.allocate(size, &va)) return;  // the program gets unpaged memory: not modeled
     live[next_id] = {va, std::vector<uint8_t>(size)};
     for (uint8_t &b : live[next_id].second) b = uint8_t(rng());
+    if (swap) REQUIRE(r.mover.reach(va, size));  // frames past the host limit get a home to write
     frames(next_id, true);
     pager.on_alloc(vc::Allocation{va, size, vc::AllocKind::kDevice, next_id++});
   };
@@ -462,6 +493,16 @@ Outcome program(uint32_t seed, uint64_t fail_at, bool home_on_demand = false, bo
   if (!clean_check) CHECK((out.unchanged == 0 && out.hashed == 0 && r.fake.pieces_hashed == 0));
   out.left_unmapped = r.mover.stats().left_unmapped, out.home_maps = r.mover.stats().home_maps;
   out.cancelled = r.mover.stats().cancelled, out.planned = pager.stats().planned_ops;
+  const vc::FrameStats &st = r.mover.stats();
+  out.spills = st.spills, out.clean_drops = st.clean_drops, out.unspills = st.unspills;
+  out.spill_failures = st.spill_failures, out.over = st.over_host_limit, out.disk_full = st.disk_full;
+  if (swap) {  // the host limit holds unless nothing could be spilled; no frame is lost
+    CHECK(st.lost == 0);
+    if (st.over_host_limit == 0) CHECK(st.host_peak <= host_limit);
+    uint64_t homes = 0;  // what it counts is what the device holds
+    for (const auto &c : r.fake.chunks) homes += c.second.host && !c.second.released ? c.second.data.size() : 0;
+    CHECK(st.host_bytes == homes);
+  }
   while (!live.empty()) release(live.begin()->first);
   out.calls = r.fake.calls, out.log = r.fake.log;
   CHECK_MESSAGE(violations() == 0, r.fake.last_violation);
@@ -770,6 +811,208 @@ TEST_CASE("frames: random programs paged by the pager keep their data within the
       if (on_demand) CHECK((total.left_unmapped > 300 && total.home_maps > 100));
       else CHECK((total.left_unmapped == 0 && total.home_maps == 0));
     }
+}
+
+// Note [Frames on disk]: the same programs with homes for 4 frames (of some 10-14 live) and the rest
+// in a swap file on a real disk (a temporary folder): every byte of every allocation is checked
+// against its shadow at each op and before it is freed.
+TEST_CASE("frames: random programs with a third level on disk keep every byte" * doctest::skip(disk_test::no_uring())) {
+  for (bool check : {false, true}) {
+    CAPTURE(check);
+    Outcome total;
+    for (uint32_t seed = 0; seed < 24; ++seed) {
+      CAPTURE(seed);
+      disk_test::Swap swap(kFrame, kFrame, 8);
+      Outcome o = program(seed, 0, true, check, &swap, 4 * kFrame);
+      CHECK(!o.failed);
+      CHECK((o.spill_failures == 0 && o.disk_full == 0));
+      CHECK(swap.store->stats().read_errors == 0);
+      total.spills += o.spills, total.clean_drops += o.clean_drops, total.unspills += o.unspills, total.over += o.over;
+      total.remaps += o.remaps;
+    }
+    // Not vacuous: frames went to disk and came back, and some left host memory without a write.
+    MESSAGE("clean check ", check, ": ", total.spills, " frames written to disk, ", total.clean_drops,
+            " dropped from host memory with their disk copy current, ", total.unspills, " read back, ", total.over,
+            " homes past the host limit");
+    CHECK((total.spills > 100 && total.unspills > 100 && total.clean_drops > 10 && total.remaps > 500));
+  }
+}
+
+// Every call of the disk (submits, completions, space) failing in turn: a write that fails leaves its
+// frame in host memory and spilling stops; a read that fails once is read again; space refused makes
+// the allocation fail with the out-of-memory code. No byte is lost either way (the program checks all).
+TEST_CASE("frames: each disk call failing in turn loses no byte" * doctest::skip(disk_test::no_uring())) {
+  vc::log_configure(vc::log_level(), "/dev/null");
+  for (uint32_t seed : {0u, 3u}) {
+    uint64_t calls = 0;
+    {
+      disk_test::Swap swap(kFrame, kFrame, 8);
+      program(seed, 0, true, false, &swap, 4 * kFrame);
+      calls = swap.faults().counts().calls;
+    }
+    REQUIRE(calls > 20);
+    uint64_t stopped = 0, refused = 0;
+    for (uint64_t n = 1; n <= calls; ++n) {
+      CAPTURE(seed);
+      CAPTURE(n);
+      disk_test::Swap swap(kFrame, kFrame, 8);
+      FaultyDiskIo::Faults f;
+      f.fail_at = n;
+      swap.faults().set(f);
+      Outcome o = program(seed, 0, true, false, &swap, 4 * kFrame);
+      CHECK(!o.failed);  // checked every byte, and every frame could be read back
+      stopped += o.spill_failures, refused += o.disk_full;
+    }
+    CHECK(stopped > 0);
+    CHECK(refused > 0);
+  }
+  vc::log_configure(vc::log_level(), "/dev/stderr");
+}
+
+// Note [Frames on disk], step by step: with homes for one frame, a second allocation has none; its
+// fetch spills the first (written once: its home is released only after the write), which comes back
+// read and checked; left again with its disk copy current, it is dropped with no write.
+TEST_CASE("frames: a frame leaves host memory by a completed write, or by none when its disk copy is current" *
+          doctest::skip(disk_test::no_uring())) {
+  disk_test::Swap swap(16 * kMiB);
+  Rig r(16 * kMiB, 2 * kMiB, 16 * kMiB, /*home_on_demand=*/true);
+  r.mover.set_disk(swap.store.get(), 16 * kMiB);
+  uint64_t a = 0, b = 0;
+  REQUIRE(r.mover.allocate(16 * kMiB, &a));
+  fill(r.fake, a, 16 * kMiB, 1);
+  REQUIRE((r.mover.to_device(a, 16 * kMiB) && (r.drain(), r.mover.to_host(a, 16 * kMiB))));
+  r.drain();
+  REQUIRE(r.mover.allocate(16 * kMiB, &b));  // past the host limit: a slot, no home
+  CHECK((r.mover.stats().host_bytes == 16 * kMiB && !r.fake.at(b)));
+  REQUIRE(r.mover.to_device(b, 16 * kMiB));  // a home for b: a is written and leaves
+  CHECK((r.mover.stats().spills == 1 && swap.store->stats().writes == 1 && r.mover.stats().host_bytes == 16 * kMiB));
+  r.drain();
+  fill(r.fake, b, 16 * kMiB, 2);
+  REQUIRE((r.mover.to_host(b, 16 * kMiB) && (r.drain(), r.mover.to_device(a, 16 * kMiB))));  // b out, a back
+  r.drain();
+  CHECK((r.mover.stats().unspills == 1 && swap.store->stats().writes == 2 && holds(r.fake, a, 16 * kMiB, 1)));
+  REQUIRE((r.mover.to_host_clean(a, 16 * kMiB) && (r.drain(), r.mover.to_device(b, 16 * kMiB))));
+  r.drain();  // a left clean: its disk copy is current, so it leaves host memory with no write
+  CHECK((r.mover.stats().clean_drops == 1 && swap.store->stats().writes == 2 && holds(r.fake, b, 16 * kMiB, 2)));
+  REQUIRE((r.mover.to_host(b, 16 * kMiB) && (r.drain(), r.mover.reach(a, 16 * kMiB))));
+  CHECK((holds(r.fake, a, 16 * kMiB, 1) && swap.store->stats().writes == 3 && r.mover.stats().unspills == 3));
+  CHECK((r.mover.stats().host_peak == 16 * kMiB && r.mover.stats().over_host_limit == 0));
+  r.mover.set_disk_probe(2000000000, 1000000000);
+  std::map<std::string, uint64_t> fig;
+  for (const auto &[k, v] : r.mover.figures()) fig[k] = v;
+  CHECK((fig["disk_written_bytes"] == 3 * 16 * kMiB && fig["disk_read_bytes"] == 3 * 16 * kMiB));
+  CHECK((fig["host_bytes"] == 16 * kMiB && fig["host_peak"] == 16 * kMiB && fig["frames_clean_drops"] == 1));
+  CHECK(fig["disk_probe_read_bps"] == 2000000000);
+  const std::string line = r.mover.describe();
+  CHECK(line.find("host memory 0.02 GB (peak 0.02, limit 0.02); disk written 0.05 GB, read 0.05 GB") != std::string::npos);
+  CHECK(line.find("(probe: write 1.00, read 2.00 GB/s); 3 frames spilled, 1 dropped") != std::string::npos);
+  CHECK((r.mover.free(a) && r.mover.free(b) && swap.store->stats().slots == 0 && r.fake.live(true) == 0));
+}
+
+// A frame whose disk copy reads back wrong twice (the checksum catches the flipped byte) is lost: one
+// error line names it, it stays unmapped (the program faults there rather than reading wrong bytes),
+// the mover stops, and every other frame is mapped at home with its data.
+TEST_CASE("frames: a frame that cannot be read back is reported and never handed over" *
+          doctest::skip(disk_test::no_uring())) {
+  const std::string log = "/tmp/vramcache-frames-lost-" + std::to_string(getpid()) + ".log";
+  vc::log_configure(vc::log_level(), log.c_str());
+  disk_test::Swap swap(16 * kMiB, 16 * kMiB);  // one chunk a frame: its read and the read again
+  Rig r(16 * kMiB, 2 * kMiB, 16 * kMiB, /*home_on_demand=*/true);
+  r.mover.set_disk(swap.store.get(), 16 * kMiB);
+  uint64_t a = 0, b = 0;
+  REQUIRE(r.mover.allocate(16 * kMiB, &a));
+  fill(r.fake, a, 16 * kMiB, 1);
+  REQUIRE((r.mover.to_device(a, 16 * kMiB) && (r.drain(), r.mover.to_host(a, 16 * kMiB))));
+  r.drain();
+  REQUIRE((r.mover.allocate(16 * kMiB, &b) && r.mover.reach(b, 16 * kMiB)));  // a goes to disk
+  fill(r.fake, b, 16 * kMiB, 2);
+  REQUIRE((r.mover.to_device(b, 16 * kMiB) && (r.drain(), r.mover.to_host(b, 16 * kMiB))));
+  r.drain();
+  FaultyDiskIo::Faults f;
+  f.corrupt_reads = 2;
+  swap.faults().set(f);
+  CHECK(!r.mover.to_device(a, 16 * kMiB));
+  vc::log_configure(vc::log_level(), "/dev/stderr");
+  CHECK((r.mover.stats().lost == 1 && r.mover.stats().failed && swap.store->stats().checksum_errors >= 2));
+  CHECK(!r.fake.at(a));                       // never mapped with what was read
+  CHECK(holds(r.fake, b, 16 * kMiB, 2));       // the other frame: at home, intact
+  std::string text;
+  if (FILE *fp = fopen(log.c_str(), "r")) {
+    char buf[4096];
+    for (size_t n; (n = fread(buf, 1, sizeof buf, fp)) > 0;) text.append(buf, n);
+    fclose(fp);
+  }
+  unlink(log.c_str());
+  char at[64];
+  snprintf(at, sizeof at, "0x%llx", (unsigned long long)a);
+  CHECK(text.find(std::string("the frame at ") + at) != std::string::npos);
+  CHECK(text.find("EBADMSG") != std::string::npos);
+}
+
+// With the disk full, an allocation whose frames need slots fails with the out-of-memory code; what
+// is paged already keeps its bytes.
+TEST_CASE("frames: with the disk full, a new allocation fails as out of memory and nothing is lost" *
+          doctest::skip(disk_test::no_uring())) {
+  vc::log_configure(vc::log_level(), "/dev/null");
+  disk_test::Swap swap(16 * kMiB);
+  FaultyDiskIo::Faults f;
+  f.space = 16 * kMiB;  // one slot
+  swap.faults().set(f);
+  Rig r(16 * kMiB, 2 * kMiB, 16 * kMiB, /*home_on_demand=*/true);
+  r.mover.set_disk(swap.store.get(), 16 * kMiB);
+  uint64_t a = 0, b = 0, c = 0;
+  bool oom = true;
+  REQUIRE((r.mover.allocate(16 * kMiB, &a, &oom) && !oom));
+  fill(r.fake, a, 16 * kMiB, 1);
+  REQUIRE((r.mover.allocate(16 * kMiB, &b, &oom) && !oom));  // the one slot
+  const uint64_t calls = r.fake.calls;
+  CHECK((!r.mover.allocate(32 * kMiB, &c, &oom) && oom && r.mover.stats().disk_full == 1));
+  vc::log_configure(vc::log_level(), "/dev/stderr");
+  CHECK(r.fake.calls - calls == 4);  // its two reservations, made and given back
+  CHECK(holds(r.fake, a, 16 * kMiB, 1));
+  REQUIRE(r.mover.reach(b, 16 * kMiB));
+  CHECK((r.mover.free(a) && r.mover.free(b) && swap.store->stats().slots == 0));
+}
+
+// A child paging frames through the disk level, killed with SIGKILL while it spills and reads
+// back, leaves nothing in the swap folder.
+TEST_CASE("frames: a child killed with SIGKILL mid-run leaves no swap file" * doctest::skip(disk_test::no_uring())) {
+  disk_test::TempDir dir;
+  int ready[2];
+  REQUIRE(pipe(ready) == 0);
+  pid_t pid = fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) {  // two frames, homes for one: each fetch spills the other, without end
+    close(ready[0]);
+    std::string error;
+    int fd = vc::open_private_file(dir.path, false, &error);
+    auto io = fd >= 0 ? vc::UringDiskIo::create(fd, 4, &error) : nullptr;
+    if (!io) _exit(3);
+    vc::DiskStore::Config config;
+    config.slot_bytes = 4 * kMiB;
+    vc::DiskStore store(io.get(), config);
+    FakeVmm fake;
+    vc::FrameMover mover(&fake, 4 * kMiB, 1 * kMiB, 4 * kMiB, false, true);
+    mover.set_disk(&store, 4 * kMiB);
+    uint64_t va[2];
+    if (!mover.allocate(4 * kMiB, &va[0]) || !mover.allocate(4 * kMiB, &va[1])) _exit(4);
+    for (uint64_t i = 0;; ++i) {
+      const uint64_t v = va[i % 2];
+      if (!mover.to_device(v, 4 * kMiB) || !mover.stream_wait(1, mover.fence())) _exit(5);
+      if (!mover.to_host(v, 4 * kMiB) || !mover.stream_wait(1, mover.fence())) _exit(6);
+      if (i == 4 && write(ready[1], &fd, sizeof fd) != sizeof fd) _exit(7);
+    }
+  }
+  close(ready[1]);
+  int fd_number = -1;
+  REQUIRE(read(ready[0], &fd_number, sizeof fd_number) == sizeof fd_number);
+  close(ready[0]);
+  CHECK(disk_test::entries(dir.path).empty());
+  REQUIRE(kill(pid, SIGKILL) == 0);
+  int status = 0;
+  REQUIRE(waitpid(pid, &status, 0) == pid);
+  CHECK((WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL));
+  CHECK(disk_test::entries(dir.path).empty());
 }
 
 // Also what the worker-thread mover got wrong: after a failure (of the stream's wait, say) it went on
