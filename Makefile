@@ -26,7 +26,7 @@ FAKE_LIBS     := $(addprefix $(BUILD)/fake/,libcuda.so.1 libcudart.so.13 libcubl
 LIB := $(BUILD)/libvramcache.so
 CLI := $(BUILD)/vramcache
 
-.PHONY: all test check samples layering asan-test clean
+.PHONY: all test check samples layering asan-test tsan-test clean
 all: $(LIB) $(CLI)
 
 $(BUILD)/obj/runtime/%.o: runtime/%.cc
@@ -75,7 +75,7 @@ $(LOWRANK_IMAGE): interpose/compress/lowrank_image.S $(LOWRANK_FATBIN)
 $(LIB): $(RUNTIME_OBJ) $(INTERPOSE_OBJ) $(IMAGE_OBJ) $(LOWRANK_IMAGE) interpose/libvramcache.map
 	$(CXX) -shared -o $@ $(RUNTIME_OBJ) $(INTERPOSE_OBJ) $(IMAGE_OBJ) $(LOWRANK_IMAGE) -static-libstdc++ -static-libgcc \
 	  -Wl,--version-script=interpose/libvramcache.map -Wl,-z,defs \
-	  -Wl,-rpath,'$$ORIGIN:$(CUDA)/lib64:$(CUDA)/extras/CUPTI/lib64' -l:libzstd.a -l:liburing.a -ldl -lpthread
+	  -Wl,-rpath,'$$ORIGIN:$(CUDA)/lib64:$(CUDA)/extras/CUPTI/lib64' -l:libzstd.a -l:liburing.a -ldl -lpthread $(LDSAN)
 
 $(CLI): $(BUILD)/obj/profiler/main.o $(PROFILER_OBJ) $(RUNTIME_OBJ)
 	$(CXX) -o $@ $^ -l:libzstd.a -l:liburing.a -lpthread
@@ -118,7 +118,7 @@ $(FAKE_LIBS): tests/fake/fake.h
 
 # Linked like PyTorch: directly against the runtime and cuBLAS (the fakes), never libcuda.
 $(BUILD)/interpose_test: $(BUILD)/obj/tests/interpose/interpose_test.o $(FAKE_LIBS)
-	$(CXX) -o $@ $< -L$(BUILD)/fake -l:libcudart.so.13 -l:libcublas.so.13 -l:libcublasLt.so.13 -l:libnccl.so.2 -ldl
+	$(CXX) $(LDSAN) -o $@ $< -L$(BUILD)/fake -l:libcudart.so.13 -l:libcublas.so.13 -l:libcublasLt.so.13 -l:libnccl.so.2 -ldl
 
 test: $(LIB) $(CLI) $(BUILD)/unit_tests $(FAKE_LIBS) $(BUILD)/interpose_test $(BUILD)/testdata/fake_kernels.fatbin \
       $(BUILD)/testdata/fake_kernels_wrong.fatbin
@@ -174,7 +174,21 @@ asan-test:
 	  $(BUILD)/asan/unit_tests
 	$(BUILD)/asan/unit_tests
 
-check: test layering asan-test
+# ThreadSanitizer: the unit tests of the parts with threads of their own (the frame mover, the disk
+# store, the runtime), and the library preloaded into the interposition test's threads case
+# (tests/interpose/tsan.sh); the library and the test program instrumented, the fakes not. The
+# device images nvcc made for the plain build are copied (same sources, no instrumentation in them).
+# Suppressions, each explained: tests/interpose/tsan.supp.
+TSAN_IMAGES := $(BUILD)/piece_hash.fatbin $(LOWRANK_FATBIN) $(TESTDATA) $(BUILD)/testdata/fake_kernels.fatbin
+tsan-test: $(TSAN_IMAGES)
+	@for f in $(TSAN_IMAGES); do mkdir -p $(BUILD)/tsan/$$(dirname $${f#$(BUILD)/}); cp -p $$f $(BUILD)/tsan/$${f#$(BUILD)/}; done
+	$(MAKE) BUILD=$(BUILD)/tsan LDSAN="-fsanitize=thread" CXXFLAGS="-O1 -g -fsanitize=thread -fno-omit-frame-pointer" \
+	  $(BUILD)/tsan/unit_tests $(BUILD)/tsan/libvramcache.so $(BUILD)/tsan/interpose_test $(subst $(BUILD)/,$(BUILD)/tsan/,$(FAKE_LIBS))
+	TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 suppressions=$(CURDIR)/tests/interpose/tsan.supp" \
+	  $(BUILD)/tsan/unit_tests -sf='*test_frames.cc,*test_disk_store.cc,*test_runtime.cc,*test_disk_io.cc'
+	bash tests/interpose/tsan.sh $(BUILD)/tsan
+
+check: test layering asan-test tsan-test
 
 # ---- Samples (built here, run on the GPU machine) ----
 samples: $(BUILD)/samples/mlp $(BUILD)/samples/managed_residency $(BUILD)/samples/explicit_probe $(BUILD)/samples/managed_probe \

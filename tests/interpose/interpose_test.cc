@@ -17,10 +17,12 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <csignal>
 #include <cstring>
 #include <fstream>
 #include <iterator>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "tests/fake/fake.h"
@@ -214,6 +216,55 @@ TEST_CASE("fork: a child that exits prints nothing" * doctest::skip()) {
   int status = 0;
   REQUIRE(waitpid(child, &status, 0) == child);
   CHECK((WIFEXITED(status) && WEXITSTATUS(status) == 0));
+  CHECK(cudaFree(p) == cudaSuccess);
+}
+
+// The program's contract under the library (run.sh, section 10; skipped without VC_TEST_CONTRACT):
+// after CUDA work (an allocation, a copy, a launch, a synchronization), the program writes one line
+// to each of stdout and stderr, then ends as VC_TEST_CONTRACT says: exit:N (exit(N)), term
+// (SIGTERM to itself), abort (abort()), or fork-exec (a child forked after the CUDA work execs a
+// shell that writes a line to each stream and exits 3; the parent checks that status, then frees
+// and returns normally). run.sh checks the status and both streams byte for byte, apart from
+// vramcache's own lines.
+TEST_CASE("contract: the program's exit, signals, streams and children") {
+  const char *how = getenv("VC_TEST_CONTRACT");
+  if (!how) return;
+  REQUIRE(libcuda());
+  const size_t bytes = size_t(8) << 20;
+  void *p = nullptr;
+  REQUIRE(cudaMalloc(&p, bytes) == cudaSuccess);
+  std::vector<uint8_t> host(bytes, 7);
+  REQUIRE(cudaMemcpy(p, host.data(), bytes, cudaMemcpyHostToDevice) == cudaSuccess);
+  using Launch = CUresult (*)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
+                              CUstream, void **, void **);
+  auto launch = driver<Launch>("cuLaunchKernel");
+  auto sync = driver<CUresult (*)()>("cuCtxSynchronize");
+  REQUIRE((launch && sync));
+  uint64_t x = uint64_t(p), y = 0;
+  int n = int(bytes);
+  void *args[] = {&x, &y, &n};
+  REQUIRE(launch(reinterpret_cast<CUfunction>(kFakeAdd), 1, 1, 1, 1, 1, 1, 0, nullptr, args, nullptr) == CUDA_SUCCESS);
+  REQUIRE(sync() == CUDA_SUCCESS);
+  fputs("program: a line on stdout\n", stdout);
+  fputs("program: a line on stderr\n", stderr);
+  fflush(stdout);
+  // The default dispositions, as a program that sets none has (doctest's own handlers would report).
+  signal(SIGTERM, SIG_DFL);
+  signal(SIGABRT, SIG_DFL);
+  if (!strncmp(how, "exit:", 5)) exit(atoi(how + 5));
+  if (!strcmp(how, "term")) raise(SIGTERM);
+  if (!strcmp(how, "abort")) abort();
+  if (!strcmp(how, "fork-exec")) {
+    pid_t child = fork();
+    REQUIRE(child >= 0);
+    if (child == 0) {
+      execl("/bin/sh", "sh", "-c", "echo child: a line on stdout; echo child: a line on stderr >&2; exit 3", (char *)nullptr);
+      _exit(127);
+    }
+    int status = 0;
+    REQUIRE(waitpid(child, &status, 0) == child);
+    CHECK((WIFEXITED(status) && WEXITSTATUS(status) == 3));
+  }
   CHECK(cudaFree(p) == cudaSuccess);
 }
 
@@ -533,6 +584,67 @@ uint8_t pattern(int k, size_t i) {
   return uint8_t(x >> 24 ^ x >> 9);
 }
 }  // namespace
+
+// Several threads at once under a budget (run.sh runs it with VRAMCACHE_BACKEND=explicit, a 64 MiB
+// budget and 16 MiB frames, and under ThreadSanitizer; skipped without VC_TEST_THREADS): each
+// allocates buffers of varied sizes (more than the budget together), writes a pattern, launches
+// fake_add over them on the legacy stream, synchronizes, reads every byte back and frees them, while
+// the mover's thread moves frames. A byte lost or moved to the wrong place fails the check; a
+// deadlock runs past run.sh's timeout.
+TEST_CASE("threads: allocations, launches, copies and frees from several threads under a budget") {
+  const char *n_env = getenv("VC_TEST_THREADS");
+  if (!n_env) return;
+  const int threads = atoi(n_env), rounds = 6;
+  REQUIRE(threads > 0);
+  REQUIRE(libcuda());
+  using Launch = CUresult (*)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
+                              CUstream, void **, void **);
+  auto launch = driver<Launch>("cuLaunchKernel");
+  auto sync = driver<CUresult (*)()>("cuCtxSynchronize");
+  REQUIRE((launch && sync));
+  std::vector<int> wrong(size_t(threads), 0), failed(size_t(threads), 0);
+  auto work = [&](int t) {
+    const size_t mib = size_t(1) << 20;
+    std::vector<uint8_t> host;
+    for (int r = 0; r < rounds; ++r) {
+      const size_t sizes[2] = {(size_t(4) + size_t((t * 5 + r * 3) % 13)) * mib, (size_t(1) + size_t((t + r) % 3)) * 16 * mib};
+      void *buf[2] = {};
+      for (int k = 0; k < 2; ++k)
+        if (cudaMalloc(&buf[k], sizes[k]) != cudaSuccess) { failed[size_t(t)]++; return; }
+      for (int k = 0; k < 2; ++k) {
+        host.resize(sizes[k]);
+        for (size_t i = 0; i < sizes[k]; ++i) host[i] = pattern(t * 16 + r * 2 + k, i);
+        if (cudaMemcpy(buf[k], host.data(), sizes[k], cudaMemcpyHostToDevice) != cudaSuccess) failed[size_t(t)]++;
+      }
+      uint64_t x = uint64_t(buf[0]), y = uint64_t(buf[1]);
+      int n = int(sizes[0]);
+      void *args[] = {&x, &y, &n};
+      if (launch(reinterpret_cast<CUfunction>(kFakeAdd), 1, 1, 1, 1, 1, 1, 0, nullptr, args, nullptr) != CUDA_SUCCESS)
+        failed[size_t(t)]++;
+      if (sync() != CUDA_SUCCESS) failed[size_t(t)]++;
+      for (int k = 0; k < 2; ++k) {
+        host.assign(sizes[k], 0);
+        if (cudaMemcpy(host.data(), buf[k], sizes[k], cudaMemcpyDeviceToHost) != cudaSuccess) failed[size_t(t)]++;
+        for (size_t i = 0; i < sizes[k]; ++i) {  // fake_add added 1 to the first sizes[0] bytes of each
+          const uint8_t want = uint8_t(pattern(t * 16 + r * 2 + k, i) + (i < sizes[0] ? 1 : 0));
+          if (host[i] != want && !wrong[size_t(t)]++ && getenv("VC_TEST_VERBOSE"))
+            fprintf(stderr, "thread %d round %d buffer %d (%zu MiB) byte %zu: %u, expected %u (written %u)\n", t, r, k,
+                    sizes[k] >> 20, i, host[i], want, uint8_t(pattern(t * 16 + r * 2 + k, i)));
+        }
+      }
+      for (void *b : buf)
+        if (cudaFree(b) != cudaSuccess) failed[size_t(t)]++;
+    }
+  };
+  std::vector<std::thread> pool;
+  for (int t = 0; t < threads; ++t) pool.emplace_back(work, t);
+  for (std::thread &th : pool) th.join();
+  for (int t = 0; t < threads; ++t) {
+    CAPTURE(t);
+    CHECK(failed[size_t(t)] == 0);
+    CHECK(wrong[size_t(t)] == 0);
+  }
+}
 
 // Explicit paging, run by run.sh with VRAMCACHE_BACKEND=explicit, VRAMCACHE_BUDGET=64M and
 // VRAMCACHE_FRAME_SIZE=16M (skipped otherwise): three 48 MiB allocations (144 MiB, over the budget)
