@@ -26,7 +26,7 @@ FAKE_LIBS     := $(addprefix $(BUILD)/fake/,libcuda.so.1 libcudart.so.13 libcubl
 LIB := $(BUILD)/libvramcache.so
 CLI := $(BUILD)/vramcache
 
-.PHONY: all test check samples layering asan-test tsan-test clean
+.PHONY: all test check samples layering asan-test tsan-test soak-test clean
 all: $(LIB) $(CLI)
 
 $(BUILD)/obj/runtime/%.o: runtime/%.cc
@@ -188,7 +188,11 @@ tsan-test: $(TSAN_IMAGES)
 	  $(BUILD)/tsan/unit_tests -sf='*test_frames.cc,*test_disk_store.cc,*test_runtime.cc,*test_disk_io.cc'
 	bash tests/interpose/tsan.sh $(BUILD)/tsan
 
-check: test layering asan-test tsan-test
+# A short soak (scripts/soak.sh: the long one is run by hand and recorded).
+soak-test: $(LIB) $(BUILD)/interpose_test $(FAKE_LIBS)
+	bash scripts/soak.sh 2000
+
+check: test layering asan-test tsan-test soak-test
 
 # ---- Samples (built here, run on the GPU machine) ----
 samples: $(BUILD)/samples/mlp $(BUILD)/samples/managed_residency $(BUILD)/samples/explicit_probe $(BUILD)/samples/managed_probe \

@@ -646,6 +646,67 @@ TEST_CASE("threads: allocations, launches, copies and frees from several threads
   }
 }
 
+// The soak (scripts/soak.sh; a short one in run.sh; skipped without VC_TEST_SOAK_OPS): training-like
+// iterations of allocations of varied sizes, writes, fake_add launches over one or two buffers,
+// synchronizations, reads and frees, under the budget run.sh or the script gives, until
+// VC_TEST_SOAK_OPS calls were made; halfway the iteration changes for good (other sizes, other
+// pairs), so the pager learns it again. Each buffer's first 64 KiB are read back and checked
+// before it is freed. After each iteration a line gives the process's resident memory less the
+// fake device's (its device and pinned host bytes, real memory here): the library's own.
+TEST_CASE("soak: a million calls, sizes varied, learning again halfway") {
+  const char *ops_env = getenv("VC_TEST_SOAK_OPS");
+  if (!ops_env) return;
+  const long total = atol(ops_env);
+  REQUIRE(libcuda());
+  auto vmm = control<uint64_t (*)(const char *)>("libcuda.so.1", "fake_vmm_stat");
+  using Launch = CUresult (*)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
+                              CUstream, void **, void **);
+  auto launch = driver<Launch>("cuLaunchKernel");
+  auto sync = driver<CUresult (*)()>("cuCtxSynchronize");
+  REQUIRE((vmm && launch && sync));
+  const size_t kib = 1024, check = 64 * kib;
+  const long page = sysconf(_SC_PAGESIZE);
+  std::vector<uint8_t> host(check);
+  long ops = 0, wrong = 0, failed = 0;
+  for (int iter = 0; ops < total; ++iter) {
+    const bool second = ops >= total / 2;  // the program changes for good
+    const int nbuf = second ? 7 : 5;
+    std::vector<void *> buf(size_t(nbuf), nullptr);
+    std::vector<size_t> sizes(static_cast<size_t>(nbuf));
+    std::vector<int> adds(size_t(nbuf), 0);
+    for (int k = 0; k < nbuf; ++k) {
+      sizes[size_t(k)] = (second ? 3 + (k * 5) % 11 : 1 + (k * 7) % 9) * 512 * kib;
+      failed += cudaMalloc(&buf[size_t(k)], sizes[size_t(k)]) != cudaSuccess, ++ops;
+      for (size_t i = 0; i < check; ++i) host[i] = pattern(k, i);
+      failed += cudaMemcpy(buf[size_t(k)], host.data(), check, cudaMemcpyHostToDevice) != cudaSuccess, ++ops;
+    }
+    for (int step = 0; step < 3 * nbuf; ++step) {
+      const int a = step % nbuf, b = second ? (step * 3 + 1) % nbuf : (step % 4 ? -1 : (a + 2) % nbuf);
+      uint64_t x = uint64_t(buf[size_t(a)]), y = b >= 0 && b != a ? uint64_t(buf[size_t(b)]) : 0;
+      int n = int(check);
+      void *args[] = {&x, &y, &n};
+      failed += launch(reinterpret_cast<CUfunction>(kFakeAdd), 1, 1, 1, 1, 1, 1, 0, nullptr, args, nullptr) != CUDA_SUCCESS, ++ops;
+      adds[size_t(a)]++;
+      if (y) adds[size_t(b)]++;
+      if (step % nbuf == nbuf - 1) failed += sync() != CUDA_SUCCESS, ++ops;
+    }
+    for (int k = 0; k < nbuf; ++k) {
+      failed += cudaMemcpy(host.data(), buf[size_t(k)], check, cudaMemcpyDeviceToHost) != cudaSuccess, ++ops;
+      for (size_t i = 0; i < check; ++i) wrong += host[i] != uint8_t(pattern(k, i) + adds[size_t(k)]);
+      failed += cudaFree(buf[size_t(k)]) != cudaSuccess, ++ops;
+    }
+    long resident = 0, vsize = 0;
+    if (FILE *f = fopen("/proc/self/statm", "r")) {
+      if (fscanf(f, "%ld %ld", &vsize, &resident) != 2) resident = 0;
+      fclose(f);
+    }
+    const long long own = (long long)resident * page - (long long)(vmm("device_bytes") + vmm("host_bytes"));
+    fprintf(stdout, "soak: iteration %d ops %ld own_rss_bytes %lld\n", iter, ops, own);
+  }
+  CHECK(failed == 0);
+  CHECK(wrong == 0);
+}
+
 // Explicit paging, run by run.sh with VRAMCACHE_BACKEND=explicit, VRAMCACHE_BUDGET=64M and
 // VRAMCACHE_FRAME_SIZE=16M (skipped otherwise): three 48 MiB allocations (144 MiB, over the budget)
 // become frames of the fake driver's VMM memory, which keeps real bytes behind each mapping. The
