@@ -585,8 +585,8 @@ uint8_t pattern(int k, size_t i) {
 }
 }  // namespace
 
-// Several threads at once under a budget (run.sh runs it with VRAMCACHE_BACKEND=explicit, a 64 MiB
-// budget and 16 MiB frames, and under ThreadSanitizer; skipped without VC_TEST_THREADS): each
+// Several threads at once under a budget (run.sh runs it with VRAMCACHE_BACKEND=explicit, a 512 MiB
+// budget that holds every buffer, and 16 MiB frames; skipped without VC_TEST_THREADS): each
 // allocates buffers of varied sizes (more than the budget together), writes a pattern, launches
 // fake_add over them on the legacy stream, synchronizes, reads every byte back and frees them, while
 // the mover's thread moves frames. A byte lost or moved to the wrong place fails the check; a
