@@ -3,8 +3,8 @@
 # processes at once: the trace reader with everything report and simulate do behind it, checksums
 # written anew after each mutation (3/5 of the time), the same with plain mutations (1/5), and the
 # cubin reader (1/5). Corpora grow under build/fuzz/corpus/, inputs that fail under
-# build/fuzz/artifacts/. Prints executions, coverage (edges and features of the final corpus, as
-# libFuzzer counts them) and crashes (crash, leak, timeout and out-of-memory inputs) per target.
+# build/fuzz/artifacts/. Prints executions, coverage (edges and features of the final corpus with its
+# seeds, as libFuzzer counts them) and crashes (crash, leak, timeout and out-of-memory inputs) per target.
 # With --record, also writes them to results/fuzz.json (scripts/records.py; the tree must be clean).
 # Exit: 0 no crash, 1 crashes (their files are named), 2 usage, 77 skipped (no clang libFuzzer).
 #   bash scripts/fuzz.sh [--record] SECONDS [CORES]
@@ -47,8 +47,10 @@ for spec in "${targets[@]}"; do
   done
   for pid in "${pids[@]}"; do wait "$pid"; done
   execs=$(cat "$probe/$name"-*.log | sed -n 's/^stat::number_of_executed_units: *//p' | awk '{s += $1} END {print s + 0}')
-  # Coverage of the corpus as it stands now: one pass over it, no mutation.
-  build/fuzz/$name -runs=0 -rss_limit_mb=2048 -timeout=30 -max_len="$max_len" "$corpus" > "$probe/$name-cov.log" 2>&1
+  # Coverage of the corpus as it stands now with its seeds (libFuzzer keeps in the corpus folder only
+  # the inputs it found): one pass over both, no mutation.
+  build/fuzz/$name -runs=0 -rss_limit_mb=2048 -timeout=30 -max_len="$max_len" "$corpus" "build/fuzz/seeds/$seeds" \
+    > "$probe/$name-cov.log" 2>&1
   cov=$(sed -n 's/.*INITED cov: \([0-9]*\) ft: \([0-9]*\) corp: \([0-9]*\).*/\1 \2 \3/p' "$probe/$name-cov.log" | tail -1)
   read -r edges features inputs <<< "${cov:-0 0 0}"
   found=$(failing | comm -13 "$probe/$name-before" -)

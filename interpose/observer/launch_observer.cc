@@ -23,7 +23,10 @@
 namespace vc::interpose {
 namespace {
 
-Observer *g_observer = nullptr;
+// Published once the observer is complete (its classes filled, its callbacks enabled): another
+// thread's call can raise a callback while start_launch_observer() still fills the tables, and
+// reads nothing half written (it is then not observed, as a call made before the start).
+std::atomic<Observer *> g_observer{nullptr};
 std::atomic<int> g_active_captures{0};  // stream captures begun and not ended
 
 // Only while some stream captures, so that the launch path asks nothing otherwise. The legacy
@@ -129,13 +132,16 @@ bool is_resource_event(CUpti_CallbackId cbid) {
 }
 
 void CUPTIAPI on_callback(void *, CUpti_CallbackDomain domain, CUpti_CallbackId cbid, const void *data) {
+  const Observer *o = g_observer.load(std::memory_order_acquire);
   try {
-    if (OwnCalls::active()) {
+    if (!o) {
+      // Raised between the subscription and the observer's publication: not observed.
+    } else if (OwnCalls::active()) {
       // A driver call vramcache itself makes (a copy of the explicit backend, inside a callback or a
       // hook): not the program's, and the pager that issued it holds its lock.
     } else if (domain == CUPTI_CB_DOMAIN_DRIVER_API && cbid < CUPTI_DRIVER_TRACE_CBID_SIZE) {
       OwnCalls own;
-      if (g_observer->classes[cbid] != ApiClass::kNone) on_driver_api(cbid, static_cast<const CUpti_CallbackData *>(data));
+      if (o->classes[cbid] != ApiClass::kNone) on_driver_api(cbid, static_cast<const CUpti_CallbackData *>(data));
     } else if (domain == CUPTI_CB_DOMAIN_RESOURCE && is_resource_event(cbid)) {
       OwnCalls own;
       on_resource(cbid, static_cast<const CUpti_ResourceData *>(data));
@@ -148,7 +154,7 @@ void CUPTIAPI on_callback(void *, CUpti_CallbackDomain domain, CUpti_CallbackId 
 
 }  // namespace
 
-Observer *observer() { return g_observer; }
+Observer *observer() { return g_observer.load(std::memory_order_acquire); }
 
 void Observer::observe(CUpti_CallbackId cbid, const char *name, ApiClass cls) {
   classes[cbid] = cls;
@@ -157,13 +163,15 @@ void Observer::observe(CUpti_CallbackId cbid, const char *name, ApiClass cls) {
 }
 
 bool ours(CUpti_CallbackDomain domain, CUpti_CallbackId cbid) {
-  if (domain == CUPTI_CB_DOMAIN_DRIVER_API) return cbid < CUPTI_DRIVER_TRACE_CBID_SIZE && g_observer->classes[cbid] != ApiClass::kNone;
+  const Observer *o = observer();
+  if (domain == CUPTI_CB_DOMAIN_DRIVER_API) return o && cbid < CUPTI_DRIVER_TRACE_CBID_SIZE && o->classes[cbid] != ApiClass::kNone;
   return domain == CUPTI_CB_DOMAIN_RESOURCE && is_resource_event(cbid);
 }
 
 void on_driver_api(CUpti_CallbackId cbid, const CUpti_CallbackData *cb) {
-  Runtime *rt = g_observer->rt;
-  ApiClass cls = g_observer->classes[cbid];
+  const Observer *o = observer();
+  Runtime *rt = o->rt;
+  ApiClass cls = o->classes[cbid];
   if (cb->callbackSite == CUPTI_API_ENTER) {
     switch (cls) {
       case ApiClass::kLaunch: on_launch(rt, cbid, cb); break;
@@ -179,12 +187,12 @@ void on_driver_api(CUpti_CallbackId cbid, const CUpti_CallbackData *cb) {
         call.in_collective = HookScope::inside(HookGroup::kNccl);
         // The Async forms add hStream after these fields.
         bool async = strstr(cb->functionName, "Async") != nullptr;
-        if (g_observer->linear_copy[cbid]) {
+        if (o->linear_copy[cbid]) {
           struct Linear { uint64_t dst, src; size_t bytes; CUstream stream; };  // see is_linear_copy()
           auto *p = static_cast<const Linear *>(cb->functionParams);
           call.dst = p->dst, call.src = p->src, call.bytes = p->bytes;
           if (async) call.stream = reinterpret_cast<uint64_t>(p->stream);
-        } else if (int element = g_observer->memset_bytes[cbid]) {
+        } else if (int element = o->memset_bytes[cbid]) {
           struct Set { uint64_t dst; uint32_t value; size_t count; CUstream stream; };  // see memset_element_bytes()
           auto *p = static_cast<const Set *>(cb->functionParams);
           call.dst = p->dst, call.bytes = p->count * size_t(element);
@@ -222,9 +230,9 @@ void start_launch_observer(Runtime *rt) {
   auto *o = new Observer();
   o->rt = rt;
   o->cupti = cupti;
-  g_observer = o;
   if (!cupti) {  // cupti_api() logged why: our wrappers report the calls (Note [Observing without CUPTI])
     observe_with_wrappers(o);
+    g_observer.store(o, std::memory_order_release);
     return;
   }
   // Named, so that CUPTI can name us to a tool that comes later, and name to us one that came first.
@@ -244,6 +252,7 @@ void start_launch_observer(Runtime *rt) {
     VC_WARN("cannot subscribe to CUPTI (%s%s%s): launches are observed through vramcache's wrappers of the "
             "driver's functions instead (no device times)", cupti_error_name(r), *holder ? ", held by " : "", holder);
     observe_with_wrappers(o);
+    g_observer.store(o, std::memory_order_release);
     return;
   }
   o->subscribed = true;
@@ -265,6 +274,7 @@ void start_launch_observer(Runtime *rt) {
     if (CUptiResult e = cupti->cuptiEnableCallback(1, o->subscriber, CUPTI_CB_DOMAIN_RESOURCE, cbid); e != CUPTI_SUCCESS)
       VC_WARN("cannot enable CUPTI resource callback %u (%s): graph kernels or module unloads are not seen", cbid,
               cupti_error_name(e));
+  g_observer.store(o, std::memory_order_release);
   rt->counters().launch_observer_on = true;
   VC_INFO("launch observer on: %d driver callbacks", enabled);
   start_activity(rt, cupti);

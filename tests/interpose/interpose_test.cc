@@ -17,10 +17,12 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <csignal>
 #include <cstring>
 #include <fstream>
 #include <iterator>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "tests/fake/fake.h"
@@ -214,6 +216,55 @@ TEST_CASE("fork: a child that exits prints nothing" * doctest::skip()) {
   int status = 0;
   REQUIRE(waitpid(child, &status, 0) == child);
   CHECK((WIFEXITED(status) && WEXITSTATUS(status) == 0));
+  CHECK(cudaFree(p) == cudaSuccess);
+}
+
+// The program's contract under the library (run.sh, section 10; skipped without VC_TEST_CONTRACT):
+// after CUDA work (an allocation, a copy, a launch, a synchronization), the program writes one line
+// to each of stdout and stderr, then ends as VC_TEST_CONTRACT says: exit:N (exit(N)), term
+// (SIGTERM to itself), abort (abort()), or fork-exec (a child forked after the CUDA work execs a
+// shell that writes a line to each stream and exits 3; the parent checks that status, then frees
+// and returns normally). run.sh checks the status and both streams byte for byte, apart from
+// vramcache's own lines.
+TEST_CASE("contract: the program's exit, signals, streams and children") {
+  const char *how = getenv("VC_TEST_CONTRACT");
+  if (!how) return;
+  REQUIRE(libcuda());
+  const size_t bytes = size_t(8) << 20;
+  void *p = nullptr;
+  REQUIRE(cudaMalloc(&p, bytes) == cudaSuccess);
+  std::vector<uint8_t> host(bytes, 7);
+  REQUIRE(cudaMemcpy(p, host.data(), bytes, cudaMemcpyHostToDevice) == cudaSuccess);
+  using Launch = CUresult (*)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
+                              CUstream, void **, void **);
+  auto launch = driver<Launch>("cuLaunchKernel");
+  auto sync = driver<CUresult (*)()>("cuCtxSynchronize");
+  REQUIRE((launch && sync));
+  uint64_t x = uint64_t(p), y = 0;
+  int n = int(bytes);
+  void *args[] = {&x, &y, &n};
+  REQUIRE(launch(reinterpret_cast<CUfunction>(kFakeAdd), 1, 1, 1, 1, 1, 1, 0, nullptr, args, nullptr) == CUDA_SUCCESS);
+  REQUIRE(sync() == CUDA_SUCCESS);
+  fputs("program: a line on stdout\n", stdout);
+  fputs("program: a line on stderr\n", stderr);
+  fflush(stdout);
+  // The default dispositions, as a program that sets none has (doctest's own handlers would report).
+  signal(SIGTERM, SIG_DFL);
+  signal(SIGABRT, SIG_DFL);
+  if (!strncmp(how, "exit:", 5)) exit(atoi(how + 5));
+  if (!strcmp(how, "term")) raise(SIGTERM);
+  if (!strcmp(how, "abort")) abort();
+  if (!strcmp(how, "fork-exec")) {
+    pid_t child = fork();
+    REQUIRE(child >= 0);
+    if (child == 0) {
+      execl("/bin/sh", "sh", "-c", "echo child: a line on stdout; echo child: a line on stderr >&2; exit 3", (char *)nullptr);
+      _exit(127);
+    }
+    int status = 0;
+    REQUIRE(waitpid(child, &status, 0) == child);
+    CHECK((WIFEXITED(status) && WEXITSTATUS(status) == 3));
+  }
   CHECK(cudaFree(p) == cudaSuccess);
 }
 
@@ -533,6 +584,128 @@ uint8_t pattern(int k, size_t i) {
   return uint8_t(x >> 24 ^ x >> 9);
 }
 }  // namespace
+
+// Several threads at once under a budget (run.sh runs it with VRAMCACHE_BACKEND=explicit, a 512 MiB
+// budget that holds every buffer, and 16 MiB frames; skipped without VC_TEST_THREADS): each
+// allocates buffers of varied sizes (more than the budget together), writes a pattern, launches
+// fake_add over them on the legacy stream, synchronizes, reads every byte back and frees them, while
+// the mover's thread moves frames. A byte lost or moved to the wrong place fails the check; a
+// deadlock runs past run.sh's timeout.
+TEST_CASE("threads: allocations, launches, copies and frees from several threads under a budget") {
+  const char *n_env = getenv("VC_TEST_THREADS");
+  if (!n_env) return;
+  const int threads = atoi(n_env), rounds = 6;
+  REQUIRE(threads > 0);
+  REQUIRE(libcuda());
+  using Launch = CUresult (*)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
+                              CUstream, void **, void **);
+  auto launch = driver<Launch>("cuLaunchKernel");
+  auto sync = driver<CUresult (*)()>("cuCtxSynchronize");
+  REQUIRE((launch && sync));
+  std::vector<int> wrong(size_t(threads), 0), failed(size_t(threads), 0);
+  auto work = [&](int t) {
+    const size_t mib = size_t(1) << 20;
+    std::vector<uint8_t> host;
+    for (int r = 0; r < rounds; ++r) {
+      const size_t sizes[2] = {(size_t(4) + size_t((t * 5 + r * 3) % 13)) * mib, (size_t(1) + size_t((t + r) % 3)) * 16 * mib};
+      void *buf[2] = {};
+      for (int k = 0; k < 2; ++k)
+        if (cudaMalloc(&buf[k], sizes[k]) != cudaSuccess) { failed[size_t(t)]++; return; }
+      for (int k = 0; k < 2; ++k) {
+        host.resize(sizes[k]);
+        for (size_t i = 0; i < sizes[k]; ++i) host[i] = pattern(t * 16 + r * 2 + k, i);
+        if (cudaMemcpy(buf[k], host.data(), sizes[k], cudaMemcpyHostToDevice) != cudaSuccess) failed[size_t(t)]++;
+      }
+      uint64_t x = uint64_t(buf[0]), y = uint64_t(buf[1]);
+      int n = int(sizes[0]);
+      void *args[] = {&x, &y, &n};
+      if (launch(reinterpret_cast<CUfunction>(kFakeAdd), 1, 1, 1, 1, 1, 1, 0, nullptr, args, nullptr) != CUDA_SUCCESS)
+        failed[size_t(t)]++;
+      if (sync() != CUDA_SUCCESS) failed[size_t(t)]++;
+      for (int k = 0; k < 2; ++k) {
+        host.assign(sizes[k], 0);
+        if (cudaMemcpy(host.data(), buf[k], sizes[k], cudaMemcpyDeviceToHost) != cudaSuccess) failed[size_t(t)]++;
+        for (size_t i = 0; i < sizes[k]; ++i) {  // fake_add added 1 to the first sizes[0] bytes of each
+          const uint8_t want = uint8_t(pattern(t * 16 + r * 2 + k, i) + (i < sizes[0] ? 1 : 0));
+          if (host[i] != want && !wrong[size_t(t)]++ && getenv("VC_TEST_VERBOSE"))
+            fprintf(stderr, "thread %d round %d buffer %d (%zu MiB) byte %zu: %u, expected %u (written %u)\n", t, r, k,
+                    sizes[k] >> 20, i, host[i], want, uint8_t(pattern(t * 16 + r * 2 + k, i)));
+        }
+      }
+      for (void *b : buf)
+        if (cudaFree(b) != cudaSuccess) failed[size_t(t)]++;
+    }
+  };
+  std::vector<std::thread> pool;
+  for (int t = 0; t < threads; ++t) pool.emplace_back(work, t);
+  for (std::thread &th : pool) th.join();
+  for (int t = 0; t < threads; ++t) {
+    CAPTURE(t);
+    CHECK(failed[size_t(t)] == 0);
+    CHECK(wrong[size_t(t)] == 0);
+  }
+}
+
+// The soak (scripts/soak.sh; a short one in run.sh; skipped without VC_TEST_SOAK_OPS): training-like
+// iterations of allocations of varied sizes, writes, fake_add launches over one or two buffers,
+// synchronizations, reads and frees, under the budget run.sh or the script gives, until
+// VC_TEST_SOAK_OPS calls were made; halfway the iteration changes for good (other sizes, other
+// pairs), so the pager learns it again. Each buffer's first 64 KiB are read back and checked
+// before it is freed. After each iteration a line gives the process's resident memory less the
+// fake device's (its device and pinned host bytes, real memory here): the library's own.
+TEST_CASE("soak: a million calls, sizes varied, learning again halfway") {
+  const char *ops_env = getenv("VC_TEST_SOAK_OPS");
+  if (!ops_env) return;
+  const long total = atol(ops_env);
+  REQUIRE(libcuda());
+  auto vmm = control<uint64_t (*)(const char *)>("libcuda.so.1", "fake_vmm_stat");
+  using Launch = CUresult (*)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
+                              CUstream, void **, void **);
+  auto launch = driver<Launch>("cuLaunchKernel");
+  auto sync = driver<CUresult (*)()>("cuCtxSynchronize");
+  REQUIRE((vmm && launch && sync));
+  const size_t kib = 1024, check = 64 * kib;
+  const long page = sysconf(_SC_PAGESIZE);
+  std::vector<uint8_t> host(check);
+  long ops = 0, wrong = 0, failed = 0;
+  for (int iter = 0; ops < total; ++iter) {
+    const bool second = ops >= total / 2;  // the program changes for good
+    const int nbuf = second ? 7 : 5;
+    std::vector<void *> buf(size_t(nbuf), nullptr);
+    std::vector<size_t> sizes(static_cast<size_t>(nbuf));
+    std::vector<int> adds(size_t(nbuf), 0);
+    for (int k = 0; k < nbuf; ++k) {
+      sizes[size_t(k)] = (second ? 3 + (k * 5) % 11 : 1 + (k * 7) % 9) * 512 * kib;
+      failed += cudaMalloc(&buf[size_t(k)], sizes[size_t(k)]) != cudaSuccess, ++ops;
+      for (size_t i = 0; i < check; ++i) host[i] = pattern(k, i);
+      failed += cudaMemcpy(buf[size_t(k)], host.data(), check, cudaMemcpyHostToDevice) != cudaSuccess, ++ops;
+    }
+    for (int step = 0; step < 3 * nbuf; ++step) {
+      const int a = step % nbuf, b = second ? (step * 3 + 1) % nbuf : (step % 4 ? -1 : (a + 2) % nbuf);
+      uint64_t x = uint64_t(buf[size_t(a)]), y = b >= 0 && b != a ? uint64_t(buf[size_t(b)]) : 0;
+      int n = int(check);
+      void *args[] = {&x, &y, &n};
+      failed += launch(reinterpret_cast<CUfunction>(kFakeAdd), 1, 1, 1, 1, 1, 1, 0, nullptr, args, nullptr) != CUDA_SUCCESS, ++ops;
+      adds[size_t(a)]++;
+      if (y) adds[size_t(b)]++;
+      if (step % nbuf == nbuf - 1) failed += sync() != CUDA_SUCCESS, ++ops;
+    }
+    for (int k = 0; k < nbuf; ++k) {
+      failed += cudaMemcpy(host.data(), buf[size_t(k)], check, cudaMemcpyDeviceToHost) != cudaSuccess, ++ops;
+      for (size_t i = 0; i < check; ++i) wrong += host[i] != uint8_t(pattern(k, i) + adds[size_t(k)]);
+      failed += cudaFree(buf[size_t(k)]) != cudaSuccess, ++ops;
+    }
+    long resident = 0, vsize = 0;
+    if (FILE *f = fopen("/proc/self/statm", "r")) {
+      if (fscanf(f, "%ld %ld", &vsize, &resident) != 2) resident = 0;
+      fclose(f);
+    }
+    const long long own = (long long)resident * page - (long long)(vmm("device_bytes") + vmm("host_bytes"));
+    fprintf(stdout, "soak: iteration %d ops %ld own_rss_bytes %lld\n", iter, ops, own);
+  }
+  CHECK(failed == 0);
+  CHECK(wrong == 0);
+}
 
 // Explicit paging, run by run.sh with VRAMCACHE_BACKEND=explicit, VRAMCACHE_BUDGET=64M and
 // VRAMCACHE_FRAME_SIZE=16M (skipped otherwise): three 48 MiB allocations (144 MiB, over the budget)

@@ -4,8 +4,9 @@
 # another tool (vramcache degrades, the program still passes), in off mode (pure pass-through),
 # in profile mode, and under a budget (paging with the fake driver's prefetches, and with all of
 # them failing; explicit paging over the fake driver's VMM memory, with every byte checked, and with
-# one mapping failing; a failed call's line names the call and its error). Also: a bad VRAMCACHE_*
-# value stops the program before it starts.
+# one mapping failing; a failed call's line names the call and its error; several threads at once
+# under a budget). Also: a bad VRAMCACHE_* value stops the program before it starts, and the
+# program's exit status, signals, streams and children are its own (section 10).
 set -u
 build=${1:-build}
 lib=$PWD/$build/libvramcache.so
@@ -297,5 +298,48 @@ for mode in off count; do
   [ $rc = 0 ] || bad "a tool interposing dlopen, mode $mode: rc=$rc: $msg"
 done
 
-[ $fail = 0 ] && note "all checks passed (count, count with a disagreeing image, CUPTI taken, off, profile, paging, paging fallback, paging failure, explicit paging, explicit paging with CUPTI taken, launches unseen, CUPTI not found, explicit paging failures, nccl, configuration errors, no CUDA, the exit flush, a forked child, a tool interposing dlopen)"
+# 9b. several threads allocating, writing, launching, synchronizing and freeing at once, the mover's
+#    thread running, every byte checked (interpose_test.cc, "threads"). The budget holds them all:
+#    with evictions between threads, bytes are lost (README, limits).
+msg=$(timeout -k 5 $deadline env LD_PRELOAD="$lib" LD_LIBRARY_PATH="$PWD/$build/fake" VRAMCACHE_SUMMARY_FILE="$out/threads.json" \
+  VRAMCACHE_BUDGET=512M VRAMCACHE_BACKEND=explicit VRAMCACHE_FRAME_SIZE=16M VRAMCACHE_HOST_LIMIT=1G VC_TEST_THREADS=4 \
+  "$build/interpose_test" --minimal -tc='threads*' 2>&1); rc=$?
+if [ $rc = 0 ]; then
+  expect_json "$out/threads.json" allocs=48 frees=48 launches=24 paging_failed=0 resident=0
+else
+  bad "threads: rc $rc: $(tail -20 <<<"$msg")"
+fi
+
+# 10. the program's contract: exit codes and signals are the program's, its stdout and stderr are
+#    what they are without vramcache apart from its own lines (the summary block, `vramcache
+#    PID:TID LEVEL` lines, none on stdout), and a child forked and exec'd after CUDA work behaves.
+#    For a program that never touches CUDA (a shell), and for one that does (interpose_test.cc,
+#    "contract"), in count mode and under a budget. Each runs without the library, then with it.
+theirs() { grep -vE '^vramcache |^  ' "$1"; }  # a stream less vramcache's own lines
+contract() {  # contract NAME EXPECTED_RC COMMAND...
+  local name=$1 want_rc=$2; shift 2
+  # (bash's own line on a child killed by a signal goes to the subshell's stderr, not the test's)
+  (env LD_LIBRARY_PATH="$PWD/$build/fake" "$@" >"$out/$name.plain.out" 2>"$out/$name.plain.err"; exit $?) 2>/dev/null; local plain=$?
+  (env LD_PRELOAD="$lib" LD_LIBRARY_PATH="$PWD/$build/fake" "$@" >"$out/$name.out" 2>"$out/$name.err"; exit $?) 2>/dev/null; local rc=$?
+  [ $plain = "$want_rc" ] && [ $rc = "$want_rc" ] || bad "contract $name: exit status $rc ($plain without vramcache), expected $want_rc"
+  cmp -s "$out/$name.out" "$out/$name.plain.out" || bad "contract $name: stdout changed: $(head -c 300 "$out/$name.out")"
+  [ "$(theirs "$out/$name.err")" = "$(cat "$out/$name.plain.err")" ] || bad "contract $name: stderr changed: $(head -c 300 "$out/$name.err")"
+}
+contract shell-exit 7 sh -c 'echo out; echo err >&2; exit 7'
+contract shell-term 143 sh -c 'echo out; kill -TERM $$'
+contract shell-child-term 143 sh -c 'sh -c "kill -TERM \$\$"; exit $?'
+contract shell-abort 134 sh -c 'python3 -c "import os; os.abort()"; exit $?'
+contract shell-fork-exec 5 sh -c '(echo child; exit 5) & wait $!'
+for vars in "VRAMCACHE_MODE=count" "VRAMCACHE_BUDGET=64M VRAMCACHE_BACKEND=explicit VRAMCACHE_FRAME_SIZE=16M"; do
+  tag=${vars%%=*} tag=${tag#VRAMCACHE_}
+  prog="$vars timeout -k 5 $deadline $PWD/$build/interpose_test --minimal -tc=contract*"
+  contract "cuda-exit-$tag" 7 env VC_TEST_CONTRACT=exit:7 $prog
+  contract "cuda-term-$tag" 143 env VC_TEST_CONTRACT=term $prog
+  contract "cuda-abort-$tag" 134 env VC_TEST_CONTRACT=abort $prog
+  contract "cuda-fork-exec-$tag" 0 env VC_TEST_CONTRACT=fork-exec $prog
+  grep -q '^child: a line on stdout$' "$out/cuda-fork-exec-$tag.out" || bad "contract fork-exec ($vars): the exec'd child's line is missing"
+  [ "$(grep -c '^vramcache summary' "$out/cuda-fork-exec-$tag.err")" = 1 ] || bad "contract fork-exec ($vars): expected one summary (the parent's)"
+done
+
+[ $fail = 0 ] && note "all checks passed (count, count with a disagreeing image, CUPTI taken, off, profile, paging, paging fallback, paging failure, explicit paging, explicit paging with CUPTI taken, launches unseen, CUPTI not found, explicit paging failures, nccl, configuration errors, no CUDA, the exit flush, a forked child, a tool interposing dlopen, threads, the program's contract)"
 exit $fail

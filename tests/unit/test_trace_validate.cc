@@ -1,13 +1,15 @@
 // What the trace reader refuses because no recording can hold it (runtime/trace_validate.h), each
 // with its one-line message; the inputs the fuzz targets (tests/fuzz) found crashing, hanging or
-// exhausting memory before the checks, rebuilt here; what read_trace refuses before reading a
-// file; and the JSON of `simulate -o` for links far from any real one.
+// exhausting memory before the checks, rebuilt here; the fuzz mutator on the input it overflowed on;
+// what read_trace refuses before reading a file; and the JSON of `simulate -o` for links far from
+// any real one.
 #include <doctest/doctest.h>
 
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstdio>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -17,6 +19,7 @@
 #include "tests/fuzz/exercise.h"
 #include "tests/fuzz/json_check.h"
 #include "tests/fuzz/trace_bytes.h"
+#include "tests/fuzz/trace_mutator.h"
 
 using namespace vc;
 
@@ -205,6 +208,55 @@ TEST_CASE("trace validation: inputs that crashed, hung or exhausted memory are r
   fix_trace_checksums(&bytes);
   CHECK_FALSE(decode_trace(bytes.data(), bytes.size(), &back, &error));
   CHECK(error == "page size 1 is outside 64K to 1G (VRAMCACHE_PAGE_SIZE's range)");
+}
+
+// A model of libFuzzer's LLVMFuzzerMutate (trace_mutator.h, MutateFn): fills all the room it is
+// given, and with none writes one byte and returns 1, as MutationDispatcher::MutateImpl does.
+static size_t greedy_mutate(uint8_t *data, size_t size, size_t max_size) {
+  if (max_size == 0) {
+    data[0] = ' ';
+    return 1;
+  }
+  for (size_t i = size; i < max_size; ++i) data[i] = uint8_t(i * 131);
+  if (size) data[0] ^= 1;
+  return max_size;
+}
+
+TEST_CASE("fuzz mutator: never writes past the room it is given") {
+  // The trace handed to the mutator when it overflowed the fuzzer's buffer (run without -max_len,
+  // the buffer is the largest seed's size): a section emptied by an earlier mutation, the file at
+  // its limit. The payload's room is then 0, libFuzzer still wrote one byte, and the section's tail
+  // went one byte past the buffer.
+  FILE *f = fopen("tests/fuzz/regressions/trace-mutator-empty-section.vctrace", "rb");
+  REQUIRE(f);
+  std::vector<uint8_t> file(1 << 16);
+  file.resize(fread(file.data(), 1, file.size(), f));
+  fclose(f);
+  std::vector<TraceSection> secs = trace_sections(file.data(), file.size());
+  REQUIRE(secs.size() == 6);
+  CHECK(secs[4].size == 0);
+  Trace back;
+  std::string error;
+  if (decode_trace(file.data(), file.size(), &back, &error)) exercise_trace(std::move(back));
+  else CHECK(error.find('\n') == std::string::npos);
+  // Every section picked (the seed picks it), with no room to spare and with a little: the result
+  // fits, the bytes past the buffer are untouched, and each section's checksum is right.
+  constexpr size_t kGuard = 64;
+  for (size_t spare : {size_t(0), size_t(3)}) {
+    for (unsigned seed = 0; seed < 64; ++seed) {
+      const size_t max_size = file.size() + spare;
+      std::vector<uint8_t> buf(max_size + kGuard, 0xA5);
+      memcpy(buf.data(), file.data(), file.size());
+      size_t n = mutate_trace(buf.data(), file.size(), max_size, seed, greedy_mutate);
+      CHECK(n <= max_size);
+      for (size_t i = max_size; i < buf.size(); ++i) REQUIRE(buf[i] == 0xA5);
+      for (const TraceSection &s : trace_sections(buf.data(), n)) {
+        uint32_t crc;
+        memcpy(&crc, buf.data() + s.header + 12, 4);
+        CHECK(crc == crc32(buf.data() + s.payload, size_t(s.size)));
+      }
+    }
+  }
 }
 
 TEST_CASE("trace reader: what is not a regular file, or not a trace, is refused before it is read") {
