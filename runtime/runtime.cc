@@ -154,6 +154,16 @@ void Runtime::on_batch_end(uint64_t stream) {
   if (Pager *pg = pager()) pg->end_batch(stream);
 }
 
+namespace {
+thread_local bool op_entered = false;  // this thread passed the pager an op whose call has not returned
+}  // namespace
+
+void Runtime::on_call_returned() {
+  if (!op_entered) return;
+  op_entered = false;
+  if (Pager *pg = pager()) pg->op_enqueued();
+}
+
 void Runtime::page_op(const RecordedOp &op, bool captured) {
   thread_local std::vector<Ref> refs;
   Pager *pg = pager();
@@ -168,7 +178,10 @@ void Runtime::page_op(const RecordedOp &op, bool captured) {
   // a copy or set whose range was not decoded (2D, 3D, arrays).
   bool kernel = op.kind == OpKind::kKernel || op.kind == OpKind::kGraphKernel;
   bool wildcard = kernel ? !(op.flags & kOpDecoded) || (op.flags & kOpIndirect) : op.bytes == 0 && !op.ranges;
-  if (pg && !captured && !capture_open && op.kind != OpKind::kSync) pg->on_op({op.kind, op.name, wildcard, op.batch}, op.stream, refs);
+  if (pg && !captured && !capture_open && op.kind != OpKind::kSync) {
+    op_entered = true;
+    pg->on_op({op.kind, op.name, wildcard, op.batch}, op.stream, refs);
+  }
   // Note [Learning again] in runtime/pager/plan.cc: the profile thread learns from it once it has
   // enough.
   if (pg && recorder_ && pg->relearn_due()) recorder_->restart([this] { return allocs_.all(); });

@@ -83,6 +83,9 @@ class Runtime {
   void on_launch(const Launch &launch);
   // The call that passed a batch of ops on `stream` (a graph launch) returned: they are enqueued.
   void on_batch_end(uint64_t stream);
+  // An observed call of this thread returned: the op it passed, if any, is enqueued (Note [Ops from
+  // several threads] in runtime/pager/ordering.cc).
+  void on_call_returned();
   void on_gemm(GemmApi api, const GemmOperand *ops, int n);
   void on_api(ApiClass cls, const ApiCall &call);
   // A stream capture is about to begin: until every capture has ended, ops reach memory without

@@ -209,6 +209,7 @@ void on_driver_api(CUpti_CallbackId cbid, const CUpti_CallbackData *cb) {
   }
   // The graph is enqueued, or was not: its kernels' batch ends (Note [Ops enqueued together]).
   if (cls == ApiClass::kGraphLaunch) rt->on_batch_end(graph_launch_stream(cb));
+  rt->on_call_returned();  // Note [Ops from several threads] in runtime/pager/ordering.cc
   // API exit: act only on calls that succeeded.
   if (!cb->functionReturnValue || *static_cast<const CUresult *>(cb->functionReturnValue) != CUDA_SUCCESS) return;
   switch (cls) {

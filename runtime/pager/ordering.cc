@@ -81,10 +81,32 @@ bool Pager::add_mark(uint64_t stream, uint64_t op) {
 // samples/jax/train_jax.py --deterministic --steps 60` against the same without vramcache.) Fetches
 // for the batch's own ops are safe: the graph's stream waits for them before it runs. A batch with
 // a wildcard holds every page.
+//
+// Note [Ops from several threads]
+// An op is passed to the pager as its call enters, and enqueued by the driver after the pager
+// returns. On one thread nothing comes between the two. With several threads, another thread's op
+// can be passed in between, and a mark it records on the first op's stream does not cover that op:
+// an eviction ordered after it would not wait for it, and a frame the op is about to use could be
+// remapped under it (the interposition test's threads case lost bytes this way, four threads under
+// a 64 MiB budget). So each thread's op, from its pass until its call returns (op_enqueued, from
+// the observer's exit callback), holds the pages it may reach against other threads' evictions and
+// prefetches, as a batch does: not victims, not fetched ahead. A thread's own op is ruled by the
+// rules above, so a program launching from one thread is paged as before. A call with no exit
+// callback (NCCL's, from its own hooks) holds its pages until its thread's next op.
 bool Pager::held_by_batch(PageKey k) const {
   for (const auto &[stream, sm] : marks_)
     if (sm.batch && (sm.batch_wild || std::binary_search(sm.batch_reach.begin(), sm.batch_reach.end(), k))) return true;
+  if (entered_.size() > 1 || (entered_.size() == 1 && !entered_.count(std::this_thread::get_id()))) {
+    const std::thread::id self = std::this_thread::get_id();
+    for (const auto &[thread, e] : entered_)
+      if (thread != self && (e.wild || std::binary_search(e.reach.begin(), e.reach.end(), k))) return true;
+  }
   return false;
+}
+
+void Pager::op_enqueued() {
+  std::lock_guard lock(mu_);
+  entered_.erase(std::this_thread::get_id());
 }
 
 void Pager::end_batch(uint64_t stream) {

@@ -16,6 +16,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <thread>
 #include <unordered_map>
 #include <vector>
 
@@ -127,6 +128,9 @@ class Pager {
   void on_op(const OpKey &key, uint64_t stream, const std::vector<Touch> &touches);
   // The batch of ops passed on `stream` is enqueued now (Note [Ops enqueued together]).
   void end_batch(uint64_t stream);
+  // The call that passed this thread's latest op returned: the op is enqueued (Note [Ops from
+  // several threads]).
+  void op_enqueued();
   // Keeps every page of paged allocation `alloc_id` resident from now on, fetched before what
   // `stream` enqueues next: memory another party reaches at a fixed physical place (a buffer
   // registered with NCCL). False (nothing pinned) if it is not paged, or pinned memory would pass
@@ -312,8 +316,15 @@ class Pager {
       batch_wild = false;
     }
   };
-  bool held_by_batch(PageKey k) const;  // Note [Ops enqueued together]
+  bool held_by_batch(PageKey k) const;  // Note [Ops enqueued together], Note [Ops from several threads]
   std::unordered_map<uint64_t, StreamMarks> marks_;
+  // Note [Ops from several threads]: per thread with an op passed and not yet enqueued, the pages it
+  // may reach (sorted), and whether it may reach any page.
+  struct Entered {
+    std::vector<PageKey> reach;
+    bool wild = false;
+  };
+  std::unordered_map<std::thread::id, Entered> entered_;
 };
 
 }  // namespace vc

@@ -366,6 +366,10 @@ void Pager::on_op(const OpKey &key, uint64_t stream, const std::vector<Touch> &t
   ++clock_;
   thread_local std::vector<PageKey> need, reach, writes;
   pages_of(touches, &need, &reach, &writes);
+  {
+    Entered &e = entered_[std::this_thread::get_id()];  // Note [Ops from several threads]
+    e.reach = reach, e.wild = key.wildcard;
+  }
   StreamMarks &sm = marks_[stream];
   if (key.batch && key.batch == sm.batch) {  // Note [Ops enqueued together]: nothing before it is enqueued yet
     sm.last = clock_;
