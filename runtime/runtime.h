@@ -162,7 +162,8 @@ class Runtime {
   bool paged_room(uint64_t size, uint64_t physical) const;
   uint64_t host_limit(uint64_t physical) const;  // of paged bytes (VRAMCACHE_HOST_LIMIT)
   // With the disk level on, the host limit caps the frames' homes, not the paged bytes (Note
-  // [Frames on disk] in runtime/frames_disk.cc): then paged_room and admit_paged refuse nothing for the host limit.
+  // [Frames on disk] in runtime/frames_disk.cc): then paged_room and admit_paged refuse nothing for
+  // the host limit.
   void set_disk_level(bool on) { disk_level_ = on; }
 
   bool managed_room(uint64_t size) const;
