@@ -156,16 +156,21 @@ def speed_tables(recs):
     return lines
 
 
+def vramcache_configs(recs):
+    """(name, configuration, vramcache's record) of each fast-mode configuration where vramcache ran."""
+    for name in recs.configs(False):
+        cfg = CONFIGS[name]
+        vc = recs.get(cfg, "vramcache")
+        if ok(vc):
+            yield name, cfg, vc
+
+
 def findings(recs):
     """Sentences read off the records, per configuration: which mode is fastest, each peer that beats
     vramcache with the bytes it moves and its CPU optimizer's time (what decides the design), what the
     clean check found and cost, and vramcache's distance to the simulator's bound."""
     out = []
-    for name in recs.configs(False):
-        cfg = CONFIGS[name]
-        vc = recs.get(cfg, "vramcache")
-        if not ok(vc):
-            continue
+    for name, cfg, vc in vramcache_configs(recs):
         v = vc["figures"]
         said = []
         link = lambda f: f"{gb(f['nvml_pcie_h2d_bytes_per_step'])} / {gb(f['nvml_pcie_d2h_bytes_per_step'])} GB" \
@@ -301,11 +306,7 @@ def step_plot(recs):
 def headline(recs):
     """A few lines for README.md: per configuration, vramcache against each peer and in VRAM."""
     lines = []
-    for name in recs.configs(False):
-        cfg = CONFIGS[name]
-        vc = recs.get(cfg, "vramcache")
-        if not ok(vc):
-            continue
+    for name, cfg, vc in vramcache_configs(recs):
         v = vc["figures"]
         parts = []
         for mode in ("cpu_optimizer", "cpu_optimizer_bf16", "fsdp2", "save_on_cpu"):
