@@ -69,7 +69,7 @@ SUMMARY_KEYS = ("budget", "planned_budget", "paging_h2d_bytes", "paging_d2h_byte
                 "device_used_peak", "outside_peak", "paging_misses", "paging_waits", "paging_failed", "paging_relearns",
                 "frame_size", "link_in_bytes", "link_in_ns", "link_out_bytes", "link_out_ns", "link_probe_in_bps",
                 "link_probe_out_bps", "frames_in_bytes", "frames_out_bytes")
-CLEAN_CHECK_KEYS = re.compile(r"clean|remap|hash")
+CLEAN_CHECK_KEYS = re.compile(r"clean|remap|hash|unchanged")
 # Each command runs in a process group of its own (its id is the command's pid), so that a timeout or an
 # interruption ends all of it: `vramcache profile` runs the program in a child.
 OWN_GROUP = {"process_group": 0} if sys.version_info >= (3, 11) else {"preexec_fn": os.setpgrp}

@@ -197,9 +197,14 @@ def findings(recs):
         off = recs.get(cfg, "vramcache_no_clean_check")
         c = v.get("vramcache", {})
         if ok(off) and "frames_pieces_hashed" in c:
-            said.append(f"the clean check hashed {c['frames_pieces_hashed']} pieces and found "
-                        f"{gb(c.get('frames_clean_bytes', 0))} GB unchanged at eviction; with it off the step takes "
-                        f"{ratio(off, vc)} the time with it on")
+            found = f"found {gb(c['frames_unchanged_bytes'])} GB unchanged at eviction (not copied home)" \
+                if "frames_unchanged_bytes" in c else "(the record does not carry the bytes it found unchanged)"
+            o = off["figures"].get("vramcache", {})
+            if "frames_out_bytes" in c and o.get("frames_out_bytes"):
+                found += (f"; copied home over the run: {gb(c['frames_out_bytes'])} GB with it, "
+                          f"{gb(o['frames_out_bytes'])} GB without ({100 * (1 - c['frames_out_bytes'] / o['frames_out_bytes']):.0f}% fewer)")
+            said.append(f"the clean check hashed {c['frames_pieces_hashed']} pieces {found}; with it off the step "
+                        f"takes {ratio(off, vc)} the time with it on")
         sim = recs.get(cfg, "simulate")
         if ok(sim):
             said.append(f"vramcache takes {v['median_s'] / sim['figures']['bound_s']:.2f}x the simulator's bound "
