@@ -137,6 +137,20 @@ void byte_unit(double bytes, double *unit, const char **suffix) {
   *suffix = kNames[i];
 }
 
+// A y axis of bytes from 0 to `max`: its unit and suffix for labels, a round step giving about
+// `ticks` ticks, and the top, the first step at or above `max`.
+struct ByteAxis {
+  double unit, step, top;
+  const char *suffix;
+};
+ByteAxis byte_axis(double max, int ticks) {
+  ByteAxis a;
+  byte_unit(max, &a.unit, &a.suffix);
+  a.step = nice_step(max / a.unit, ticks) * a.unit;
+  a.top = std::max(a.step, std::ceil(max / a.step) * a.step);
+  return a;
+}
+
 void svg_open(std::string *out, const Plot &p) {
   appendf(out, "<svg width=\"%.0f\" height=\"%.0f\" viewBox=\"0 0 %.0f %.0f\" role=\"img\">\n", p.width, p.height,
           p.width, p.height);
@@ -252,14 +266,10 @@ void line_chart(std::string *out, const LineChart &c) {
     n = std::max(n, s.values->size());
     max = std::max(max, double(*std::max_element(s.values->begin(), s.values->end())));
   }
-  double unit;
-  const char *suffix;
-  byte_unit(max, &unit, &suffix);
-  double y_step = nice_step(max / unit, 6) * unit;
-  double y_top = std::max(y_step, std::ceil(max / y_step) * y_step);
-  Plot p{kWidth, 372, {0, c.x_max, 80, kWidth - 20}, {0, y_top, 330, 10}};
+  const ByteAxis y = byte_axis(max, 6);
+  Plot p{kWidth, 372, {0, c.x_max, 80, kWidth - 20}, {0, y.top, 330, 10}};
   svg_open(out, p);
-  y_ticks(out, p, y_step, unit, suffix);
+  y_ticks(out, p, y.step, y.unit, y.suffix);
   x_ticks(out, p, c.x_step, 1, c.x_suffix);
   if (c.budget)  // under the lines: the predictive one often runs along it
     appendf(out, "<line class=\"budget\" x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"%s\" "
@@ -330,13 +340,11 @@ void moves_chart(std::string *out, const ResidentByKind &k) {
   for (size_t i = 0; i < n; ++i) in[i / per] += k.h2d[i], outv[i / per] += k.d2h[i];
   double max = 1;
   for (size_t r = 0; r < runs; ++r) max = std::max({max, double(in[r]), double(outv[r])});
-  double unit;
-  const char *suffix;
-  byte_unit(max, &unit, &suffix);
-  double y_step = nice_step(max / unit, 2) * unit, y_top = std::max(y_step, std::ceil(max / y_step) * y_step);
+  const ByteAxis y = byte_axis(max, 2);
+  const double y_top = y.top;
   Plot p{kWidth, 190, {0, double(n - 1), 80, kWidth - 20}, {0, y_top, 90, 10}};
   svg_open(out, p);
-  y_ticks(out, p, y_step, unit, suffix);
+  y_ticks(out, p, y.step, y.unit, y.suffix);
   const double mid = p.y.c0, h = p.y.c0 - p.y.c1;
   for (size_t r = 0; r < runs; ++r) {
     double x0 = p.x(double(r * per)), x1 = p.x(double(std::min(n - 1, (r + 1) * per)));
@@ -370,13 +378,11 @@ void kinds_chart_section(std::string *out, const ResidentByKind &k, const Budget
     max = std::max(max, double(sum));
   }
   if (line) max = std::max(max, double(*std::max_element(line->begin(), line->end())));
-  double unit;
-  const char *suffix;
-  byte_unit(max, &unit, &suffix);
-  double y_step = nice_step(max / unit, 6) * unit, y_top = std::max(y_step, std::ceil(max / y_step) * y_step);
+  const ByteAxis y = byte_axis(max, 6);
+  const double y_top = y.top;
   Plot p{kWidth, 372, {0, double(n - 1), 80, kWidth - 20}, {0, y_top, 330, 10}};
   svg_open(out, p);
-  y_ticks(out, p, y_step, unit, suffix);
+  y_ticks(out, p, y.step, y.unit, y.suffix);
   x_ticks(out, p, std::max(1.0, nice_step(double(n - 1), 10)), 1, "");
   // Every op's stack where there are few; else evenly spaced ops (a stack needs one x for all kinds).
   std::vector<size_t> xs;
