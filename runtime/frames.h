@@ -180,6 +180,7 @@ class FrameMover final : public Mover {
   // Its part of the disk level: host memory of homes and its peak, bytes on the disk each way, the
   // disk's rate while busy against the probe's (frames_disk.cc).
   std::string describe_disk() const;
+  void disk_figures(std::vector<std::pair<std::string, uint64_t>> *out) const;
 
  private:
   enum class Where { kHome, kFetching, kResident, kEvicting };

@@ -152,6 +152,29 @@ bool FrameMover::unspill(Frame *f) {
   return fail("reading a frame back from the swap file");
 }
 
+// The disk level's figures, after the mover's own (figures()).
+void FrameMover::disk_figures(std::vector<std::pair<std::string, uint64_t>> *out) const {
+  const DiskStats &d = disk_->stats();
+  const std::pair<std::string, uint64_t> more[] = {
+      {"host_bytes", stats_.host_bytes},
+      {"host_peak", stats_.host_peak},
+      {"host_limit", host_limit_},
+      {"disk_written_bytes", d.bytes_written},
+      {"disk_read_bytes", d.bytes_read},
+      {"disk_busy_ns", d.busy_ns},
+      {"disk_probe_read_bps", disk_probe_read_},
+      {"disk_probe_write_bps", disk_probe_write_},
+      {"disk_checksum_errors", d.checksum_errors},
+      {"frames_spills", stats_.spills},
+      {"frames_clean_drops", stats_.clean_drops},
+      {"frames_unspills", stats_.unspills},
+      {"frames_spill_failures", stats_.spill_failures},
+      {"frames_lost", stats_.lost},
+      {"frames_over_host_limit", stats_.over_host_limit},
+      {"frames_disk_full", stats_.disk_full}};
+  out->insert(out->end(), std::begin(more), std::end(more));
+}
+
 std::string FrameMover::describe_disk() const {
   const DiskStats &d = disk_->stats();
   char line[400];
