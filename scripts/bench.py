@@ -168,16 +168,20 @@ def shape(cfg):
     return {"size": cfg["size"], "batch": cfg["batch"], "seq": cfg["seq"]}
 
 
-def record_config(cfg, mode, deterministic):
+def record_config(cfg, mode, deterministic, frame=None):
     """The configuration a record is filed under: the shape, the budget (its rule: "24G", "0.6x", or
-    "none" for in_vram, shared by every budget of the shape), the mode and the determinism."""
+    "none" for in_vram, shared by every budget of the shape), the mode and the determinism; and the
+    frame size where a run of vramcache was given one (without it, the library's default for the budget)."""
     if mode == "in_vram":
         budget = "none"
     elif "budget_gib" in cfg:
         budget = f"{cfg['budget_gib']}G"
     else:
         budget = f"{cfg['budget_fraction']}x"
-    return dict(shape(cfg), budget=budget, mode=mode, deterministic=deterministic)
+    config = dict(shape(cfg), budget=budget, mode=mode, deterministic=deterministic)
+    if frame:
+        config["frame_size"] = frame
+    return config
 
 
 def budget_bytes(cfg, in_vram_figures):
@@ -213,7 +217,7 @@ def sample_args(cfg, steps, warmup, deterministic):
     return args + (["--deterministic"] if deterministic else [])
 
 
-def build_command(cfg, mode, steps, warmup, deterministic, budget, summary_file):
+def build_command(cfg, mode, steps, warmup, deterministic, budget, summary_file, frame=None):
     """(argv, environment variables to add to clean_env()) of one run."""
     cmd = sample_args(cfg, steps, warmup, deterministic)
     if mode == "in_vram":
@@ -222,7 +226,8 @@ def build_command(cfg, mode, steps, warmup, deterministic, budget, summary_file)
         return cmd + PEERS[mode] + ["--gpu-memory-limit", str(budget)], {}
     if mode in VRAMCACHE:
         env = {CLEAN_CHECK: "0"} if mode == "vramcache_no_clean_check" else {}
-        return [CLI, "run", "--budget", str(budget), "--backend", "explicit", "--policy", "predictive",
+        frame_args = ["--frame-size", frame] if frame else []
+        return [CLI, "run", "--budget", str(budget), "--backend", "explicit", "--policy", "predictive"] + frame_args + [
                 "--summary-file", summary_file, "--profile-iterations", "1", "--status-interval", "5",
                 "--log-level", "info", "--"] + cmd, env
     raise ValueError(f"no command for mode {mode!r}")
@@ -462,11 +467,11 @@ class Bench:
             self.clean_check = rc == 0 and has_option(out, CLEAN_CHECK)
         return self.clean_check
 
-    def run(self, name, mode):
-        """One planned run; returns a progress line."""
+    def run(self, name, mode, frame=None):
+        """One planned run (`frame`: vramcache's frame size, None for its default); returns a progress line."""
         a, cfg, det = self.args, CONFIGS[name], self.args.deterministic
-        config = record_config(cfg, mode, det)
-        label = f"{name} {mode}{' deterministic' if det else ''}"
+        config = record_config(cfg, mode, det, frame)
+        label = f"{name} {mode}{f' frames {frame}' if frame else ''}{' deterministic' if det else ''}"
         budget = None
         if mode != "in_vram":
             budget = budget_bytes(cfg, self.reference(cfg, False)[0])
@@ -482,8 +487,9 @@ class Bench:
             return self.simulate(name, cfg, config, budget)
         steps = a.det_steps if det else a.steps
         est = estimate_s(cfg, mode, steps, det, self.stored.get(json.dumps(config, sort_keys=True)))
-        summary_file = os.path.join(self.log_dir, f"{name}-{mode}{'-det' if det else ''}.vramcache.json")
-        cmd, env_add = build_command(cfg, mode, steps, a.warmup, det, budget, summary_file)
+        run_name = f"{name}-{mode}{f'-f{frame}' if frame else ''}{'-det' if det else ''}"
+        summary_file = os.path.join(self.log_dir, f"{run_name}.vramcache.json")
+        cmd, env_add = build_command(cfg, mode, steps, a.warmup, det, budget, summary_file, frame)
         command = shown(cmd, env_add)
         if a.dry_run:
             return f"{label}: about {est:.0f} s: {command}"
@@ -493,7 +499,7 @@ class Bench:
         if os.path.exists(summary_file):  # an earlier run's must not pass for this one's
             os.remove(summary_file)
         r = self.nvml.run(cmd, dict(clean_env(), **env_add), timeout)
-        log = os.path.join(self.log_dir, f"{name}-{mode}{'-det' if det else ''}.log")
+        log = os.path.join(self.log_dir, f"{run_name}.log")
         with open(log, "w") as f:
             f.write(f"$ {command}\n" + "\n".join(line for _, line in r.lines) + f"\n--- stderr ---\n{r.err}")
         if r.rc == 124 and by_deadline:
@@ -708,6 +714,10 @@ def self_test():
     cmd, env = build_command(c24, "vramcache", 20, 5, False, 24 * GIB, "s.json")
     check(cmd[:4] == [CLI, "run", "--budget", str(24 * GIB)] and cmd[cmd.index("--") + 2] == SAMPLE and not env, cmd)
     check(cmd[cmd.index("--steps") + 1] == "20" and cmd[cmd.index("--warmup") + 1] == "5", cmd)
+    check(record_config(c24, "vramcache", False, "8M")["frame_size"] == "8M" and
+          "frame_size" not in record_config(c24, "vramcache", False), "frame size in the record's configuration")
+    cmd, env = build_command(c24, "vramcache", 20, 5, False, 24 * GIB, "s.json", "16M")
+    check(cmd[cmd.index("--frame-size") + 1] == "16M" and cmd.index("--frame-size") < cmd.index("--"), cmd)
     cmd, env = build_command(c24, "vramcache_no_clean_check", 20, 5, True, 24 * GIB, "s.json")
     check(env == {CLEAN_CHECK: "0"} and "--deterministic" in cmd, env)
     os.environ["VRAMCACHE_BUDGET"], os.environ["LD_PRELOAD"] = "1G", "x.so"
@@ -821,6 +831,8 @@ def main():
                     "in the sample's deterministic mode, --det-steps steps")
     ap.add_argument("--steps", type=int, default=20, help="steps of each speed run (50 makes the 50-step time measured)")
     ap.add_argument("--det-steps", type=int, default=20)
+    ap.add_argument("--frame-sizes", default="", help="comma list of frame sizes (e.g. 8M,32M): each of vramcache's "
+                    "modes runs once with each, its record filed under the size; default: the library's own")
     ap.add_argument("--warmup", type=int, default=5, help="first steps left out of every mode's median")
     ap.add_argument("--timeout", type=int, default=400, help="seconds each run may take")
     ap.add_argument("--deadline", type=int, default=0, help="seconds this call may take: no run is started that "
@@ -835,6 +847,10 @@ def main():
     try:
         configs = parse_list(args.configs, CONFIGS, "configuration")
         modes = parse_list(args.modes, MODES, "mode")
+        frames = [f for f in args.frame_sizes.split(",") if f]
+        bad = [f for f in frames if not re.fullmatch(r"[1-9][0-9]*[KMG]", f)]
+        if bad:
+            raise ValueError(f"frame sizes are sizes such as 8M: {', '.join(bad)}")
     except ValueError as e:
         ap.error(str(e))
     if args.steps - args.warmup < 10 or args.det_steps < 2 or args.warmup < 0:
@@ -852,8 +868,9 @@ def main():
     signal.signal(signal.SIGTERM, interrupted)
     started = time.monotonic()
     try:
-        for i, (name, mode) in enumerate(runs):
-            print(f"bench: [{i + 1}/{len(runs)}] {bench.run(name, mode)}", flush=True)
+        runs = [(n, m, f) for n, m in runs for f in (frames if m in VRAMCACHE and frames else [None])]
+        for i, (name, mode, frame) in enumerate(runs):
+            print(f"bench: [{i + 1}/{len(runs)}] {bench.run(name, mode, frame)}", flush=True)
     except KeyboardInterrupt as e:
         sys.exit(f"bench: interrupted ({e}); the records written so far are in {records.path(BENCHMARK)}")
     if not args.dry_run:

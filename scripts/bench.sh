@@ -22,9 +22,11 @@ declare -A PARTS=(
   [bitwise-2.7b-16]="--deterministic --configs 2.7b-16 --modes $vc"
   [bitwise-1.3b-12]="--deterministic --configs 1.3b-12 --modes $vc"
   [bitwise-heavy]="--deterministic --configs 2.7b-b8 --modes $vc"
+  [frames-2.7b-24]="--configs 2.7b-24 --modes vramcache --frame-sizes 8M,16M,32M,128M --steps 15"
+  [bitwise-frames-2.7b-24]="--deterministic --configs 2.7b-24 --modes in_vram,vramcache --frame-sizes 8M"
   [report]=""
 )
-ORDER="peers-2.7b-24 heavy bitwise-2.7b-24 peers-1.3b-12 peers-2.7b-16 clean-2.7b heavy-more bitwise-1.3b-12 bitwise-2.7b-16 clean-1.3b bitwise-heavy"
+ORDER="peers-2.7b-24 heavy bitwise-2.7b-24 peers-1.3b-12 peers-2.7b-16 clean-2.7b heavy-more bitwise-1.3b-12 bitwise-2.7b-16 clean-1.3b bitwise-heavy frames-2.7b-24 bitwise-frames-2.7b-24"
 part=${1:-}
 if [ -z "$part" ] || [ "$part" = list ] || [ -z "${PARTS[$part]+x}" ]; then
   [ -n "$part" ] && [ "$part" != list ] && echo "bench.sh: no part named '$part'" >&2
