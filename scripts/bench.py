@@ -50,6 +50,12 @@ CONFIGS = {
     "2.7b-16": {"size": "2.7b", "batch": 1, "seq": 2048, "budget_gib": 16},
     "2.7b-24": {"size": "2.7b", "batch": 1, "seq": 2048, "budget_gib": 24},
     "2.7b-b8": {"size": "2.7b", "batch": 8, "seq": 2048, "budget_fraction": 0.6},
+    # The compute-heavy regime's bitwise check: batch 8 in deterministic mode (math attention) does not
+    # fit the card even in VRAM, batch 2 does.
+    "2.7b-b2": {"size": "2.7b", "batch": 2, "seq": 2048, "budget_fraction": 0.6},
+    # Three levels: host memory capped, the rest of the paged bytes in a swap file on the local disk.
+    "1.3b-8-disk": {"size": "1.3b", "batch": 1, "seq": 2048, "budget_gib": 8, "host_limit_gib": 8},
+    "2.7b-16-disk": {"size": "2.7b", "batch": 1, "seq": 2048, "budget_gib": 16, "host_limit_gib": 16},
 }
 # Run order within a configuration: the reference first, then what matters most, so a call cut short
 # by its deadline loses the least.
@@ -179,6 +185,8 @@ def record_config(cfg, mode, deterministic, frame=None):
     else:
         budget = f"{cfg['budget_fraction']}x"
     config = dict(shape(cfg), budget=budget, mode=mode, deterministic=deterministic)
+    if "host_limit_gib" in cfg and mode != "in_vram":
+        config["host_limit"] = f"{cfg['host_limit_gib']}G"
     if frame:
         config["frame_size"] = frame
     return config
@@ -227,6 +235,8 @@ def build_command(cfg, mode, steps, warmup, deterministic, budget, summary_file,
     if mode in VRAMCACHE:
         env = {CLEAN_CHECK: "0"} if mode == "vramcache_no_clean_check" else {}
         frame_args = ["--frame-size", frame] if frame else []
+        if "host_limit_gib" in cfg:  # the swap folder beside the summary file, on the local disk
+            frame_args += ["--host-limit", f"{cfg['host_limit_gib']}G", "--swap-dir", os.path.dirname(summary_file)]
         return [CLI, "run", "--budget", str(budget), "--backend", "explicit", "--policy", "predictive"] + frame_args + [
                 "--summary-file", summary_file, "--profile-iterations", "1", "--status-interval", "5",
                 "--log-level", "info", "--"] + cmd, env
@@ -718,6 +728,11 @@ def self_test():
           "frame_size" not in record_config(c24, "vramcache", False), "frame size in the record's configuration")
     cmd, env = build_command(c24, "vramcache", 20, 5, False, 24 * GIB, "s.json", "16M")
     check(cmd[cmd.index("--frame-size") + 1] == "16M" and cmd.index("--frame-size") < cmd.index("--"), cmd)
+    cd = CONFIGS["2.7b-16-disk"]
+    check(record_config(cd, "vramcache", True)["host_limit"] == "16G" and "host_limit" not in
+          record_config(cd, "in_vram", True), "host limit in the record's configuration")
+    cmd, env = build_command(cd, "vramcache", 20, 5, True, 16 * GIB, "/x/s.json")
+    check(cmd[cmd.index("--host-limit") + 1] == "16G" and cmd[cmd.index("--swap-dir") + 1] == "/x", cmd)
     cmd, env = build_command(c24, "vramcache_no_clean_check", 20, 5, True, 24 * GIB, "s.json")
     check(env == {CLEAN_CHECK: "0"} and "--deterministic" in cmd, env)
     os.environ["VRAMCACHE_BUDGET"], os.environ["LD_PRELOAD"] = "1G", "x.so"

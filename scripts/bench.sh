@@ -22,15 +22,19 @@ declare -A PARTS=(
   [bitwise-2.7b-16]="--deterministic --configs 2.7b-16 --modes $vc"
   [bitwise-1.3b-12]="--deterministic --configs 1.3b-12 --modes $vc"
   [bitwise-heavy]="--deterministic --configs 2.7b-b8 --modes $vc"
+  [heavy-b2-reference]="--configs 2.7b-b2 --modes in_vram"
+  [bitwise-heavy-b2]="--deterministic --configs 2.7b-b2 --modes $vc"
+  [bitwise-disk-1.3b]="--deterministic --configs 1.3b-8-disk --modes in_vram,vramcache"
+  [bitwise-disk-2.7b]="--deterministic --configs 2.7b-16-disk --modes in_vram,vramcache"
   [frames-2.7b-24]="--configs 2.7b-24 --modes vramcache --frame-sizes 8M,16M,32M,128M --steps 15"
   [bitwise-frames-2.7b-24]="--deterministic --configs 2.7b-24 --modes in_vram,vramcache --frame-sizes 8M"
   [report]=""
 )
-ORDER="peers-2.7b-24 heavy bitwise-2.7b-24 peers-1.3b-12 peers-2.7b-16 clean-2.7b heavy-more bitwise-1.3b-12 bitwise-2.7b-16 clean-1.3b bitwise-heavy frames-2.7b-24 bitwise-frames-2.7b-24"
+ORDER="peers-2.7b-24 heavy bitwise-2.7b-24 peers-1.3b-12 peers-2.7b-16 clean-2.7b heavy-more bitwise-1.3b-12 bitwise-2.7b-16 clean-1.3b bitwise-heavy frames-2.7b-24 bitwise-frames-2.7b-24 heavy-b2-reference bitwise-heavy-b2 bitwise-disk-1.3b bitwise-disk-2.7b"
 part=${1:-}
 if [ -z "$part" ] || [ "$part" = list ] || [ -z "${PARTS[$part]+x}" ]; then
   [ -n "$part" ] && [ "$part" != list ] && echo "bench.sh: no part named '$part'" >&2
-  echo "parts, the most telling first (heavy-more needs heavy's in-VRAM record in results/bench.json):"
+  echo "parts, the most telling first (heavy-more needs heavy's in-VRAM record in results/bench.json, bitwise-heavy-b2 heavy-b2-reference's):"
   for p in $ORDER report; do printf '  %-16s %s\n' "$p" "${PARTS[$p]}"; done
   [ "$part" = list ] && exit 0 || exit 2
 fi
