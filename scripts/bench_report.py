@@ -235,6 +235,37 @@ def clean_table(recs):
             "in / out, GB/s (of pinned) | clean-check counters |", "| --- | --- | --- | --- | --- | --- | --- | --- |"] + rows + [""]
 
 
+def frame_table(recs):
+    """vramcache at each frame size it was run with (`--frame-sizes`), per configuration, fast mode: the
+    step, the bytes moved and what costs per frame (remaps, hashing, misses), from the runs' summaries."""
+    rows, cmds = [], []
+    for name, cfg in CONFIGS.items():
+        base = record_config(cfg, "vramcache", False)
+        runs = [r for r in recs.recs if {k: v for k, v in r["config"].items() if k != "frame_size"} == base
+                and "frame_size" in r["config"]]
+        runs.sort(key=lambda r: int(r["config"]["frame_size"][:-1]) << {"K": 10, "M": 20, "G": 30}[r["config"]["frame_size"][-1]])
+        for r in runs:
+            f, c = r["figures"], r["figures"].get("vramcache", {})
+            cmds.append((f"{name} frames {r['config']['frame_size']}", r))
+            if not ok(r):
+                rows.append(f"| `{name}` | {r['config']['frame_size']} | {f.get('status')} | | | | | | |")
+                continue
+            per = max(1, f["steps_run"])
+            rows.append(f"| `{name}` | {r['config']['frame_size']} | {f['median_s']:.3f} | {f['steady_steps']} of {f['steps_run']} | "
+                        f"{gb(f.get('moved_h2d_bytes_per_step'))} / {gb(f.get('moved_d2h_bytes_per_step'))} | "
+                        f"{c.get('frames_remaps', 0) / per:.0f} ({c.get('frames_remap_ns', 0) / 1e9 / per:.3f} s) | "
+                        f"{c.get('frames_hash_device_ns', 0) / 1e9 / per:.3f} | {c.get('paging_misses', 0) / per:.0f} | "
+                        f"{gb(c.get('frames_unchanged_bytes', 0) / per)} |")
+    if not rows:
+        return []
+    return ["### vramcache by frame size", "",
+            "The explicit backend moves and remaps whole frames; smaller frames move fewer bytes that are not needed "
+            "but cost more remaps, hash launches and misses. Per step, over the whole run (learning included):", "",
+            "| configuration | frame size | s/step (median) | steady steps | moved per step: H2D / D2H, GB | remaps per step "
+            "(driver time) | hashing on the device, s per step | misses per step | unchanged at eviction, GB per step |",
+            "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"] + rows + ["", "Commands:", ""] + commands(cmds) + [""]
+
+
 def bitwise_table(recs):
     rows, cmds = [], []
     for name in recs.configs(True):
@@ -376,7 +407,7 @@ def document(recs, source, plot):
     md += speed_tables(recs) + findings(recs)
     if plot:
         md += ["![seconds per step by mode and configuration](bench_step_time.svg)", ""]
-    md += bitwise_table(recs) + clean_table(recs)
+    md += frame_table(recs) + bitwise_table(recs) + clean_table(recs)
     md += ["Columns: copied per step, own count: vramcache's paging counters over the whole run divided by its steps "
            "(learning included), or the bytes the CPU optimizer offload copies each step. PCIe per step: NVML's PCIe "
            "throughput each way, sampled through the steady steps (each sample averages 20 ms), times their duration, per "
