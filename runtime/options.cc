@@ -212,7 +212,11 @@ std::string expand_path(std::string path) {
 // steps (`vramcache run --budget 24G --frame-size F -- python samples/gpt/train_gpt.py --size 2.7b
 // --deterministic --steps 20`): 1.62 / 1.55 / 1.42 s/step with 64M / 128M / 256M frames under
 // 24 GiB (256M moved 9% more), 2.24 / 2.09 with 64M / 128M under 16 GiB. Hence at most 256M, which
-// the 1/128 rule reaches from a 32 GiB budget.
+// the 1/128 rule reaches from a 32 GiB budget. With the clean check (one hash launch per frame
+// moved), small frames lose more than they save: GPT 2.7B under 24 GiB, fast mode, 8M / 16M / 32M /
+// 128M frames ran 1.90 / 1.44 / 1.16 / 0.89 s/step and moved 46.8 / 47.8 / 48.6 / 49.8 GB in per
+// step (6% fewer bytes at 8M, where the pager replay predicts 18% fewer), with 11477 / 6286 / 3676 /
+// 1398 remaps and 2579 / 1478 / 857 / 342 misses per step (`bash scripts/bench.sh frames-2.7b-24`).
 uint64_t frame_size(const Options &o) {
   if (o.num[kFrameSize] > 0) return uint64_t(o.num[kFrameSize]);
   const uint64_t lo = uint64_t(2) << 20, hi = uint64_t(256) << 20;

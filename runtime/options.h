@@ -162,7 +162,7 @@ bool parse_size(const std::string &text, uint64_t *bytes);
 std::string expand_path(std::string path);
 
 // The explicit backend's frame: VRAMCACHE_FRAME_SIZE, or where it is 0, 1/128 of the budget
-// rounded down to a power of two, from 2M to 64M (Note [Frame size] in options.cc).
+// rounded down to a power of two, from 2M to 256M (Note [Frame size] in options.cc).
 uint64_t frame_size(const Options &o);
 
 // Markdown table of every option (the README's list is generated from this).
