@@ -130,7 +130,11 @@ int advise_main(int argc, char **argv) {
       const uint64_t planned = budget - std::min(budget / 2, frame_headroom(budget, frame));
       for (uint64_t div : {64, 32, 16})
         for (bool bypass : {true, false}) {
-          Candidate c{frame, std::max(frame, planned / div), bypass, {}, 0};
+          Candidate c{frame, std::max(frame, planned / div), bypass, {}, 0, 0};
+          if (std::any_of(cands.begin(), cands.end(), [&](const Candidate &o) {
+                return o.frame == c.frame && o.window == c.window && o.bypass == c.bypass;
+              }))
+            continue;  // a window held at one frame by several divisions
           int iterations = 0;
           if (!replay_figures(a, planned, frame, c.window, PagingPolicy::kPredictive, bypass, &c.f, &iterations)) continue;
           c.remap_s = c.f.remaps * (args.remap_us + args.remap_us_per_mib * double(frame) / double(kMiB)) * 1e-6;
@@ -150,7 +154,7 @@ int advise_main(int argc, char **argv) {
       verdict = "too_small";
       char buf[512];
       snprintf(buf, sizeof buf,
-               "the budget is so small that the link bounds the step at %.3f s, more than %.0fx the %.3f s an offloading "
+               "the budget is so small that the link and the remaps bound the step at %.3f s, more than %.0fx the %.3f s an offloading "
                "optimizer's traffic would take (FSDP2 CPUOffloadPolicy, ZeRO-Offload: about %s each way per step); use one "
                "of those, or a larger budget",
                cands.front().step_s, kOffloadFactor, offload_s, format_bytes(persistent / 4).c_str());

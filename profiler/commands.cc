@@ -235,7 +235,8 @@ int simulate_main(int argc, char **argv) {
     json += ",\"pager_replay\":{\"iterations\":" + std::to_string(replay.iterations) + ",\"reactive_h2d\":" +
             json_num(replay.reactive.h2d, 0) + ",\"reactive_d2h\":" + json_num(replay.reactive.d2h, 0) +
             ",\"predictive_h2d\":" + json_num(replay.predictive.h2d, 0) + ",\"predictive_d2h\":" +
-            json_num(replay.predictive.d2h, 0) + "}}\n";
+            json_num(replay.predictive.d2h, 0) + ",\"predictive_remaps\":" + json_num(replay.predictive.remaps, 0) +
+            ",\"frame_size\":" + json_num(replay.frame) + ",\"prefetch_ahead\":" + json_num(replay.window) + "}}\n";
   }
   if (!args.out.empty() && !write_file(args.out, json)) return 1;
   return 0;
