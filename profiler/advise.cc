@@ -37,9 +37,9 @@
 // 1.44 / 1.16 / 0.89 s/step with 8 / 16 / 32 / 128 MiB frames moving about the same bytes (Note
 // [Frame size] in runtime/options.cc) and 11477 / 6286 / 3676 / 1398 remaps: the small frames' extra
 // remaps cost the step nearly in full. On the shipped 2.7B trace at 24G this model predicts 1.37 /
-// 1.05 / 1.16 s with 8 / 32 / 128 MiB frames (8798 / 2706 / 1328 remaps): the order of 8 MiB against
-// the rest is right, 32 against 128 MiB is not (the pager replay moves about a third fewer bytes than
-// the run did, and misses, which small frames take more of, are not charged). Without the charge
+// 1.05 / 1.04 s with 8 / 32 / 128 MiB frames (8787 / 2706 / 975 remaps): the same order as the run,
+// closer together (the pager replay moves about a third fewer bytes than the run did, and misses,
+// which small frames take more of, are not charged). Without the charge
 // the sweep favoured the smallest frames, which move the fewest bytes.
 #include <nlohmann/json.hpp>
 

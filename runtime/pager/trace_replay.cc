@@ -111,9 +111,17 @@ struct InstantMover final : Mover {
   uint64_t op = 0;                                          // the op being fed
   std::map<uint64_t, std::pair<uint64_t, uint64_t>> live;  // base -> (id, size)
   std::unordered_set<uint64_t> unmapped;  // page addresses
+  // The start of the page (the explicit backend's frame) holding `addr`: pages are cut from their
+  // allocation's base, which need not be aligned to the page size.
+  uint64_t page_start(uint64_t addr) const {
+    auto a = live.upper_bound(addr);
+    if (a == live.begin()) return addr / page * page;
+    --a;
+    return addr < a->first + a->second.second ? a->first + (addr - a->first) / page * page : addr / page * page;
+  }
   template <class F>
   bool each(uint64_t addr, uint64_t bytes, F f) {
-    for (uint64_t p = addr / page * page; p < addr + bytes; p += page) f(p), ++remaps;
+    for (uint64_t p = page_start(addr); p < addr + bytes; p += page) f(p), ++remaps;
     return true;
   }
   bool to_device(uint64_t addr, uint64_t bytes) override {
@@ -137,7 +145,7 @@ struct InstantMover final : Mover {
     return each(addr, bytes, [&](uint64_t p) { unmapped.insert(p); });
   }
   bool reach(uint64_t addr, uint64_t bytes) override {
-    for (uint64_t p = addr / page * page; p < addr + bytes; p += page)
+    for (uint64_t p = page_start(addr); p < addr + bytes; p += page)
       if (unmapped.erase(p)) home_maps += std::min(page, addr + bytes - p), ++remaps;
     return true;
   }
