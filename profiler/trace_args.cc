@@ -61,7 +61,9 @@ void declare_options(CLI::App *app, TraceCommand cmd, Raw *raw, TraceArgs *args)
     app->add_flag("--json", args->json, "print the advice as JSON instead of text");
     app->add_option("--remap-us", raw->remap_us, "fixed cost of remapping one frame, microseconds (default 60)");
     app->add_option("--remap-us-per-mib", raw->remap_us_per_mib, "and its cost per MiB of the frame (default 2.2)");
-    app->add_option("--host-limit", raw->host_limit, "pinned host memory for frames' homes (VRAMCACHE_HOST_LIMIT, e.g. 64G)");
+    app->add_option("--host-limit", raw->host_limit,
+                    "pinned host memory for frames' homes (VRAMCACHE_HOST_LIMIT, e.g. 64G); below the peak a swap file "
+                    "takes the rest, a level not modelled: the advice says so");
   }
   app->add_option("TRACE", args->trace, "the trace file (.vctrace)");
 }
