@@ -39,8 +39,8 @@
 // remaps cost the step nearly in full. On the shipped 2.7B trace at 24G this model predicts 1.37 /
 // 1.05 / 1.04 s with 8 / 32 / 128 MiB frames (8787 / 2706 / 975 remaps): the same order as the run,
 // closer together (the pager replay moves about a third fewer bytes than the run did, and misses,
-// which small frames take more of, are not charged). Without the charge
-// the sweep favoured the smallest frames, which move the fewest bytes.
+// which small frames take more of, are not charged). Uncharged, remaps would leave the sweep
+// favouring the smallest frames, which move the fewest bytes.
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
