@@ -5,19 +5,42 @@
 // figure is the pager replay's or the simulator's; the ranking and the verdict are the only things
 // decided here (Note [Advice]).
 //
-// Note [Advice]: a setting's step time is max(compute, its bytes each way / the link's rate, both /
-// the combined rate): copies overlapped with compute at the link's rate, the same formula as the
-// simulator's bound, with the bytes the pager replay moved (a pager that misses pays more; the misses
-// are shown). Remaps are not charged, which favours small frames; the sweep starts at 8 MiB, the
-// smallest run that copies near the link's rate (DESIGN: 52 GB/s in 2 MB pieces, 55 in 16 MB). Settings are ranked by it, then by bytes moved. The verdicts: the job fits when its
-// peak allocated bytes are within the budget (nothing would be paged: run without vramcache); the
-// budget is too small when the simulator finds no schedule, or when the best setting's step is more
-// than kOffloadFactor times what an offloading optimizer's traffic would take. That optimizer (FSDP2
-// CPUOffloadPolicy, ZeRO-Offload) keeps parameters, gradients and optimizer state on the host and moves
-// each step about a quarter of them each way (parameters in, gradients out: 8 of AdamW's 16 bytes per
-// parameter), counted here as the bytes of allocations that live through the whole iteration; with a
-// caching allocator that includes its segments for activations, so the estimate is high and the verdict
-// errs toward vramcache.
+// Note [Advice]: a setting's step time is its traffic time plus its remaps' time. Traffic time is
+// max(compute, its bytes each way / the link's rate, both / the combined rate): copies overlapped with
+// compute at the link's rate, the same formula as the simulator's bound, with the bytes the pager
+// replay moved (a pager that misses pays more; the misses are shown). Remaps are added to it, not
+// overlapped (Note [Remap cost]). Settings are ranked by step, then misses, then bytes moved. The
+// verdicts: the job fits when its peak allocated bytes are within the budget (nothing would be paged:
+// run without vramcache); the budget is too small when the simulator finds no schedule, or when the
+// best setting's step is more than kOffloadFactor times what an offloading optimizer's traffic would
+// take. That optimizer (FSDP2 CPUOffloadPolicy, ZeRO-Offload) keeps parameters, gradients and
+// optimizer state on the host and moves each step about a quarter of them each way (parameters in,
+// gradients out: 8 of AdamW's 16 bytes per parameter), counted here as the bytes of allocations that
+// live through the whole iteration; with a caching allocator that includes its segments for
+// activations, so the estimate is high and the verdict errs toward vramcache.
+//
+// Why kOffloadFactor is 4: an offloading optimizer's step is not its traffic alone; it also runs the
+// optimizer on the CPU. Measured on the H200 (README headline, docs/benchmarks.md), FSDP2's
+// CPUOffloadPolicy took 0.603 s/step on GPT 1.3B under 12 GiB and 1.14 s on GPT 2.7B under 16 GiB,
+// where this traffic estimate on the shipped traces is 0.142 s and 0.280 s: 4.2 and 4.1 times. So a
+// vramcache step beyond 4x the estimate is slower than the offloading optimizer's measured step, and
+// the advice is to use one.
+//
+// Note [Remap cost]: the explicit backend remaps a frame (unmap, map, set access) after each fetch
+// and eviction and when it maps an evicted frame home for an op (ReplayResult::remaps), one at a
+// time on the mover's one worker (Note [Frames] in runtime/frames.cc: "the driver runs remaps one at
+// a time"). Measured on the H200 (docs/design.md), a swap of one frame of 2 / 8 / 32 / 128 MB takes
+// 58 / 82 / 135 / 339 us; a least-squares line through them is 60.7 us + 2.18 us per MiB, hence the
+// defaults 60 + 2.2 per MiB (64 / 78 / 130 / 342 us at those sizes), overridable with --remap-us and
+// --remap-us-per-mib. Charged on top of the traffic time: a launch that needs a frame waits for its
+// remap, and the worker remaps a move only once its copy is done. GPT 2.7B under 24 GiB ran 1.90 /
+// 1.44 / 1.16 / 0.89 s/step with 8 / 16 / 32 / 128 MiB frames moving about the same bytes (Note
+// [Frame size] in runtime/options.cc) and 11477 / 6286 / 3676 / 1398 remaps: the small frames' extra
+// remaps cost the step nearly in full. On the shipped 2.7B trace at 24G this model predicts 1.37 /
+// 1.05 / 1.04 s with 8 / 32 / 128 MiB frames (8787 / 2706 / 975 remaps): the same order as the run,
+// closer together (the pager replay moves about a third fewer bytes than the run did, and misses,
+// which small frames take more of, are not charged). Uncharged, remaps would leave the sweep
+// favouring the smallest frames, which move the fewest bytes.
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
@@ -39,6 +62,7 @@ struct Candidate {
   uint64_t frame = 0, window = 0;
   bool bypass = true;
   PagerFigures f;
+  double remap_s = 0;  // of step_s, the remaps' time (Note [Remap cost])
   double step_s = 0;
 };
 
@@ -106,10 +130,15 @@ int advise_main(int argc, char **argv) {
       const uint64_t planned = budget - std::min(budget / 2, frame_headroom(budget, frame));
       for (uint64_t div : {64, 32, 16})
         for (bool bypass : {true, false}) {
-          Candidate c{frame, std::max(frame, planned / div), bypass, {}, 0};
+          Candidate c{frame, std::max(frame, planned / div), bypass, {}, 0, 0};
+          if (std::any_of(cands.begin(), cands.end(), [&](const Candidate &o) {
+                return o.frame == c.frame && o.window == c.window && o.bypass == c.bypass;
+              }))
+            continue;  // a window held at one frame by several divisions
           int iterations = 0;
           if (!replay_figures(a, planned, frame, c.window, PagingPolicy::kPredictive, bypass, &c.f, &iterations)) continue;
-          c.step_s = traffic_step(a, args.link, c.f.h2d, c.f.d2h);
+          c.remap_s = c.f.remaps * (args.remap_us + args.remap_us_per_mib * double(frame) / double(kMiB)) * 1e-6;
+          c.step_s = traffic_step(a, args.link, c.f.h2d, c.f.d2h) + c.remap_s;
           cands.push_back(c);
         }
     }
@@ -125,7 +154,7 @@ int advise_main(int argc, char **argv) {
       verdict = "too_small";
       char buf[512];
       snprintf(buf, sizeof buf,
-               "the budget is so small that the link bounds the step at %.3f s, more than %.0fx the %.3f s an offloading "
+               "the budget is so small that the link and the remaps bound the step at %.3f s, more than %.0fx the %.3f s an offloading "
                "optimizer's traffic would take (FSDP2 CPUOffloadPolicy, ZeRO-Offload: about %s each way per step); use one "
                "of those, or a larger budget",
                cands.front().step_s, kOffloadFactor, offload_s, format_bytes(persistent / 4).c_str());
@@ -136,6 +165,22 @@ int advise_main(int argc, char **argv) {
     }
   }
 
+  // Note [Host limit in the advice]: below the bytes of the frames' homes, the explicit backend keeps
+  // the rest in a swap file (docs/paging.md, the third level). Neither the simulator nor the pager
+  // replay models that level, so the advice says so instead of sweeping figures it does not have.
+  std::string host_text;
+  json host_json = nullptr;
+  if (args.host_limit) {
+    const bool holds = args.host_limit >= a.peak_allocated;
+    host_text = holds ? format_bytes(args.host_limit) + " holds every frame's home (the peak allocated is " +
+                            format_bytes(a.peak_allocated) + "): nothing goes to disk, the figures above stand"
+                      : format_bytes(args.host_limit) + " is below the " + format_bytes(a.peak_allocated) +
+                            " of homes the job needs at its peak; the rest would be paged to a swap file (VRAMCACHE_SWAP_DIR), "
+                            "a level neither the simulator nor the pager replay models yet, so the figures above leave out "
+                            "the disk's reads and writes";
+    host_json = {{"bytes", args.host_limit}, {"homes_needed", a.peak_allocated}, {"holds_homes", holds},
+                 {"disk_modelled", false}, {"message", host_text}};
+  }
   const size_t shown = std::min<size_t>(cands.size(), 5);
   if (args.json) {
     json j = {{"trace", args.trace},
@@ -149,13 +194,17 @@ int advise_main(int argc, char **argv) {
               {"simulated_predictive",
                {{"feasible", sim.predictive.feasible}, {"step_s", sim.predictive.step_s},
                 {"h2d_bytes", sim.predictive.h2d_bytes}, {"d2h_bytes", sim.predictive.d2h_bytes}}},
+              {"remap_us", args.remap_us},
+              {"remap_us_per_mib", args.remap_us_per_mib},
+              {"host_limit", host_json},
               {"verdict", verdict},
               {"message", message},
               {"candidates", json::array()}};
     for (const Candidate &c : cands)
       j["candidates"].push_back({{"frame_size", c.frame}, {"prefetch_ahead", c.window}, {"bypass", c.bypass},
                                  {"h2d_bytes", c.f.h2d}, {"d2h_bytes", c.f.d2h}, {"misses", c.f.misses},
-                                 {"step_s", c.step_s}, {"flags", flags_of(budget, c)}});
+                                 {"remaps", c.f.remaps}, {"remap_s", c.remap_s}, {"step_s", c.step_s},
+                                 {"flags", flags_of(budget, c)}});
     fputs((j.dump(2, ' ', false, json::error_handler_t::replace) + "\n").c_str(), stdout);
     return 0;
   }
@@ -171,15 +220,16 @@ int advise_main(int argc, char **argv) {
   }
   if (shown) {
     printf("best settings of %zu tried (the library's pager replayed; step = the link's time for its bytes, or compute if "
-           "longer):\n",
-           cands.size());
+           "longer, plus its remaps at %g us + %g us per MiB of frame):\n",
+           cands.size(), args.remap_us, args.remap_us_per_mib);
     for (size_t i = 0; i < shown; ++i) {
       const Candidate &c = cands[i];
-      printf("  %zu. %s: step %.4f s, %s in, %s out per iteration, %llu pages missed\n", i + 1,
-             flags_of(budget, c).c_str(), c.step_s, format_bytes(uint64_t(c.f.h2d)).c_str(),
+      printf("  %zu. %s: step %.4f s (%.4f s of it remapping %.0f frames), %s in, %s out per iteration, %llu pages missed\n",
+             i + 1, flags_of(budget, c).c_str(), c.step_s, c.remap_s, c.f.remaps, format_bytes(uint64_t(c.f.h2d)).c_str(),
              format_bytes(uint64_t(c.f.d2h)).c_str(), (unsigned long long)c.f.misses);
     }
   }
+  if (args.host_limit) printf("host limit: %s\n", host_text.c_str());
   printf("verdict: %s\n", message.c_str());
   return 0;
 }

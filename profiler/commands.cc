@@ -12,6 +12,7 @@
 
 #include "profiler/analysis.h"
 #include "profiler/perfetto.h"
+#include "profiler/replay_timeline.h"
 #include "profiler/resident_kinds.h"
 #include "profiler/trace_args.h"
 #include "runtime/frames.h"
@@ -84,14 +85,16 @@ int report_command(const std::string &trace_path, const std::string &html_path, 
   std::string text = summary_text(a, results, measured);
   fputs(text.c_str(), stdout);
   if (!summary_path.empty() && !write_file(summary_path, text)) return 1;
+  ResidentByKind kinds;
+  if (!results.empty() && (!html_path.empty() || !perfetto_path.empty())) kinds = resident_by_kind(a, results.front().budget);
   if (!html_path.empty()) {
-    ResidentByKind kinds;
-    if (!results.empty()) kinds = resident_by_kind(a, results.front().budget);
     if (!write_file(html_path, report_html(a, results, measured, results.empty() ? nullptr : &kinds))) return 1;
     printf("report: %s\n", html_path.c_str());
   }
   if (!perfetto_path.empty()) {
-    if (!write_file(perfetto_path, perfetto_json(a, results.empty() ? nullptr : &results.front(), measured))) return 1;
+    const ReplayTimeline replay = replay_timeline(a, kinds, link);
+    if (!write_file(perfetto_path, perfetto_json(a, results.empty() ? nullptr : &results.front(), measured, &replay)))
+      return 1;
     printf("timeline: %s (open it in https://ui.perfetto.dev or chrome://tracing)\n", perfetto_path.c_str());
   }
   return rc;
@@ -184,6 +187,7 @@ bool replay_figures(const Analysis &a, uint64_t planned, uint64_t frame, uint64_
   f->bypassed = per_iteration(r.bypassed);
   f->home_maps = per_iteration(r.home_maps);
   f->fetched_dead = per_iteration(r.fetched_dead);
+  f->remaps = per_iteration(r.remaps);
   f->misses = r.misses[n - 1] - r.misses[from];
   return true;
 }
@@ -231,7 +235,8 @@ int simulate_main(int argc, char **argv) {
     json += ",\"pager_replay\":{\"iterations\":" + std::to_string(replay.iterations) + ",\"reactive_h2d\":" +
             json_num(replay.reactive.h2d, 0) + ",\"reactive_d2h\":" + json_num(replay.reactive.d2h, 0) +
             ",\"predictive_h2d\":" + json_num(replay.predictive.h2d, 0) + ",\"predictive_d2h\":" +
-            json_num(replay.predictive.d2h, 0) + "}}\n";
+            json_num(replay.predictive.d2h, 0) + ",\"predictive_remaps\":" + json_num(replay.predictive.remaps, 0) +
+            ",\"frame_size\":" + json_num(replay.frame) + ",\"prefetch_ahead\":" + json_num(replay.window) + "}}\n";
   }
   if (!args.out.empty() && !write_file(args.out, json)) return 1;
   return 0;

@@ -23,6 +23,7 @@ struct PagerFigures {
   double bypassed = 0;      // bytes per iteration reached where they were (Note [Bypass])
   double home_maps = 0;     // bytes per iteration mapped home on demand (Note [Home mapped on demand])
   double fetched_dead = 0;  // of h2d, bytes the next op to reach overwrites whole (ReplayResult)
+  double remaps = 0;        // frames remapped per iteration (ReplayResult::remaps)
   uint64_t misses = 0;      // in those iterations
 };
 struct PagerReplay {

@@ -6,7 +6,11 @@
 // Process 2 holds counters over the modelled iteration at the end time of each of its ops (a running
 // maximum, so that counter timestamps never go back when streams overlap): the bytes a plain run
 // holds and the live bytes, and for a budget the simulator's resident bytes of both policies
-// (resident, arriving or being written back). Process 3, from a residency file, holds what the
+// (resident, arriving or being written back). Process 4 holds vramcache's own copy streams as the
+// library's pager, replayed on the trace, would use them (Note [Replayed moves in time] in
+// replay_timeline.h): a track "vramcache fetch" and a track "vramcache evict" with one slice per
+// op's moves each way (bytes, the op it was issued for), counters of the bytes in flight each way
+// and of the resident bytes by kind. Process 3, from a residency file, holds what the
 // library measured every 100 ms while paging, on its own clock (seconds since paging started): the
 // resident bytes and the link's rate each way over each interval. Ops without device times
 // (syncs, captured ops, a trace recorded without CUPTI) have no place on a timeline and are counted
@@ -23,7 +27,8 @@ namespace {
 
 using nlohmann::json;
 
-constexpr int kStreamsPid = 1, kModelPid = 2, kMeasuredPid = 3;
+constexpr int kStreamsPid = 1, kModelPid = 2, kMeasuredPid = 3, kReplayPid = 4;
+constexpr int kFetchTid = 1, kEvictTid = 2;
 
 json process_name(int pid, const std::string &name) {
   return {{"name", "process_name"}, {"ph", "M"}, {"pid", pid}, {"tid", 0}, {"args", {{"name", name}}}};
@@ -37,7 +42,8 @@ json counter(int pid, const char *name, double ts_us, json args) {
 
 }  // namespace
 
-std::string perfetto_json(const Analysis &a, const BudgetResult *budget, const Residency *measured) {
+std::string perfetto_json(const Analysis &a, const BudgetResult *budget, const Residency *measured,
+                          const ReplayTimeline *replay) {
   const Trace &t = a.trace;
   json events = json::array();
   uint64_t t0 = ~uint64_t(0), untimed = 0;
@@ -105,6 +111,33 @@ std::string perfetto_json(const Analysis &a, const BudgetResult *budget, const R
           resident["reactive"] = budget->reactive.resident_after_op[i];
         if (!resident.empty()) events.push_back(counter(kModelPid, "resident bytes (simulated)", ts, std::move(resident)));
       }
+    }
+  }
+
+  if (replay && !replay->resident.empty() && !tid_of.empty()) {
+    events.push_back(process_name(kReplayPid, "vramcache copy streams (pager replay at a budget of " + format_bytes(replay->budget) +
+                                                  ", frames of " + format_bytes(replay->frame) + ", predicted)"));
+    events.push_back(thread_name(kReplayPid, kFetchTid, "vramcache fetch"));
+    events.push_back(thread_name(kReplayPid, kEvictTid, "vramcache evict"));
+    for (const ReplayTimeline::Move &m : replay->moves)
+      events.push_back({{"name", m.to_device ? "fetch" : "evict"},
+                        {"cat", "vramcache"},
+                        {"ph", "X"},
+                        {"pid", kReplayPid},
+                        {"tid", m.to_device ? kFetchTid : kEvictTid},
+                        {"ts", us(m.start_ns)},
+                        {"dur", double(m.end_ns - m.start_ns) / 1e3},
+                        {"args", {{"bytes", m.bytes}, {"for_op", m.op}}}});
+    for (const ReplayTimeline::InFlight &f : replay->in_flight)
+      events.push_back(counter(kReplayPid, "bytes in flight (predicted)", us(f.ns),
+                               {{"host_to_device", f.h2d}, {"device_to_host", f.d2h}}));
+    static const char *const kKindKey[kDataKinds] = {"across_iteration", "one_burst", "transient", "unreached"};
+    for (const ReplayTimeline::Resident &r : replay->resident) {
+      json args = json::object();
+      uint64_t total = 0;
+      for (int k = 0; k < kDataKinds; ++k) args[kKindKey[k]] = r.bytes[k], total += r.bytes[k];
+      events.push_back(counter(kReplayPid, "resident bytes by kind (pager replay)", us(r.ns), std::move(args)));
+      events.push_back(counter(kReplayPid, "resident bytes (pager replay)", us(r.ns), {{"resident", total}}));
     }
   }
 

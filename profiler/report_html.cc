@@ -290,47 +290,6 @@ void line_chart(std::string *out, const LineChart &c) {
             c.points, (n + kMaxLinePoints - 1) / kMaxLinePoints, c.points);
 }
 
-// Peak and trough of each line: a pager shows in them (resident bytes in a steady sawtooth whose
-// troughs lie well under the peak; a flat line when nothing is paged).
-void series_table(std::string *out, const std::vector<Series> &series) {
-  *out += "<table><tr><th>line</th><th class=\"n\">peak</th><th class=\"n\">trough</th>"
-          "<th class=\"n\">trough / peak</th></tr>\n";
-  for (const Series &s : series) {
-    auto [lo, hi] = std::minmax_element(s.values->begin(), s.values->end());
-    appendf(out, "<tr><td>%s</td><td class=\"n\">%s</td><td class=\"n\">%s</td><td class=\"n\">%.0f%%</td></tr>\n",
-            escape(s.label).c_str(), format_bytes(*hi).c_str(), format_bytes(*lo).c_str(),
-            percent(double(*lo), double(*hi)));
-  }
-  *out += "</table>\n";
-}
-
-void resident_section(std::string *out, const Analysis &a, const std::vector<BudgetResult> &budgets) {
-  *out += "<h2>Resident bytes over one iteration</h2>\n";
-  std::vector<Series> series = {{"allocated", "allocated (what a plain run holds)", kGray, &a.allocated},
-                                {"live", "live (the least a perfect pager keeps)", kGreen, &a.live}};
-  const BudgetResult *first = budgets.empty() ? nullptr : &budgets.front();
-  if (first) {
-    std::string at = " resident at a budget of " + format_bytes(first->budget);
-    if (first->predictive.feasible && !first->predictive.resident_after_op.empty())
-      series.push_back({"predictive", "predictive" + at, kBlue, &first->predictive.resident_after_op});
-    if (first->reactive.feasible && !first->reactive.resident_after_op.empty())
-      series.push_back({"reactive", "reactive" + at, kOrange, &first->reactive.resident_after_op});
-  }
-  series.erase(std::remove_if(series.begin(), series.end(), [](const Series &s) { return s.values->empty(); }),
-               series.end());
-  if (series.empty()) {
-    *out += "<p>The modelled window has no ops.</p>\n";
-    return;
-  }
-  size_t n = 0;
-  for (const Series &s : series) n = std::max(n, s.values->size());
-  line_chart(out, {series, double(n - 1), std::max(1.0, nice_step(double(n - 1), 10)), "",
-                   "op index in the modelled iteration", "ops", first ? first->budget : 0});
-  series_table(out, series);
-  *out += "<p class=\"note\">A pager at work draws a steady sawtooth whose troughs sit well below its peak "
-          "(the sources of the idea expect about 60%); a flat resident line means nothing is paged.</p>\n";
-}
-
 // The pager's copies under the stacked chart, on the same x: bytes moved in (up) and out (down)
 // per run of ops, summed, so that single ops' moves add up to something visible.
 void moves_chart(std::string *out, const ResidentByKind &k) {
@@ -678,7 +637,6 @@ std::string report_html(const Analysis &a, const std::vector<BudgetResult> &budg
   out += "<title>vramcache report: " + escape(shorten(a.trace.command, 120)) + "</title>\n";
   out += std::string("<style>") + kStyle + "</style>\n</head>\n<body><main>\n";
   header_section(&out, a);
-  resident_section(&out, a, budgets);
   if (kinds) kinds_chart_section(&out, *kinds, budgets.empty() ? nullptr : &budgets.front());
   if (residency) measured_section(&out, *residency);
   reuse_section(&out, a);

@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <tuple>
 
 #include "runtime/options.h"
 #include "runtime/trace_validate.h"
@@ -35,14 +36,15 @@ const char *about(TraceCommand cmd) {
              "would move (the pager replay). Needs no GPU.";
     case TraceCommand::kAdvise:
       return "Sweeps the settings a user would try on the GPU (frame size, prefetch window, bypass) with the pager "
-             "replay and the simulator, prints the best few, and says when vramcache is the wrong tool. Needs no GPU.";
+             "replay and the simulator, each step priced with its link time and its frames' remaps, prints the best few, "
+             "and says when vramcache is the wrong tool. Needs no GPU.";
   }
   return "";
 }
 
 // The values as typed, checked by check_options.
 struct Raw {
-  std::string budget, page_size, prefetch_ahead, link;
+  std::string budget, page_size, prefetch_ahead, link, remap_us, remap_us_per_mib, host_limit;
 };
 
 void declare_options(CLI::App *app, TraceCommand cmd, Raw *raw, TraceArgs *args) {
@@ -55,7 +57,14 @@ void declare_options(CLI::App *app, TraceCommand cmd, Raw *raw, TraceArgs *args)
   if (simulate) app->add_option("--prefetch-ahead", raw->prefetch_ahead, "the pager replay's prefetch window (default 1/32 of the budget)");
   if (!advise) app->add_option("-o", args->out, report ? "the HTML report's file (default: TRACE with .html)" : "write the figures as JSON to this file");
   if (report) app->add_option("--perfetto", args->perfetto, "also write the timeline as Chrome trace-event JSON (Perfetto UI, chrome://tracing)");
-  if (advise) app->add_flag("--json", args->json, "print the advice as JSON instead of text");
+  if (advise) {
+    app->add_flag("--json", args->json, "print the advice as JSON instead of text");
+    app->add_option("--remap-us", raw->remap_us, "fixed cost of remapping one frame, microseconds (default 60)");
+    app->add_option("--remap-us-per-mib", raw->remap_us_per_mib, "and its cost per MiB of the frame (default 2.2)");
+    app->add_option("--host-limit", raw->host_limit,
+                    "pinned host memory for frames' homes (VRAMCACHE_HOST_LIMIT, e.g. 64G); below the peak a swap file "
+                    "takes the rest, a level not modelled: the advice says so");
+  }
   app->add_option("TRACE", args->trace, "the trace file (.vctrace)");
 }
 
@@ -82,6 +91,16 @@ bool check_options(TraceCommand cmd, const Raw &raw, TraceArgs *args) {
       return fprintf(stderr, "vramcache: --link needs GB/s each way, from 0.001 to 1000000, e.g. --link 55\n"), false;
     args->link.h2d_bytes_per_s = args->link.d2h_bytes_per_s = gbps * 1e9;
     args->link.both_bytes_per_s = std::min(args->link.both_bytes_per_s, 2 * gbps * 1e9);
+  }
+  if (!size_value("--host-limit", raw.host_limit, &args->host_limit)) return false;
+  for (auto [flag, text, out] : {std::tuple{"--remap-us", &raw.remap_us, &args->remap_us},
+                                 std::tuple{"--remap-us-per-mib", &raw.remap_us_per_mib, &args->remap_us_per_mib}}) {
+    if (text->empty()) continue;
+    char *end = nullptr;
+    double us = strtod(text->c_str(), &end);
+    if (*end || !(us >= 0 && us <= 1e6))
+      return fprintf(stderr, "vramcache: %s needs microseconds from 0 to 1000000, e.g. %s 60\n", flag, flag), false;
+    *out = us;
   }
   if (args->trace.empty()) return fprintf(stderr, "vramcache %s: no trace file given\n", name_of(cmd)), false;
   if (cmd != TraceCommand::kReport && !args->budget)

@@ -20,6 +20,10 @@ struct TraceArgs {
   std::string out;              // -o FILE
   std::string perfetto;         // --perfetto FILE.json (report)
   bool json = false;            // --json (advise)
+  // advise: the cost of one remap of a frame, microseconds, fixed and per MiB of the frame
+  // (--remap-us, --remap-us-per-mib; Note [Remap cost] in advise.cc), and --host-limit (0: none).
+  double remap_us = 60, remap_us_per_mib = 2.2;
+  uint64_t host_limit = 0;
   std::string trace;            // the trace file
 };
 

@@ -70,7 +70,7 @@ struct InstantMover final : Mover {
   const NextReach &next;
   const Trace &t;
   const WriteIndex writes;
-  uint64_t fences = 0, home_maps = 0, fetched_dead = 0;
+  uint64_t fences = 0, home_maps = 0, fetched_dead = 0, remaps = 0;
   uint64_t copied = 0;                           // bytes copied home
   std::unordered_map<uint64_t, uint64_t> base_of;  // alloc id -> base, of live allocations
   std::unordered_set<uint64_t> changed;          // piece addresses changed since they came in
@@ -111,9 +111,17 @@ struct InstantMover final : Mover {
   uint64_t op = 0;                                          // the op being fed
   std::map<uint64_t, std::pair<uint64_t, uint64_t>> live;  // base -> (id, size)
   std::unordered_set<uint64_t> unmapped;  // page addresses
+  // The start of the page (the explicit backend's frame) holding `addr`: pages are cut from their
+  // allocation's base, which need not be aligned to the page size.
+  uint64_t page_start(uint64_t addr) const {
+    auto a = live.upper_bound(addr);
+    if (a == live.begin()) return addr / page * page;
+    --a;
+    return addr < a->first + a->second.second ? a->first + (addr - a->first) / page * page : addr / page * page;
+  }
   template <class F>
   bool each(uint64_t addr, uint64_t bytes, F f) {
-    for (uint64_t p = addr / page * page; p < addr + bytes; p += page) f(p);
+    for (uint64_t p = page_start(addr); p < addr + bytes; p += page) f(p), ++remaps;
     return true;
   }
   bool to_device(uint64_t addr, uint64_t bytes) override {
@@ -137,7 +145,9 @@ struct InstantMover final : Mover {
     return each(addr, bytes, [&](uint64_t p) { unmapped.insert(p); });
   }
   bool reach(uint64_t addr, uint64_t bytes) override {
-    return each(addr, bytes, [&](uint64_t p) { home_maps += unmapped.erase(p) * std::min(page, addr + bytes - p); });
+    for (uint64_t p = page_start(addr); p < addr + bytes; p += page)
+      if (unmapped.erase(p)) home_maps += std::min(page, addr + bytes - p), ++remaps;
+    return true;
   }
   uint64_t mark(uint64_t) override { return 1; }
   void drop_mark(uint64_t) override {}
@@ -195,6 +205,7 @@ ReplayResult replay_trace(const Trace &t, uint64_t budget, uint64_t page_size, P
       r.bypassed.push_back(pager.stats().bypassed_bytes);
       r.home_maps.push_back(mover.home_maps);
       r.fetched_dead.push_back(mover.fetched_dead);
+      r.remaps.push_back(mover.remaps);
     }
     if (before_op) before_op(i, pager);
     const Op &op = t.ops[i];

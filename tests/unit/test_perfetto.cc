@@ -11,6 +11,7 @@
 
 #include "profiler/analysis.h"
 #include "profiler/perfetto.h"
+#include "profiler/replay_timeline.h"
 #include "profiler/resident_kinds.h"
 
 using nlohmann::json;
@@ -113,6 +114,97 @@ TEST_CASE("perfetto: the measured residency gives resident bytes and link rates 
   CHECK(rates[0]["args"]["host_to_device"] == doctest::Approx(10.0));  // 1 GB in the first 0.1 s
   CHECK(rates[1]["args"]["host_to_device"] == doctest::Approx(20.0));
   CHECK(rates[1]["args"]["device_to_host"] == doctest::Approx(5.0));
+}
+
+// The sample's window with a replay that fetches 1 MB for op 0 and 2000 bytes for op 5 and evicts
+// 0.5 MB for op 2, on a link of 1 GB/s each way alone, 1.5 GB/s both ways together, 10 us a move.
+vc::ResidentByKind replayed() {
+  vc::ResidentByKind k;
+  k.budget = 32 * MiB, k.frame = 2 * MiB;
+  for (uint64_t i = 0; i < 6; ++i) k.resident.push_back({i * MiB, 2 * MiB, 0, 0});
+  k.h2d = {1'000'000, 0, 0, 0, 0, 2000};
+  k.d2h = {0, 0, 500'000, 0, 0, 0};
+  return k;
+}
+vc::LinkModel slow_link() {
+  vc::LinkModel l;
+  l.h2d_bytes_per_s = l.d2h_bytes_per_s = 1e9, l.both_bytes_per_s = 1.5e9, l.latency_s = 10e-6;
+  return l;
+}
+
+TEST_CASE("replay timeline: one move per op and direction, first in first out, the link shared when both run") {
+  vc::BudgetResult b;
+  Analysis a = sample(&b);
+  vc::ReplayTimeline r = vc::replay_timeline(a, replayed(), slow_link());
+  const uint64_t t0 = 1'000'010'000;  // op 0's start, ns
+  REQUIRE(r.moves.size() == 3);
+  // op 0: 1 MB alone at 1 GB/s after 10 us
+  CHECK(r.moves[0].to_device);
+  CHECK(r.moves[0].op == 0);
+  CHECK(r.moves[0].start_ns == t0);
+  CHECK(r.moves[0].end_ns == t0 + 1'010'000);
+  // op 5 (at 800 us) waits for the engine, then shares the link with the eviction: 0.75 GB/s
+  CHECK(r.moves[1].op == 5);
+  CHECK(r.moves[1].start_ns == t0 + 1'010'000);
+  CHECK(r.moves[1].end_ns == t0 + 1'010'000 + 10'000 + 2667);
+  // op 2 is placed at the latest start so far (op 1's, 500 us after op 0), the fetch still running
+  CHECK_FALSE(r.moves[2].to_device);
+  CHECK(r.moves[2].op == 2);
+  CHECK(r.moves[2].start_ns == t0 + 490'000);
+  CHECK(r.moves[2].end_ns == t0 + 490'000 + 10'000 + 666'667);
+  // In flight each way: up at each start, down at each end, one sample per instant.
+  REQUIRE(r.in_flight.size() == 5);
+  CHECK(r.in_flight[0].h2d == 1'000'000);
+  CHECK(r.in_flight[1].d2h == 500'000);
+  CHECK(r.in_flight[2].ns == t0 + 1'010'000);
+  CHECK(r.in_flight[2].h2d == 2000);  // the first fetch ended as the second started
+  CHECK(r.in_flight[4].h2d == 0);
+  CHECK(r.in_flight[4].d2h == 0);
+  REQUIRE(r.resident.size() == 6);
+  CHECK(r.resident[5].bytes[0] == 5 * MiB);
+  CHECK(r.resident[5].ns == t0 + 790'000);
+
+  // No replay, no moves.
+  CHECK(vc::replay_timeline(a, vc::ResidentByKind{}, slow_link()).moves.empty());
+}
+
+TEST_CASE("perfetto: vramcache's fetch and evict tracks and its counters from the replay") {
+  vc::BudgetResult b;
+  Analysis a = sample(&b);
+  vc::ReplayTimeline r = vc::replay_timeline(a, replayed(), slow_link());
+  json doc = json::parse(vc::perfetto_json(a, &b, nullptr, &r));
+  std::map<std::string, int> tid_of;
+  int replay_pid = 0;
+  for (const json &e : doc["traceEvents"])
+    if (e["ph"] == "M" && e["name"] == "thread_name" && e["args"]["name"].get<std::string>().rfind("vramcache ", 0) == 0) {
+      tid_of[e["args"]["name"]] = e["tid"];
+      replay_pid = e["pid"];
+    }
+  REQUIRE(tid_of.count("vramcache fetch") == 1);
+  REQUIRE(tid_of.count("vramcache evict") == 1);
+  std::vector<json> fetch, evict, flight, resident;
+  for (const json &e : doc["traceEvents"]) {
+    if (e["pid"] != replay_pid) continue;
+    if (e["ph"] == "X") (e["tid"] == tid_of["vramcache fetch"] ? fetch : evict).push_back(e);
+    if (e["ph"] == "C" && e["name"] == "bytes in flight (predicted)") flight.push_back(e);
+    if (e["ph"] == "C" && e["name"] == "resident bytes (pager replay)") resident.push_back(e);
+  }
+  REQUIRE(fetch.size() == 2);
+  REQUIRE(evict.size() == 1);
+  CHECK(fetch[0]["ts"] == doctest::Approx(0));
+  CHECK(fetch[0]["dur"] == doctest::Approx(1010));
+  CHECK(fetch[0]["args"]["bytes"] == 1'000'000);
+  CHECK(fetch[1]["ts"] == doctest::Approx(1010));
+  CHECK(evict[0]["ts"] == doctest::Approx(490));
+  CHECK(evict[0]["args"]["for_op"] == 2);
+  REQUIRE(flight.size() == 5);
+  CHECK(flight[1]["args"]["device_to_host"] == 500'000);
+  CHECK(flight.back()["args"]["host_to_device"] == 0);
+  REQUIRE(resident.size() == 6);
+  CHECK(resident[3]["args"]["resident"] == 5 * MiB);  // 3 + 2 MiB before op 3
+  // Without a replay the file has none of it.
+  std::string plain = vc::perfetto_json(a, &b, nullptr, nullptr);
+  CHECK(plain.find("vramcache fetch") == std::string::npos);
 }
 
 TEST_CASE("resident kinds: reach patterns over the iteration taken as a cycle") {

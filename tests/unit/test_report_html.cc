@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "profiler/analysis.h"
+#include "profiler/resident_kinds.h"
 
 using vc::AllocKind;
 using vc::Analysis;
@@ -122,8 +123,8 @@ Sample sample() {
   return s;
 }
 
-const char *const kHeadings[] = {"Resident bytes over one iteration", "Reuse distances", "Bytes by kind of allocation",
-                                 "Kernel timeline", "What a budget costs"};
+const char *const kHeadings[] = {"Reuse distances", "Bytes by kind of allocation", "Kernel timeline",
+                                 "What a budget costs"};
 
 // The (x, y) coordinates of a polyline's points.
 std::vector<std::pair<double, double>> polyline_points(const std::string &html, const std::string &cls) {
@@ -227,17 +228,14 @@ TEST_CASE("report_html: the budget table shows each policy and why a budget is i
   CHECK(vc::report_html(s.a, {}).find("No budget was evaluated.") != std::string::npos);
 }
 
-TEST_CASE("report_html: resident chart, reuse and allocation sections") {
+TEST_CASE("report_html: reuse and allocation sections, and no flat chart of resident totals") {
   Sample s = sample();
   std::string html = vc::report_html(s.a, s.budgets);
-  std::string resident = section(html, "Resident bytes over one iteration");
-  CHECK(count(resident, "<polyline") == 4);
-  for (const char *cls : {"allocated", "live", "predictive", "reactive"}) CHECK(polyline_ys(resident, cls).size() == 6);
-  CHECK(count(resident, "<line class=\"budget\"") == 1);
-  CHECK(resident.find(">budget 40.00 MiB</span>") != std::string::npos);
-  // An infeasible first budget draws no policy line.
-  std::swap(s.budgets[0], s.budgets[1]);
-  CHECK(count(section(vc::report_html(s.a, s.budgets), "Resident bytes over one iteration"), "<polyline") == 2);
+  // Resident bytes are drawn by kind only (with the pager's replay); the simulator's totals alone
+  // drew flat lines at the budget.
+  CHECK(html.find("Resident bytes over one iteration") == std::string::npos);
+  CHECK(html.find("<polyline class=\"allocated\"") == std::string::npos);
+  CHECK(html.find("<polyline class=\"reactive\"") == std::string::npos);
 
   std::string reuse = section(html, "Reuse distances");
   CHECK(reuse.find("&lt; 64 MiB</text>") != std::string::npos);
@@ -257,10 +255,13 @@ TEST_CASE("report_html: resident chart, reuse and allocation sections") {
 
 TEST_CASE("report_html: long lines are downsampled by bucket maxima, so a peak survives") {
   Sample s = sample();
-  s.a.allocated.assign(10000, 8 * MiB);
-  s.a.allocated[4321] = 100 * MiB;
-  s.a.live.assign(10000, 4 * MiB);
-  std::vector<double> ys = polyline_ys(vc::report_html(s.a, {}), "allocated");
+  vc::Residency r;
+  for (int i = 1; i <= 10000; ++i) {
+    r.time_s.push_back(0.1 * i);
+    r.resident.push_back(i == 4321 ? 100 * MiB : 8 * MiB), r.device_used.push_back(4 * MiB);
+    r.moved_h2d.push_back(0), r.moved_d2h.push_back(0), r.misses.push_back(0);
+  }
+  std::vector<double> ys = polyline_ys(vc::report_html(s.a, {}, &r), "measured-resident");
   CHECK(ys.size() <= 1500);
   CHECK(ys.size() >= 1000);
   double top = *std::min_element(ys.begin(), ys.end()), base = *std::max_element(ys.begin(), ys.end());
@@ -300,9 +301,8 @@ TEST_CASE("report_html: the measured residency chart appears with residency samp
   // After the modelled iteration's chart, before the reuse distances; the other sections unchanged.
   size_t at = html.find("<h2>" + heading + "</h2>");
   REQUIRE(at != std::string::npos);
-  CHECK(at > html.find("<h2>Resident bytes over one iteration</h2>"));
   CHECK(at < html.find("<h2>Reuse distances</h2>"));
-  CHECK(section(html, "Resident bytes over one iteration") == section(plain, "Resident bytes over one iteration"));
+  CHECK(section(html, "Reuse distances") == section(plain, "Reuse distances"));
   std::string measured = section(html, heading);
   CHECK(count(measured, "<polyline") == 2);
   std::vector<std::pair<double, double>> resident = polyline_points(measured, "measured-resident"),
@@ -410,8 +410,26 @@ TEST_CASE("report_html: a synthetic training job through analyze and the simulat
   REQUIRE(!budgets.empty());
   CHECK(budgets[0].predictive.feasible);
   CHECK(budgets[0].reactive.feasible);
-  std::string html = vc::report_html(a, budgets);
-  CHECK(count(section(html, "Resident bytes over one iteration"), "<polyline") == 4);
+  // The stacked chart of the pager's resident bytes by kind: paging seen working, the total held
+  // within the planned budget and falling well below its peak somewhere in the iteration.
+  vc::ResidentByKind kinds = vc::resident_by_kind(a, budgets[0].budget);
+  REQUIRE(kinds.resident.size() == a.window_end - a.window_begin);
+  uint64_t lo = ~uint64_t(0), hi = 0, moved = 0;
+  for (const auto &row : kinds.resident) {
+    uint64_t sum = 0;
+    for (uint64_t v : row) sum += v;
+    lo = std::min(lo, sum), hi = std::max(hi, sum);
+  }
+  for (size_t i = 0; i < kinds.h2d.size(); ++i) moved += kinds.h2d[i] + kinds.d2h[i];
+  CHECK(hi <= budgets[0].budget);
+  CHECK(lo < hi);
+  CHECK(moved > 0);
+  std::string html = vc::report_html(a, budgets, nullptr, &kinds);
+  std::string stacked = section(html, "Resident bytes by kind over one iteration (the library's pager at a budget of " +
+                                          vc::format_bytes(budgets[0].budget) + ")");
+  CHECK(count(stacked, "<polygon class=\"kind-") >= 2);
+  CHECK(count(stacked, "<polyline class=\"sim-predictive\"") == 1);
+  CHECK(count(stacked, "<rect class=\"h2d\"") > 0);
   size_t timed = 0;
   for (uint64_t i = a.window_begin; i < a.window_end; ++i) timed += a.trace.ops[i].end_ns > a.trace.ops[i].start_ns;
   CHECK(count(section(html, "Kernel timeline"), "<rect") == timed);

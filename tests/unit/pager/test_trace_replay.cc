@@ -168,3 +168,24 @@ TEST_CASE("pager replay: a page only read leaves clean, a written one is copied 
   CHECK((r.d2h[3] == 2 * mib && r.clean[3] == 2 * mib));  // page 0, before op 3
   CHECK((r.d2h[4] == 4 * mib && r.clean[4] == 2 * mib));  // then page 1, written back
 }
+
+// ReplayResult::remaps: one per page (the explicit backend's frame) fetched and one per page evicted,
+// clean or not; the trace above under a budget of two pages: four fetches (pages 0, 1, 2, then 0
+// again) and two evictions by the last op.
+TEST_CASE("pager replay: a remap per frame fetched and per frame evicted") {
+  const uint64_t mib = 1 << 20;
+  const Trace t = one_allocation(6 * mib, {{{1, 0, 2 * mib, Role::kRead}},
+                                           {{1, 2 * mib, 2 * mib, Role::kWritten}},
+                                           {{1, 4 * mib, 2 * mib, Role::kRead}},
+                                           {{1, 0, 2 * mib, Role::kRead}},
+                                           {}});
+  ReplayResult r = replay_trace(t, 4 * mib, t.page_size, PagingPolicy::kReactive, 1, 0);
+  REQUIRE(r.remaps.size() == 5);
+  for (size_t i = 0; i < 5; ++i) CHECK(r.remaps[i] == (r.h2d[i] + r.d2h[i]) / (2 * mib));
+  CHECK(r.h2d[4] == 8 * mib);
+  CHECK(r.remaps[4] == 6);
+  // One frame of the whole allocation (6 MiB, its base not aligned to 6 MiB): one remap.
+  ReplayResult whole = replay_trace(t, 6 * mib, 6 * mib, PagingPolicy::kReactive, 1, 0);
+  CHECK(whole.h2d.back() == 6 * mib);
+  CHECK(whole.remaps.back() == 1);
+}
