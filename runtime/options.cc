@@ -213,12 +213,20 @@ std::string expand_path(std::string path) {
 // --deterministic --steps 20`): 1.62 / 1.55 / 1.42 s/step with 64M / 128M / 256M frames under
 // 24 GiB (256M moved 9% more), 2.24 / 2.09 with 64M / 128M under 16 GiB. Hence at most 256M, which
 // the 1/128 rule reaches from a 32 GiB budget.
-uint64_t frame_size(const Options &o) {
-  if (o.num[kFrameSize] > 0) return uint64_t(o.num[kFrameSize]);
+//
+// What smaller frames would save in bytes is priced by the pager replay, which counts their remaps
+// too (`vramcache simulate --budget B --frame-size F TRACE`, docs/paging.md, "Frame size and
+// bytes"); the default changes here, once a GPU measures what those remaps cost.
+uint64_t default_frame_size(uint64_t budget) {
   const uint64_t lo = uint64_t(2) << 20, hi = uint64_t(256) << 20;
   uint64_t f = lo;
-  while (f < hi && f * 2 <= uint64_t(o.num[kBudget]) / 128) f *= 2;
+  while (f < hi && f * 2 <= budget / 128) f *= 2;
   return f;
+}
+
+uint64_t frame_size(const Options &o) {
+  if (o.num[kFrameSize] > 0) return uint64_t(o.num[kFrameSize]);
+  return default_frame_size(o.num[kBudget] > 0 ? uint64_t(o.num[kBudget]) : 0);
 }
 
 }  // namespace vc

@@ -161,8 +161,12 @@ bool parse_size(const std::string &text, uint64_t *bytes);
 // so that several processes under the library write apart (every path option).
 std::string expand_path(std::string path);
 
-// The explicit backend's frame: VRAMCACHE_FRAME_SIZE, or where it is 0, 1/128 of the budget
-// rounded down to a power of two, from 2M to 64M (Note [Frame size] in options.cc).
+// The explicit backend's frame for a budget when VRAMCACHE_FRAME_SIZE is not given: the one place
+// that decides it, for the library and for the pager replay of `vramcache simulate` and `advise`
+// (Note [Frame size] in options.cc: 1/128 of the budget rounded down to a power of two, from 2M to
+// 256M).
+uint64_t default_frame_size(uint64_t budget);
+// The explicit backend's frame: VRAMCACHE_FRAME_SIZE, or where it is 0, default_frame_size.
 uint64_t frame_size(const Options &o);
 
 // Markdown table of every option (the README's list is generated from this).

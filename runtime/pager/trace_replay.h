@@ -28,6 +28,9 @@ struct ReplayResult {
   // Bytes fetched that the next op to reach them overwrites whole, in pages of the trace's page
   // size (2 MiB): what a fetch that filled only the rest of its frame would leave uncopied.
   std::vector<uint64_t> fetched_dead;
+  // Remaps a frame mover would make (Note [Remaps and write-backs] in runtime/frames_clean.cc): one
+  // per page (frame) moved either way; and, apart, evicted frames mapped home on demand.
+  std::vector<uint64_t> remaps, home_map_frames;
   uint64_t peak_resident = 0;
   bool write_records = false;  // copied counted from the trace's write records
   bool learned = false;  // predictive: the plan was installed
