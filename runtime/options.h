@@ -76,7 +76,9 @@ namespace vc {
   X(kCleanCheck, "VRAMCACHE_CLEAN_CHECK", kBool, "1", "0",                                           \
     "with the explicit backend: vramcache's own kernel hashes each piece of a frame (2 MiB) as it "  \
     "arrives on the device and before it leaves (a 128-bit keyed hash), and only the pieces that "   \
-    "changed are copied home; 0: every evicted frame an op may have written is copied home whole")  \
+    "changed are copied home; in profile mode the same hash, before and after each op, makes the "  \
+    "trace's write records; 0: every evicted frame an op may have written is copied home whole, "     \
+    "and a profile has no write records")                                                           \
   X(kHostLimit, "VRAMCACHE_HOST_LIMIT", kSize, "0", "96G",                                           \
     "with a budget: most bytes of paged allocations in total (each may live on the host); past "    \
     "it an allocation fails with the out-of-memory code; with VRAMCACHE_SWAP_DIR, most bytes of "    \
