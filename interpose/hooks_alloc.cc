@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "interpose/backends/paged_alloc.h"
+#include "interpose/backends/write_hashes.h"
 #include "interpose/cuda_api.h"
 #include "interpose/cuda_check.h"
 #include "interpose/library.h"
@@ -47,6 +48,9 @@ __attribute__((noinline)) void report_alloc(Runtime *rt, bool ok, uint64_t ptr, 
   uint64_t pcs[kStackDepth];
   int depth = rt->recorder() && rt->recorder()->recording() ? vc::interpose::capture_stack(pcs, kStackDepth) : 0;
   rt->on_alloc(ptr, size, kind, stream, pcs, depth, paged);
+  // Profile mode: a context is current now, the device hash can start (Note [Write records in
+  // profile mode] in backends/write_hashes.cc).
+  if (!paged) vc::interpose::start_write_records(rt);
 }
 
 using vc::interpose::managed_admitted;

@@ -188,6 +188,7 @@ bool replay_figures(const Analysis &a, uint64_t planned, uint64_t frame, uint64_
   f->home_maps = per_iteration(r.home_maps);
   f->fetched_dead = per_iteration(r.fetched_dead);
   f->remaps = per_iteration(r.remaps);
+  f->home_map_frames = per_iteration(r.home_map_frames);
   f->misses = r.misses[n - 1] - r.misses[from];
   return true;
 }
@@ -198,24 +199,28 @@ std::string replay_text(const PagerReplay &p) {
   // Note [Write records] in runtime/trace.h: where the trace has them, clean bytes are counted from
   // them; where not, every eviction the pager does not know to be clean counts as copied.
   const std::string clean_from =
-      p.write_piece ? "pieces of " + format_bytes(p.write_piece) + " that no op changed since they came in, from the trace's write records"
-                    : "the trace has no write records: frames an op may have written count as copied whole";
-  char buf[1400];
+      p.write_piece ? "clean: pieces of " + format_bytes(p.write_piece) + " that no op changed since they came in, from the trace's write records"
+                    : "clean: the trace has no write records, so frames an op may have written count as copied whole";
+  // One policy: bytes each way, of them left clean, the remaps of its frame moves, its misses.
+  auto policy = [&](const PagerFigures &f) {
+    char buf[300];
+    snprintf(buf, sizeof buf, "%s in, %s out (%s clean, not copied), %.0f remaps, %llu pages missed",
+             format_bytes(uint64_t(f.h2d)).c_str(), format_bytes(uint64_t(f.d2h)).c_str(),
+             format_bytes(uint64_t(f.clean)).c_str(), f.remaps, (unsigned long long)f.misses);
+    return std::string(buf);
+  };
+  char buf[1600];
   snprintf(buf, sizeof buf,
            "pager replay (the library's own pager on this trace, copies instant, with the explicit backend's settings: "
-           "frames of %s, planned within %s, prefetch window %s), per iteration over the last %d: "
-           "reactive %s in, %s out, %llu pages missed; predictive without bypass (VRAMCACHE_BYPASS=0) %s in, %s out, "
-           "%llu pages missed; predictive with bypass (the default) %s in, %s out (%s of it clean, not copied: %s), %s reached over the link, %s mapped "
-           "home for ops that may reach it there (the explicit backend's frames: Note [Home mapped on demand]); "
-           "of what it brings in, %s are pages of the trace that the next op to reach them overwrites whole\n",
+           "frames of %s, planned within %s, prefetch window %s), per iteration over the last %d (%s; a remap per "
+           "frame moved either way or mapped home): reactive %s; predictive without bypass (VRAMCACHE_BYPASS=0) %s; predictive "
+           "with bypass (the default) %s, %s reached over the link, %s in %.1f frames mapped home for ops that may "
+           "reach it there (the explicit backend's frames: Note [Home mapped on demand]); of what it brings in, %s "
+           "are pages of the trace that the next op to reach them overwrites whole\n",
            format_bytes(p.frame).c_str(), format_bytes(p.planned).c_str(), format_bytes(p.window).c_str(), p.iterations,
-           format_bytes(uint64_t(p.reactive.h2d)).c_str(), format_bytes(uint64_t(p.reactive.d2h)).c_str(),
-           (unsigned long long)p.reactive.misses, format_bytes(uint64_t(p.predictive.h2d)).c_str(),
-           format_bytes(uint64_t(p.predictive.d2h)).c_str(), (unsigned long long)p.predictive.misses,
-           format_bytes(uint64_t(p.bypass.h2d)).c_str(), format_bytes(uint64_t(p.bypass.d2h)).c_str(),
-           format_bytes(uint64_t(p.bypass.clean)).c_str(), clean_from.c_str(),
+           clean_from.c_str(), policy(p.reactive).c_str(), policy(p.predictive).c_str(), policy(p.bypass).c_str(),
            format_bytes(uint64_t(p.bypass.bypassed)).c_str(), format_bytes(uint64_t(p.bypass.home_maps)).c_str(),
-           format_bytes(uint64_t(p.bypass.fetched_dead)).c_str());
+           p.bypass.home_map_frames, format_bytes(uint64_t(p.bypass.fetched_dead)).c_str());
   return buf;
 }
 
@@ -227,16 +232,20 @@ int simulate_main(int argc, char **argv) {
   Analysis a = analyze(std::move(t), args.page_size);
   if (!window_affordable(a, args.trace)) return 1;
   BudgetResult r = evaluate_budget(a, args.budget, args.link);
-  PagerReplay replay = replay_policies(a, args.budget, args.prefetch_ahead, args.page_size);
+  // The replay's frames: --frame-size, else --page-size (the model's too), else the library's default.
+  PagerReplay replay = replay_policies(a, args.budget, args.prefetch_ahead, args.frame_size ? args.frame_size : args.page_size);
   fputs((summary_text(a, {r}) + replay_text(replay)).c_str(), stdout);
   std::string json = budget_json(a, r);
   if (replay.iterations) {
     json.resize(json.size() - 2);  // "}\n"
-    json += ",\"pager_replay\":{\"iterations\":" + std::to_string(replay.iterations) + ",\"reactive_h2d\":" +
-            json_num(replay.reactive.h2d, 0) + ",\"reactive_d2h\":" + json_num(replay.reactive.d2h, 0) +
-            ",\"predictive_h2d\":" + json_num(replay.predictive.h2d, 0) + ",\"predictive_d2h\":" +
-            json_num(replay.predictive.d2h, 0) + ",\"predictive_remaps\":" + json_num(replay.predictive.remaps, 0) +
-            ",\"frame_size\":" + json_num(replay.frame) + ",\"prefetch_ahead\":" + json_num(replay.window) + "}}\n";
+    json += ",\"pager_replay\":{\"iterations\":" + std::to_string(replay.iterations) + ",\"frame_size\":" +
+            json_num(replay.frame) + ",\"prefetch_ahead\":" + json_num(replay.window) + ",\"write_records\":" +
+            (replay.write_piece ? "true" : "false");
+    for (auto [name, f] : {std::pair<const char *, const PagerFigures *>{"reactive", &replay.reactive},
+                           {"predictive", &replay.predictive}, {"bypass", &replay.bypass}})
+      json += std::string(",\"") + name + "_h2d\":" + json_num(f->h2d, 0) + ",\"" + name + "_d2h\":" + json_num(f->d2h, 0) +
+              ",\"" + name + "_clean\":" + json_num(f->clean, 0) + ",\"" + name + "_remaps\":" + json_num(f->remaps, 2);
+    json += "}}\n";
   }
   if (!args.out.empty() && !write_file(args.out, json)) return 1;
   return 0;

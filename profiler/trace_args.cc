@@ -44,7 +44,7 @@ const char *about(TraceCommand cmd) {
 
 // The values as typed, checked by check_options.
 struct Raw {
-  std::string budget, page_size, prefetch_ahead, link, remap_us, remap_us_per_mib, host_limit;
+  std::string budget, page_size, frame_size, prefetch_ahead, link, remap_us, remap_us_per_mib, host_limit;
 };
 
 void declare_options(CLI::App *app, TraceCommand cmd, Raw *raw, TraceArgs *args) {
@@ -54,6 +54,10 @@ void declare_options(CLI::App *app, TraceCommand cmd, Raw *raw, TraceArgs *args)
                   report ? "a budget to price besides 25/50/75% of the peak (e.g. 16G)" : "GPU memory for the program's data (e.g. 16G); required");
   app->add_option("--link", raw->link, "PCIe rate each way in GB/s (default 55)");
   if (!advise) app->add_option("--page-size", raw->page_size, "page size of the model, a power of two from 64K to 1G (default: the trace's)");
+  if (simulate)
+    app->add_option("--frame-size", raw->frame_size,
+                    "the pager replay's frames, a power of two from 64K to 1G (default: the library's for the budget, "
+                    "or --page-size if given); the simulator's pages stay the trace's");
   if (simulate) app->add_option("--prefetch-ahead", raw->prefetch_ahead, "the pager replay's prefetch window (default 1/32 of the budget)");
   if (!advise) app->add_option("-o", args->out, report ? "the HTML report's file (default: TRACE with .html)" : "write the figures as JSON to this file");
   if (report) app->add_option("--perfetto", args->perfetto, "also write the timeline as Chrome trace-event JSON (Perfetto UI, chrome://tracing)");
@@ -79,8 +83,12 @@ bool size_value(const char *flag, const std::string &value, uint64_t *out) {
 
 bool check_options(TraceCommand cmd, const Raw &raw, TraceArgs *args) {
   if (!size_value("--budget", raw.budget, &args->budget) || !size_value("--page-size", raw.page_size, &args->page_size) ||
-      !size_value("--prefetch-ahead", raw.prefetch_ahead, &args->prefetch_ahead))
+      !size_value("--prefetch-ahead", raw.prefetch_ahead, &args->prefetch_ahead) ||
+      !size_value("--frame-size", raw.frame_size, &args->frame_size))
     return false;
+  if (args->frame_size &&
+      (args->frame_size < kMinPageSize || args->frame_size > kMaxPageSize || (args->frame_size & (args->frame_size - 1))))
+    return fprintf(stderr, "vramcache: --frame-size must be a power of two from 64K to 1G\n"), false;
   if (args->page_size &&
       (args->page_size < kMinPageSize || args->page_size > kMaxPageSize || (args->page_size & (args->page_size - 1))))
     return fprintf(stderr, "vramcache: --page-size must be a power of two from 64K to 1G\n"), false;

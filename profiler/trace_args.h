@@ -16,6 +16,7 @@ struct TraceArgs {
   uint64_t budget = 0;          // --budget, 0 = not given
   uint64_t page_size = 0;       // --page-size, 0 = the trace's own
   uint64_t prefetch_ahead = 0;  // --prefetch-ahead (simulate), 0 = the pager's default
+  uint64_t frame_size = 0;      // --frame-size (simulate): the pager replay's frames, 0 = the library's default
   LinkModel link;               // --link GBPS each way
   std::string out;              // -o FILE
   std::string perfetto;         // --perfetto FILE.json (report)

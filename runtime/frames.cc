@@ -289,8 +289,23 @@ bool FrameMover::free(uint64_t va, bool synchronize) {
   if (it == allocs_.end()) return false;
   // The program's work on it is done before it goes (cudaFree synchronizes too), then every move.
   if (synchronize && !dev_->synchronize()) VC_WARN_CAPPED("synchronizing the device before a paged free failed");
-  finish(lock, true, issued_);
   Alloc *a = it->second.get();
+  // Note [Freed frames move no more]
+  // Its bytes are dead from here: no move of its frames may copy anything more, or remap. An
+  // eviction whose copies home are not issued yet (the clean check's gate) is undone, so nothing of
+  // it is written back; any other move not yet remapped is undone, so its chunk goes back without a
+  // remap. finish() below still waits for their events (the hashes and copies already on the
+  // device), and release() then takes the frames as they stand: an undone eviction leaves its frame
+  // mapped to its chunk, which release gives back. Copies already issued run to their end (a copy on
+  // the device cannot be taken back); the pager never issues one for a freed allocation.
+  for (Frame &f : a->frames) {
+    Move *m = f.move ? move_of(&f) : nullptr;
+    if (!m || m->cancelled || m->remapping) continue;
+    m->cancelled = true;
+    if (m->fetch) f.where = Where::kHome, f.move = 0;
+    stats_.freed_moves++, stats_.freed_move_bytes += f.bytes;
+  }
+  finish(lock, true, issued_);
   int64_t homes = 0;
   for (const Frame &f : a->frames) homes += f.home ? int64_t(f.bytes) : 0;
   release(a);
@@ -672,6 +687,8 @@ std::vector<std::pair<std::string, uint64_t>> FrameMover::figures() const {
           {"frames_home_maps", stats_.home_maps},
           {"frames_home_map_ns", stats_.home_map_ns},
           {"frames_cancelled", stats_.cancelled},
+          {"frames_freed_moves", stats_.freed_moves},
+          {"frames_freed_move_bytes", stats_.freed_move_bytes},
           {"frames_host_waits", stats_.host_waits},
           {"frames_wait_ns", stats_.wait_ns},
           {"frames_chunk_waits", stats_.chunk_waits},

@@ -91,6 +91,9 @@ struct FrameStats {
   std::atomic<uint64_t> clean_bytes{0};                   // evicted without a copy (to_host_clean)
   std::atomic<uint64_t> remaps{0};
   std::atomic<uint64_t> cancelled{0};    // moves undone before their remap (needed again, or evicted again)
+  // Note [Freed frames move no more]: moves of a freed allocation's frames undone before their
+  // copies home or their remap, and the bytes of those frames.
+  std::atomic<uint64_t> freed_moves{0}, freed_move_bytes{0};
   std::atomic<uint64_t> host_waits{0};   // times a caller waited for a move to complete
   std::atomic<uint64_t> wait_ns{0};      // how long callers waited for moves, in all
   std::atomic<uint64_t> chunk_waits{0}, chunk_wait_ns{0};  // of those, for a device chunk (take_chunk)

@@ -217,12 +217,19 @@ std::string expand_path(std::string path) {
 // 128M frames ran 1.90 / 1.44 / 1.16 / 0.89 s/step and moved 46.8 / 47.8 / 48.6 / 49.8 GB in per
 // step (6% fewer bytes at 8M, where the pager replay predicts 18% fewer), with 11477 / 6286 / 3676 /
 // 1398 remaps and 2579 / 1478 / 857 / 342 misses per step (`bash scripts/bench.sh frames-2.7b-24`).
-uint64_t frame_size(const Options &o) {
-  if (o.num[kFrameSize] > 0) return uint64_t(o.num[kFrameSize]);
+// The pager replay prices frame sizes offline with their remaps (`vramcache simulate --budget B
+// --frame-size F TRACE`, docs/paging.md, "Frame size and bytes"), but it copies instantly and misses
+// nothing, so it overrates small frames: the default stays 1/128 of the budget.
+uint64_t default_frame_size(uint64_t budget) {
   const uint64_t lo = uint64_t(2) << 20, hi = uint64_t(256) << 20;
   uint64_t f = lo;
-  while (f < hi && f * 2 <= uint64_t(o.num[kBudget]) / 128) f *= 2;
+  while (f < hi && f * 2 <= budget / 128) f *= 2;
   return f;
+}
+
+uint64_t frame_size(const Options &o) {
+  if (o.num[kFrameSize] > 0) return uint64_t(o.num[kFrameSize]);
+  return default_frame_size(o.num[kBudget] > 0 ? uint64_t(o.num[kBudget]) : 0);
 }
 
 }  // namespace vc

@@ -76,7 +76,9 @@ namespace vc {
   X(kCleanCheck, "VRAMCACHE_CLEAN_CHECK", kBool, "1", "0",                                           \
     "with the explicit backend: vramcache's own kernel hashes each piece of a frame (2 MiB) as it "  \
     "arrives on the device and before it leaves (a 128-bit keyed hash), and only the pieces that "   \
-    "changed are copied home; 0: every evicted frame an op may have written is copied home whole")  \
+    "changed are copied home; in profile mode the same hash, before and after each op, makes the "  \
+    "trace's write records; 0: every evicted frame an op may have written is copied home whole, "     \
+    "and a profile has no write records")                                                           \
   X(kHostLimit, "VRAMCACHE_HOST_LIMIT", kSize, "0", "96G",                                           \
     "with a budget: most bytes of paged allocations in total (each may live on the host); past "    \
     "it an allocation fails with the out-of-memory code; with VRAMCACHE_SWAP_DIR, most bytes of "    \
@@ -161,8 +163,12 @@ bool parse_size(const std::string &text, uint64_t *bytes);
 // so that several processes under the library write apart (every path option).
 std::string expand_path(std::string path);
 
-// The explicit backend's frame: VRAMCACHE_FRAME_SIZE, or where it is 0, 1/128 of the budget
-// rounded down to a power of two, from 2M to 256M (Note [Frame size] in options.cc).
+// The explicit backend's frame for a budget when VRAMCACHE_FRAME_SIZE is not given: the one place
+// that decides it, for the library and for the pager replay of `vramcache simulate` and `advise`
+// (Note [Frame size] in options.cc: 1/128 of the budget rounded down to a power of two, from 2M to
+// 256M).
+uint64_t default_frame_size(uint64_t budget);
+// The explicit backend's frame: VRAMCACHE_FRAME_SIZE, or where it is 0, default_frame_size.
 uint64_t frame_size(const Options &o);
 
 // Markdown table of every option (the README's list is generated from this).

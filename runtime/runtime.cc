@@ -159,6 +159,7 @@ thread_local bool op_entered = false;  // this thread passed the pager an op who
 }  // namespace
 
 void Runtime::on_call_returned() {
+  after_enqueue();  // (nothing unless this thread's op was hashed before it: watch_before)
   if (!op_entered) return;
   op_entered = false;
   if (Pager *pg = pager()) pg->op_enqueued();
@@ -203,9 +204,13 @@ void Runtime::watch_before(uint64_t index, const RecordedOp &op, bool captured, 
   if (!w || index == kNever || options_.mode() != Mode::kProfile || pager()) return;
   if (watched.watch) watched.watch->after(uint32_t(watched.op), watched.stream), watched = {};  // (no after_enqueue came)
   // Only an op that runs now and reaches nothing but its refs (validate_writes): not a sync, not
-  // captured, a kernel decoded and without pointer arrays, a copy or set whose range is known.
+  // captured, a kernel decoded and without pointer arrays, a copy or set whose range is known. Not
+  // while a stream captures either (an event recorded on another stream could break the capture),
+  // nor an op enqueued with others (a graph's kernels: all of them are passed before the graph
+  // runs, so a hash "after" one of them would see none of its writes).
   const bool kernel = op.kind == OpKind::kKernel || op.kind == OpKind::kGraphKernel;
   if (op.kind == OpKind::kSync || captured || (op.flags & kOpCaptured) || index > UINT32_MAX) return;
+  if (counters_.captures_begun > counters_.captures_ended || op.batch || op.kind == OpKind::kGraphKernel) return;
   if (kernel ? !(op.flags & kOpDecoded) || (op.flags & kOpIndirect) : op.bytes == 0 && !op.ranges) return;
   thread_local std::vector<WatchSpan> spans;
   spans.clear();
@@ -318,6 +323,9 @@ bool Runtime::finish_recording(const std::function<std::string(uint64_t)> &symbo
       VC_WARN("profile: write records left out of the trace: %s", error.c_str());
       trace.writes = WriteRecords{};
       error.clear();
+    } else {
+      VC_INFO("profile: write records of %zu ops (%zu pieces changed); %llu ops left out (a hash not made)",
+              trace.writes.ops.size(), trace.writes.pieces.size(), (unsigned long long)w->left_out());
     }
   }
   if (Pager *pg = pager(); pg && !at_exit && PagingPolicy(options_.num[kPolicy]) == PagingPolicy::kPredictive) {

@@ -70,7 +70,8 @@ struct InstantMover final : Mover {
   const NextReach &next;
   const Trace &t;
   const WriteIndex writes;
-  uint64_t fences = 0, home_maps = 0, fetched_dead = 0, remaps = 0;
+  uint64_t fences = 0, home_maps = 0, fetched_dead = 0;
+  uint64_t remaps = 0, home_map_frames = 0;  // remaps (a page moved or mapped home), of them pages mapped home
   uint64_t copied = 0;                           // bytes copied home
   std::unordered_map<uint64_t, uint64_t> base_of;  // alloc id -> base, of live allocations
   std::unordered_set<uint64_t> changed;          // piece addresses changed since they came in
@@ -121,8 +122,15 @@ struct InstantMover final : Mover {
   }
   template <class F>
   bool each(uint64_t addr, uint64_t bytes, F f) {
-    for (uint64_t p = page_start(addr); p < addr + bytes; p += page) f(p), ++remaps;
+    for (uint64_t p = page_start(addr); p < addr + bytes; p += page) f(p);
     return true;
+  }
+  bool moved(uint64_t addr, uint64_t bytes, bool in) {  // a page ends its move in a remap
+    return each(addr, bytes, [&](uint64_t p) {
+      ++remaps;
+      if (in) unmapped.erase(p);
+      else unmapped.insert(p);
+    });
   }
   bool to_device(uint64_t addr, uint64_t bytes) override {
     if (auto a = live.upper_bound(addr); a != live.begin()) {
@@ -133,21 +141,22 @@ struct InstantMover final : Mover {
         if (next.dead(id, lo, std::min(lo + g, size), op)) fetched_dead += std::min(g, size - lo);
     }
     if (writes.present()) each_piece(addr, bytes, [&](uint64_t p, uint64_t) { changed.erase(p); });
-    return each(addr, bytes, [&](uint64_t p) { unmapped.erase(p); });
+    return moved(addr, bytes, true);
   }
   bool to_host(uint64_t addr, uint64_t bytes) override {
     if (!writes.present()) copied += bytes;
     else each_piece(addr, bytes, [&](uint64_t p, uint64_t n) { copied += changed.erase(p) * n; });
-    return each(addr, bytes, [&](uint64_t p) { unmapped.insert(p); });
+    return moved(addr, bytes, false);
   }
   bool to_host_clean(uint64_t addr, uint64_t bytes) override {
     if (writes.present()) each_piece(addr, bytes, [&](uint64_t p, uint64_t) { changed.erase(p); });
-    return each(addr, bytes, [&](uint64_t p) { unmapped.insert(p); });
+    return moved(addr, bytes, false);
   }
   bool reach(uint64_t addr, uint64_t bytes) override {
-    for (uint64_t p = page_start(addr); p < addr + bytes; p += page)
-      if (unmapped.erase(p)) home_maps += std::min(page, addr + bytes - p), ++remaps;
-    return true;
+    return each(addr, bytes, [&](uint64_t p) {
+      const bool home = unmapped.erase(p);
+      home_maps += home * std::min(page, addr + bytes - p), home_map_frames += home, remaps += home;
+    });
   }
   uint64_t mark(uint64_t) override { return 1; }
   void drop_mark(uint64_t) override {}
@@ -206,6 +215,7 @@ ReplayResult replay_trace(const Trace &t, uint64_t budget, uint64_t page_size, P
       r.home_maps.push_back(mover.home_maps);
       r.fetched_dead.push_back(mover.fetched_dead);
       r.remaps.push_back(mover.remaps);
+      r.home_map_frames.push_back(mover.home_map_frames);
     }
     if (before_op) before_op(i, pager);
     const Op &op = t.ops[i];

@@ -28,10 +28,11 @@ struct ReplayResult {
   // Bytes fetched that the next op to reach them overwrites whole, in pages of the trace's page
   // size (2 MiB): what a fetch that filled only the rest of its frame would leave uncopied.
   std::vector<uint64_t> fetched_dead;
-  // Remaps the explicit backend would make (Note [Frames] in runtime/frames.cc), pages of the
-  // replay's page size: one per page fetched, one per page evicted, one per page mapped home on
-  // demand (home_maps). Each is a VMM unmap, map and set access on the mover's one worker.
-  std::vector<uint64_t> remaps;
+  // Remaps the explicit backend would make (Note [Frames] in runtime/frames.cc), in pages of the
+  // replay's page size (its frames): one per page fetched, one per page evicted, one per page mapped
+  // home on demand; each a VMM unmap, map and set access on the mover's one worker. home_map_frames:
+  // of them, the pages mapped home on demand.
+  std::vector<uint64_t> remaps, home_map_frames;
   uint64_t peak_resident = 0;
   bool write_records = false;  // copied counted from the trace's write records
   bool learned = false;  // predictive: the plan was installed

@@ -41,11 +41,18 @@ grep -q '<rect class="h2d"' "$tmp/r.html" && grep -q '<rect class="d2h"' "$tmp/r
 check 0 "predictive" -- simulate --budget 12G "$trace"
 # The library's own pager replayed on the trace with the explicit backend's settings for the budget:
 # the plan moves half of what LRU moves, misses nothing.
-check 0 "frames of 64.00 MiB, planned within 11.62 GiB, prefetch window 372.00 MiB), per iteration over the last 3: reactive 33.06 GiB in, 33.05 GiB out, 2348 pages missed; predictive without bypass (VRAMCACHE_BYPASS=0) 16.28 GiB in, 16.29 GiB out, 0 pages missed" -- simulate --budget 12G "$trace"
+# Each policy's remaps are its frames moved either way or mapped home; the trace has no write records, so only what
+# the pager knows to be read only is clean.
+check 0 "frames of 64.00 MiB, planned within 11.62 GiB, prefetch window 372.00 MiB), per iteration over the last 3 (clean: the trace has no write records, so frames an op may have written count as copied whole; a remap per frame moved either way or mapped home): reactive 33.06 GiB in, 33.05 GiB out (816.00 MiB clean, not copied), 1620 remaps, 2348 pages missed; predictive without bypass (VRAMCACHE_BYPASS=0) 16.28 GiB in, 16.29 GiB out (0 B clean, not copied), 749 remaps, 0 pages missed; predictive with bypass (the default) 16.21 GiB in, 16.21 GiB out (0 B clean, not copied), 744 remaps" -- simulate --budget 12G "$trace"
+# --frame-size prices other frames in the replay alone (the simulator keeps the trace's pages):
+# 8 MiB frames move fewer bytes for five times the remaps.
+check 0 "frames of 8.00 MiB, planned within 11.62 GiB, prefetch window 372.00 MiB), per iteration over the last 3 (clean: the trace has no write records, so frames an op may have written count as copied whole; a remap per frame moved either way or mapped home): reactive" -- simulate --budget 12G --frame-size 8M "$trace"
+check 0 "predictive with bypass (the default) 14.32 GiB in, 14.32 GiB out (0 B clean, not copied), 3881 remaps" -- simulate --budget 12G --frame-size 8M "$trace"
+check 2 "--frame-size must be a power of two from 64K to 1G" -- simulate --budget 12G --frame-size 3M "$trace"
 check 0 "only through kernel parameters (role unknown); 3.58 GiB of page accesses are followed by an overwrite" -- report -o "$tmp/r2.html" "$trace"
 check 0 "bound" -- simulate --budget 16G --link 25 --page-size 512K "$trace"
 # The replay with a narrower prefetch window (VRAMCACHE_PREFETCH_AHEAD) than its 372 MiB default.
-check 0 "(VRAMCACHE_BYPASS=0) 16.05 GiB in, 16.05 GiB out, 0 pages missed" -- simulate --budget 12G --prefetch-ahead 192M "$trace"
+check 0 "(VRAMCACHE_BYPASS=0) 16.05 GiB in, 16.05 GiB out (0 B clean, not copied), 745 remaps, 0 pages missed" -- simulate --budget 12G --prefetch-ahead 192M "$trace"
 check 2 "--budget SIZE is required" -- simulate "$trace"
 check 2 "--budget 12Q is not a size" -- simulate --budget 12Q "$trace"
 check 2 "--page-size must be a power of two" -- simulate --budget 1G --page-size 100K "$trace"

@@ -69,12 +69,18 @@ CUresult counted(const char *name) {
 
 #define DEF(ret, name, ...) FAKE_EXPORT ret fake_##name(__VA_ARGS__) __asm__(#name); FAKE_EXPORT ret fake_##name(__VA_ARGS__)
 
+namespace {
+// FAKE_CUDA_BACKED=1: cuMemAlloc's memory keeps bytes (below, with the VMM tables).
+CUdeviceptr take_backed(size_t size);
+bool free_backed(CUdeviceptr p);
+}  // namespace
+
 // ---- allocation ----
 DEF(CUresult, cuInit, unsigned) { return counted("cuInit"); }
 DEF(CUresult, cuCtxGetCurrent, CUcontext *c) { *c = reinterpret_cast<CUcontext>(0x77); return counted("cuCtxGetCurrent"); }
 DEF(CUresult, cuMemAlloc_v2, CUdeviceptr *p, size_t n) {
   if (CUresult r = counted("cuMemAlloc_v2")) return r;
-  *p = take(n);
+  *p = getenv("FAKE_CUDA_BACKED") ? take_backed(n) : take(n);
   return CUDA_SUCCESS;
 }
 DEF(CUresult, cuMemAlloc, unsigned *p, unsigned n) {  // the 32-bit legacy ABI
@@ -87,7 +93,10 @@ DEF(CUresult, cuMemAllocPitch_v2, CUdeviceptr *p, size_t *pitch, size_t w, size_
   *p = take(*pitch * h);
   return CUDA_SUCCESS;
 }
-DEF(CUresult, cuMemFree_v2, CUdeviceptr) { return counted("cuMemFree_v2"); }
+DEF(CUresult, cuMemFree_v2, CUdeviceptr p) {
+  if (CUresult r = counted("cuMemFree_v2")) return r;
+  return !getenv("FAKE_CUDA_BACKED") || free_backed(p) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+}
 DEF(CUresult, cuMemFree, unsigned) { return counted("cuMemFree"); }
 #define FAKE_ALLOC_ASYNC(name)                                               \
   DEF(CUresult, name, CUdeviceptr *p, size_t n, CUstream) {                  \
@@ -229,6 +238,36 @@ CUresult each_byte(uint64_t va, uint64_t n, Fn fn) {
     va += run, n -= run;
   }
   return CUDA_SUCCESS;
+}
+// FAKE_CUDA_BACKED=1: a cuMemAlloc is a reservation of its own with one device chunk of zeros
+// mapped there, reachable at once; its free takes all three back.
+std::map<uint64_t, uint64_t> g_backed;  // va -> chunk handle
+CUdeviceptr take_backed(size_t size) {
+  std::lock_guard<std::mutex> lock(g_vmm_mu);
+  const uint64_t bytes = std::max<uint64_t>(kGranularity, (size + kGranularity - 1) / kGranularity * kGranularity);
+  const uint64_t va = (g_next_va + kGranularity - 1) / kGranularity * kGranularity, h = g_next_chunk++;
+  g_next_va = va + bytes + kGranularity;
+  g_reserved[va] = bytes;
+  PhysChunk &c = g_chunks[h];
+  c.bytes.assign(bytes, 0);
+  c.device = true, c.maps = 1;
+  g_device_live += bytes;
+  g_device_peak = std::max(g_device_peak, g_device_live);
+  g_mapped[va] = Mapping{bytes, h, true};
+  g_backed[va] = h;
+  return va;
+}
+bool free_backed(CUdeviceptr p) {
+  std::lock_guard<std::mutex> lock(g_vmm_mu);
+  auto b = g_backed.find(p);
+  if (b == g_backed.end()) return false;
+  auto c = g_chunks.find(b->second);
+  c->second.maps--, c->second.released = true;
+  g_mapped.erase(p);
+  g_reserved.erase(p);
+  forget_chunk(c);
+  g_backed.erase(b);
+  return true;
 }
 }  // namespace
 

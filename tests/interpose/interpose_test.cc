@@ -927,3 +927,52 @@ TEST_CASE("nccl: set-up, collectives, groups and registration under a budget") {
   CUipcMemHandle ipc = {};
   CHECK(ipc_get(&ipc, CUdeviceptr(buf[1])) == CUDA_ERROR_INVALID_VALUE);
 }
+
+// Write records in profile mode (run.sh, section 4b; skipped without VC_TEST_WRITES): four 8 MiB
+// buffers of the fake driver's memory that keeps bytes (FAKE_CUDA_BACKED), written whole once, then
+// 40 times over: fake_add on A's first MiB (A's piece 0 of 2 MiB changes), fake_function reading B
+// and C (nothing changes), fake_add on D's piece 2, and a memset of C's piece 1 with the same value
+// each time (it changes only the first time). vramcache hashes what each op may reach before and
+// after it; run.sh checks that the trace's records say exactly that. The bytes must be what the
+// program wrote: the hashes only read.
+TEST_CASE("write records: kernels that write some buffers and only read others, profiled") {
+  if (!getenv("VC_TEST_WRITES")) return;
+  const size_t mib = size_t(1) << 20, size = 8 * mib;
+  constexpr int kRounds = 40;
+  REQUIRE(libcuda());
+  void *buf[4] = {};
+  for (void *&b : buf) REQUIRE(cudaMalloc(&b, size) == cudaSuccess);
+  std::vector<uint8_t> host(size);
+  for (int k = 0; k < 4; ++k) {
+    for (size_t i = 0; i < size; ++i) host[i] = uint8_t(pattern(k, i) | 1);  // no zero byte: every piece changes
+    REQUIRE(cudaMemcpy(buf[k], host.data(), size, cudaMemcpyHostToDevice) == cudaSuccess);
+  }
+  using Launch = CUresult (*)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
+                              CUstream, void **, void **);
+  auto launch = driver<Launch>("cuLaunchKernel");
+  auto memset8 = driver<PFN_cuMemsetD8_v3020>("cuMemsetD8");
+  REQUIRE((launch && memset8));
+  auto run = [&](uint64_t f, uint64_t x, uint64_t y, int n) {
+    void *args[] = {&x, &y, &n};
+    REQUIRE(launch(reinterpret_cast<CUfunction>(f), 1, 1, 1, 1, 1, 1, 0, nullptr, args, nullptr) == CUDA_SUCCESS);
+  };
+  for (int round = 0; round < kRounds; ++round) {
+    run(kFakeAdd, uint64_t(buf[0]), 0, int(mib));
+    run(kFakeFunction, uint64_t(buf[1]), uint64_t(buf[2]), 7);
+    run(kFakeAdd, uint64_t(buf[3]) + 4 * mib, 0, int(2 * mib));
+    REQUIRE(memset8(CUdeviceptr(buf[2]) + 2 * mib, 0x5a, 2 * mib) == CUDA_SUCCESS);
+  }
+  for (int k = 0; k < 4; ++k) {
+    REQUIRE(cudaMemcpy(host.data(), buf[k], size, cudaMemcpyDeviceToHost) == cudaSuccess);
+    size_t wrong = 0;
+    for (size_t i = 0; i < size; ++i) {
+      uint8_t want = uint8_t(pattern(k, i) | 1);
+      if ((k == 0 && i < mib) || (k == 3 && i >= 4 * mib && i < 6 * mib)) want = uint8_t(want + kRounds);
+      if (k == 2 && i >= 2 * mib && i < 4 * mib) want = 0x5a;
+      wrong += host[i] != want;
+    }
+    CAPTURE(k);
+    CHECK(wrong == 0);
+  }
+  for (void *b : buf) CHECK(cudaFree(b) == cudaSuccess);
+}

@@ -17,10 +17,10 @@ out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
 deadline=60  # seconds for a run that could deadlock (sections 6 and 8c)
 
-run() {  # run NAME [VAR=VALUE...]: the test program with the library and the fakes
+run() {  # run NAME [VAR=VALUE...]: the test program with the library and the fakes (its cases matching $TC, if set)
   local name=$1; shift
   env LD_PRELOAD="$lib" LD_LIBRARY_PATH="$PWD/$build/fake" VRAMCACHE_SUMMARY_FILE="$out/$name.json" "$@" \
-    "$build/interpose_test" --minimal >"$out/$name.log" 2>&1
+    "$build/interpose_test" --minimal ${TC:+-tc="$TC"} >"$out/$name.log" 2>&1
 }
 
 expect_json() {  # expect_json FILE key=value...
@@ -93,6 +93,44 @@ if run profile VRAMCACHE_MODE=profile VRAMCACHE_TRACE_FILE="$out/scenario.vctrac
   grep -q "predictive" "$out/simulate.txt" || bad "simulate printed no predictive row"
 else
   bad "profile mode: test program failed"; cat "$out/profile.log"
+fi
+
+# 4b. profile mode's write records (Note [Write records in profile mode] in
+#    interpose/backends/write_hashes.cc): the fake driver's memory keeps bytes (FAKE_CUDA_BACKED), the
+#    program's kernels change A's piece 0 and D's piece 2 each round, only read B and C, and a memset
+#    writes C's piece 1 with the value it holds after the first round (interpose_test.cc, "write
+#    records"). The trace holds a record of every op: 16 pieces of the 4 first copies, 2 a round for
+#    40 rounds, 1 of the first memset. vramcache's hash launches, events and waits are its own: the
+#    summary counts the program's 120 launches, 8 copies and 40 sets, and the trace its 168 ops.
+#    The report counts 4 MiB changed in the modelled iteration (its 4 ops); the pager replay under
+#    12 MiB with 2 MiB frames copies home exactly those two pieces of each round: 4 MiB of what it
+#    evicts, the rest clean.
+if TC='write records*' run writes VRAMCACHE_MODE=profile VRAMCACHE_LOG_LEVEL=info VRAMCACHE_TRACE_FILE="$out/writes.vctrace" \
+    FAKE_CUDA_BACKED=1 VC_TEST_WRITES=1; then
+  expect_json "$out/writes.json" launches=120 launches_decoded=120 copies=8 sets=40 syncs=0 allocs=4 frees=4
+  grep -q "profile: write records of 168 ops (97 pieces changed); 0 ops left out" "$out/writes.log" ||
+    bad "write records: $(grep 'write records' "$out/writes.log")"
+  "$build/vramcache" report -o "$out/writes.html" "$out/writes.vctrace" >"$out/writes-report.txt" 2>&1 || bad "write records: report failed"
+  grep -q "^trace: 168 ops, 4 allocations" "$out/writes-report.txt" || bad "write records: $(head -1 "$out/writes-report.txt"), expected 168 ops"
+  grep -q "^write records (pieces of 2.00 MiB hashed before and after each op): 4 of the iteration's 4 ops recorded, 4.00 MiB of pieces changed by them" \
+    "$out/writes-report.txt" || bad "write records: report says $(grep '^write records' "$out/writes-report.txt")"
+  "$build/vramcache" simulate --budget 12M -o "$out/writes-sim.json" "$out/writes.vctrace" >"$out/writes-sim.txt" 2>&1 ||
+    bad "write records: simulate failed: $(cat "$out/writes-sim.txt")"
+  grep -q "from the trace's write records.*: reactive 24.00 MiB in, 24.00 MiB out (20.00 MiB clean, not copied), 24 remaps" "$out/writes-sim.txt" ||
+    bad "write records: the replay line: $(grep 'pager replay' "$out/writes-sim.txt")"
+  expect_json "$out/writes-sim.json" reactive_d2h=25165824 reactive_clean=20971520 frame_size=2097152
+  d2h=$(json_num "$out/writes-sim.json" predictive_d2h) clean=$(json_num "$out/writes-sim.json" predictive_clean)
+  [ $((d2h - clean)) = 4194304 ] || bad "write records: predictive replay copied $((d2h - clean)) bytes home, expected 4194304"
+  # Without the device hash (VRAMCACHE_CLEAN_CHECK=0) no records are written, and the replay says so.
+  if TC='write records*' run writes-off VRAMCACHE_MODE=profile VRAMCACHE_CLEAN_CHECK=0 VRAMCACHE_TRACE_FILE="$out/writes-off.vctrace" \
+      FAKE_CUDA_BACKED=1 VC_TEST_WRITES=1; then
+    "$build/vramcache" simulate --budget 12M "$out/writes-off.vctrace" 2>&1 | grep -q "the trace has no write records" ||
+      bad "write records off: the replay does not say that the trace has none"
+  else
+    bad "write records off: test program failed"; cat "$out/writes-off.log"
+  fi
+else
+  bad "write records: test program failed"; cat "$out/writes.log"
 fi
 
 # 5. paging under a budget with the managed backend (the paging test case; the others are not run:
@@ -343,5 +381,5 @@ for vars in "VRAMCACHE_MODE=count" "VRAMCACHE_BUDGET=64M VRAMCACHE_BACKEND=expli
   [ "$(grep -c '^vramcache summary' "$out/cuda-fork-exec-$tag.err")" = 1 ] || bad "contract fork-exec ($vars): expected one summary (the parent's)"
 done
 
-[ $fail = 0 ] && note "all checks passed (count, count with a disagreeing image, CUPTI taken, off, profile, paging, paging fallback, paging failure, explicit paging, explicit paging with CUPTI taken, launches unseen, CUPTI not found, explicit paging failures, nccl, configuration errors, no CUDA, the exit flush, a forked child, a tool interposing dlopen, threads, the program's contract)"
+[ $fail = 0 ] && note "all checks passed (count, count with a disagreeing image, CUPTI taken, off, profile, write records, paging, paging fallback, paging failure, explicit paging, explicit paging with CUPTI taken, launches unseen, CUPTI not found, explicit paging failures, nccl, configuration errors, no CUDA, the exit flush, a forked child, a tool interposing dlopen, threads, the program's contract)"
 exit $fail

@@ -579,11 +579,12 @@ TEST_CASE("frames: a frame goes to the device and back with its data; free unmap
   CHECK(holds(r.fake, va + 32 * kMiB, 8 * kMiB, 3));
   CHECK((r.mover.stats().in_bytes == 16 * kMiB && r.mover.stats().out_bytes == 16 * kMiB));
   CHECK((r.mover.stats().remaps == 2 && r.mover.stats().host_waits == 0));
-  // A free waits for the moves queued before it (synchronize, then every move completes), and
-  // unmaps each frame once (the fake counts a second unmap as a violation).
+  // A free waits for the moves queued before it (synchronize, then every copy issued completes),
+  // undoes the remap of its own frame's fetch (Note [Freed frames move no more]), and unmaps each
+  // frame once (the fake counts a second unmap as a violation).
   REQUIRE(r.mover.to_device(frame, 16 * kMiB));
   CHECK(r.mover.free(va));
-  CHECK((r.mover.stats().remaps == 3 && !r.mover.stats().failed));
+  CHECK((r.mover.stats().remaps == 2 && r.mover.stats().freed_moves == 1 && !r.mover.stats().failed));
   CHECK((r.fake.live(true) == 0 && r.fake.maps.size() == 1));  // left: the device chunk, in the pool
   CHECK_MESSAGE(r.fake.violations == 0, r.fake.last_violation);
 }
@@ -1348,6 +1349,37 @@ TEST_CASE("frames: an eviction cancelled after its copies home were issued forge
     CHECK(r.mover.stats().out_bytes == 2 * kPiece);  // piece 1, twice: nothing else changed
     CHECK_MESSAGE(r.fake.violations == 0, r.fake.last_violation);
   }
+}
+
+// Note [Freed frames move no more]: an allocation freed while the eviction of its changed frame
+// waits for its hashes, and while the fetch of its other frame is in flight, writes nothing home and
+// remaps neither frame; every chunk and home goes back.
+TEST_CASE("frames: a freed allocation's frames are neither written back nor remapped") {
+  CleanRig r;
+  *r.at(1) ^= 0x40;  // changed: an eviction would copy piece 1 home
+  const uint64_t remaps = r.mover.stats().remaps, in = r.mover.stats().in_bytes;
+  REQUIRE(r.mover.to_host(r.va, kFrame));
+  REQUIRE(r.mover.to_device(r.va + kFrame, kFrame));
+  CHECK(r.mover.stats().in_bytes == in + kFrame);  // its copy was issued: it runs, but nothing follows it
+  REQUIRE(r.mover.free(r.va, false));
+  CHECK(r.mover.stats().out_bytes == 0);
+  CHECK(r.fake.issued[kBack] == 0);
+  CHECK(r.mover.stats().remaps == remaps);
+  CHECK((r.mover.stats().freed_moves == 2 && r.mover.stats().freed_move_bytes == 2 * kFrame));
+  CHECK((r.mover.stats().frames == 0 && r.mover.stats().host_bytes == 0));
+  CHECK(r.fake.hashes.empty());  // every slot of hashes given back
+  CHECK_MESSAGE(r.fake.violations == 0, r.fake.last_violation);
+  // Without the check the copy home is issued as the frame is evicted: freeing it then undoes only
+  // the remap.
+  CleanRig plain(false);
+  REQUIRE(!plain.mover.clean_check());
+  REQUIRE(plain.mover.to_host(plain.va, kFrame));
+  CHECK(plain.mover.stats().out_bytes == kFrame);
+  const uint64_t plain_remaps = plain.mover.stats().remaps;
+  REQUIRE(plain.mover.free(plain.va, false));
+  CHECK(plain.mover.stats().remaps == plain_remaps);
+  CHECK((plain.mover.stats().freed_moves == 1 && plain.mover.stats().out_bytes == kFrame));
+  CHECK_MESSAGE(plain.fake.violations == 0, plain.fake.last_violation);
 }
 
 TEST_CASE("frames: with the clean check, a frame the pager calls clean is checked, not trusted") {

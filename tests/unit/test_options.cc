@@ -320,6 +320,9 @@ TEST_CASE("options: the frame is 1/128 of the budget, from 2M to 256M, unless se
   CHECK(frame({{"VRAMCACHE_BUDGET", "44M"}}) == 2 * M);  // at least 2M
   CHECK(frame({{"VRAMCACHE_BUDGET", "12G"}, {"VRAMCACHE_FRAME_SIZE", "16M"}}) == 16 * M);
   CHECK(frame({{"VRAMCACHE_BUDGET", "44M"}, {"VRAMCACHE_FRAME_SIZE", "256M"}}) == 256 * M);
+  // The one function that decides the default, which the pager replay calls too.
+  for (uint64_t budget : {uint64_t(44) * M, uint64_t(1) << 30, uint64_t(12) << 30, uint64_t(24) << 30, uint64_t(80) << 30})
+    CHECK(vc::default_frame_size(budget) == frame({{"VRAMCACHE_BUDGET", std::to_string(budget)}}));
   Parsed odd = parse({{"VRAMCACHE_FRAME_SIZE", "48M"}});
   CHECK_FALSE(odd.ok);
   CHECK(contains(odd.error, "power of two"));

@@ -189,3 +189,26 @@ TEST_CASE("pager replay: a remap per frame fetched and per frame evicted") {
   CHECK(whole.h2d.back() == 6 * mib);
   CHECK(whole.remaps.back() == 1);
 }
+
+// Note [Freed frames move no more] in runtime/frames.cc, on the replay's side: an allocation freed
+// while resident leaves without a copy home, and is never fetched again. Two allocations of two
+// 2 MiB pages under a budget of two pages: op 0 writes A whole, op 1 writes B whole. With A freed
+// before op 1, B takes A's room and nothing is written back; with A live, op 1 evicts A and copies
+// it home.
+TEST_CASE("pager replay: a freed allocation's pages are neither written back nor fetched") {
+  const uint64_t mib = 1 << 20;
+  for (bool freed : {true, false}) {
+    CAPTURE(freed);
+    Trace t = one_allocation(4 * mib, {{{1, 0, 4 * mib, Role::kWritten}}, {{2, 0, 4 * mib, Role::kWritten}}, {}});
+    t.allocs.push_back({2, 0x20000000, 4 * mib});
+    if (freed) t.allocs[0].free_seq = 1;
+    for (PagingPolicy policy : {PagingPolicy::kReactive, PagingPolicy::kPredictive}) {
+      ReplayResult r = replay_trace(t, 4 * mib, t.page_size, policy, 1, 0);
+      REQUIRE(r.d2h.size() == 3);
+      CHECK(r.h2d[2] == 8 * mib);  // A's pages once, B's once
+      CHECK(r.d2h[2] == (freed ? 0 : 4 * mib));
+      CHECK(r.copied[2] == (freed ? 0 : 4 * mib));
+      CHECK(r.remaps[2] == (freed ? 4u : 6u));  // a remap per page moved either way
+    }
+  }
+}
