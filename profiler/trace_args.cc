@@ -42,7 +42,7 @@ const char *about(TraceCommand cmd) {
 
 // The values as typed, checked by check_options.
 struct Raw {
-  std::string budget, page_size, prefetch_ahead, link;
+  std::string budget, page_size, prefetch_ahead, link, host_limit, disk;
 };
 
 void declare_options(CLI::App *app, TraceCommand cmd, Raw *raw, TraceArgs *args) {
@@ -53,6 +53,8 @@ void declare_options(CLI::App *app, TraceCommand cmd, Raw *raw, TraceArgs *args)
   app->add_option("--link", raw->link, "PCIe rate each way in GB/s (default 55)");
   if (!advise) app->add_option("--page-size", raw->page_size, "page size of the model, a power of two from 64K to 1G (default: the trace's)");
   if (simulate) app->add_option("--prefetch-ahead", raw->prefetch_ahead, "the pager replay's prefetch window (default 1/32 of the budget)");
+  if (simulate) app->add_option("--host-limit", raw->host_limit, "host memory for frames' homes, the rest on disk: the three-level replay (with --disk)");
+  if (simulate) app->add_option("--disk", raw->disk, "the swap disk's rate in GB/s, reads and writes sharing it (with --host-limit)");
   if (!advise) app->add_option("-o", args->out, report ? "the HTML report's file (default: TRACE with .html)" : "write the figures as JSON to this file");
   if (report) app->add_option("--perfetto", args->perfetto, "also write the timeline as Chrome trace-event JSON (Perfetto UI, chrome://tracing)");
   if (advise) app->add_flag("--json", args->json, "print the advice as JSON instead of text");
@@ -70,8 +72,18 @@ bool size_value(const char *flag, const std::string &value, uint64_t *out) {
 
 bool check_options(TraceCommand cmd, const Raw &raw, TraceArgs *args) {
   if (!size_value("--budget", raw.budget, &args->budget) || !size_value("--page-size", raw.page_size, &args->page_size) ||
-      !size_value("--prefetch-ahead", raw.prefetch_ahead, &args->prefetch_ahead))
+      !size_value("--prefetch-ahead", raw.prefetch_ahead, &args->prefetch_ahead) ||
+      !size_value("--host-limit", raw.host_limit, &args->host_limit))
     return false;
+  if (raw.host_limit.empty() != raw.disk.empty())
+    return fprintf(stderr, "vramcache: --host-limit and --disk go together (for example --host-limit 16G --disk 2)\n"), false;
+  if (!raw.disk.empty()) {
+    char *end = nullptr;
+    double gbps = strtod(raw.disk.c_str(), &end);
+    if (*end || !(gbps >= 1e-3 && gbps <= 1e6))
+      return fprintf(stderr, "vramcache: --disk needs GB/s, from 0.001 to 1000000, e.g. --disk 2\n"), false;
+    args->disk_bps = gbps * 1e9;
+  }
   if (args->page_size &&
       (args->page_size < kMinPageSize || args->page_size > kMaxPageSize || (args->page_size & (args->page_size - 1))))
     return fprintf(stderr, "vramcache: --page-size must be a power of two from 64K to 1G\n"), false;

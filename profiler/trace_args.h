@@ -17,6 +17,8 @@ struct TraceArgs {
   uint64_t page_size = 0;       // --page-size, 0 = the trace's own
   uint64_t prefetch_ahead = 0;  // --prefetch-ahead (simulate), 0 = the pager's default
   LinkModel link;               // --link GBPS each way
+  uint64_t host_limit = 0;      // --host-limit SIZE (simulate), 0 = two levels
+  double disk_bps = 0;          // --disk GBPS (simulate, with --host-limit), bytes per second
   std::string out;              // -o FILE
   std::string perfetto;         // --perfetto FILE.json (report)
   bool json = false;            // --json (advise)
