@@ -61,7 +61,7 @@ bool write_file(const std::string &path, const std::string &text) {
 
 int report_command(const std::string &trace_path, const std::string &html_path, const std::string &summary_path,
                    uint64_t budget, uint64_t page_size, const LinkModel &link, const std::string &residency_path,
-                   const std::string &perfetto_path) {
+                   const std::string &perfetto_path, uint64_t host_limit, double disk_bps) {
   Trace t;
   if (!load(trace_path, page_size, &t)) return 1;
   int rc = 0;
@@ -86,7 +86,7 @@ int report_command(const std::string &trace_path, const std::string &html_path, 
   if (!summary_path.empty() && !write_file(summary_path, text)) return 1;
   if (!html_path.empty()) {
     ResidentByKind kinds;
-    if (!results.empty()) kinds = resident_by_kind(a, results.front().budget);
+    if (!results.empty()) kinds = resident_by_kind(a, results.front().budget, host_limit, disk_bps);
     if (!write_file(html_path, report_html(a, results, measured, results.empty() ? nullptr : &kinds))) return 1;
     printf("report: %s\n", html_path.c_str());
   }
@@ -106,7 +106,8 @@ int report_main(int argc, char **argv) {
     size_t dot = html.rfind(".vctrace");
     html = (dot != std::string::npos ? html.substr(0, dot) : html) + ".html";
   }
-  return report_command(args.trace, html, "", args.budget, args.page_size, args.link, "", args.perfetto);
+  return report_command(args.trace, html, "", args.budget, args.page_size, args.link, "", args.perfetto, args.host_limit,
+                        args.disk_bps);
 }
 
 namespace {

@@ -70,9 +70,11 @@ int simulate_main(int argc, char **argv);
 int advise_main(int argc, char **argv);  // advise.cc
 // `vramcache profile` and `run --report` after the run: writes the summary and the report next to
 // the trace. `perfetto_path`: also the timeline there (perfetto.h), if given. `residency_path`: the run's residency file, if any (its budget is `budget`); a bad one
-// is left out of the report with a message, and the exit code is 1.
+// is left out of the report with a message, and the exit code is 1. `host_limit`, `disk_bps`: the
+// report also charts the three levels (Note [Three levels in the replay]).
 int report_command(const std::string &trace_path, const std::string &html_path, const std::string &summary_path,
                    uint64_t budget, uint64_t page_size = 0, const LinkModel &link = LinkModel{},
-                   const std::string &residency_path = "", const std::string &perfetto_path = "");
+                   const std::string &residency_path = "", const std::string &perfetto_path = "",
+                   uint64_t host_limit = 0, double disk_bps = 0);
 
 }  // namespace vc

@@ -431,6 +431,23 @@ void kinds_chart_section(std::string *out, const ResidentByKind &k, const Budget
           format_bytes(k.frame).c_str());
 }
 
+// Note [Three levels in the replay]: with a host limit, the same replay's bytes on the device, in
+// host memory (homes, resident frames' included) and only on disk, before each op of the iteration.
+void levels_section(std::string *out, const ResidentByKind &k) {
+  if (k.host.empty() || k.device.size() != k.host.size()) return;
+  *out += "<h2>Three levels over one iteration (the pager replay)</h2>\n";
+  std::vector<Series> series = {{"level-device", "on the device (resident)", kBlue, &k.device},
+                                {"level-host", "in host memory (homes)", kOrange, &k.host},
+                                {"level-disk", "only on disk", kRed, &k.on_disk}};
+  line_chart(out, {series, double(k.host.size() - 1), std::max(1.0, nice_step(double(k.host.size() - 1), 10)), "", "ops of the iteration",
+                   "ops", k.budget});
+  series_table(out, series);
+  appendf(out, "<p class=\"note\">The library's own pager replayed on the trace at a budget of %s with frames of %s, "
+          "homes for at most %s of host memory and the rest in a swap file (copies instant): host memory gives up "
+          "the frames the plan needs last, and frames on disk are read ahead of their fetch.</p>\n",
+          format_bytes(k.budget).c_str(), format_bytes(k.frame).c_str(), format_bytes(k.host_limit).c_str());
+}
+
 // What the library measured while paging the run, every 100 ms: its own count and the device's.
 void measured_section(std::string *out, const Residency &r) {
   *out += "<h2>Resident bytes over time (measured)</h2>\n";
@@ -680,6 +697,7 @@ std::string report_html(const Analysis &a, const std::vector<BudgetResult> &budg
   header_section(&out, a);
   resident_section(&out, a, budgets);
   if (kinds) kinds_chart_section(&out, *kinds, budgets.empty() ? nullptr : &budgets.front());
+  if (kinds) levels_section(&out, *kinds);
   if (residency) measured_section(&out, *residency);
   reuse_section(&out, a);
   kinds_section(&out, a);

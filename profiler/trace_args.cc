@@ -53,8 +53,8 @@ void declare_options(CLI::App *app, TraceCommand cmd, Raw *raw, TraceArgs *args)
   app->add_option("--link", raw->link, "PCIe rate each way in GB/s (default 55)");
   if (!advise) app->add_option("--page-size", raw->page_size, "page size of the model, a power of two from 64K to 1G (default: the trace's)");
   if (simulate) app->add_option("--prefetch-ahead", raw->prefetch_ahead, "the pager replay's prefetch window (default 1/32 of the budget)");
-  if (simulate) app->add_option("--host-limit", raw->host_limit, "host memory for frames' homes, the rest on disk: the three-level replay (with --disk)");
-  if (simulate) app->add_option("--disk", raw->disk, "the swap disk's rate in GB/s, reads and writes sharing it (with --host-limit)");
+  if (!advise) app->add_option("--host-limit", raw->host_limit, report ? "host memory for frames' homes, the rest on disk: the report charts the three levels (with --disk)" : "host memory for frames' homes, the rest on disk: the three-level replay (with --disk)");
+  if (!advise) app->add_option("--disk", raw->disk, "the swap disk's rate in GB/s, reads and writes sharing it (with --host-limit)");
   if (!advise) app->add_option("-o", args->out, report ? "the HTML report's file (default: TRACE with .html)" : "write the figures as JSON to this file");
   if (report) app->add_option("--perfetto", args->perfetto, "also write the timeline as Chrome trace-event JSON (Perfetto UI, chrome://tracing)");
   if (advise) app->add_flag("--json", args->json, "print the advice as JSON instead of text");

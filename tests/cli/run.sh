@@ -59,6 +59,12 @@ PY
 # With host memory for everything the disk moves nothing and the link bounds the step.
 check 0 "disk read 0 B, written 0 B" -- simulate --budget 12G --host-limit 64G --disk 2 "$trace"
 check 2 "--host-limit and --disk go together" -- simulate --budget 12G --host-limit 16G "$trace"
+# The report's chart of the three levels: homes stay within the 12 GiB limit, the rest only on disk.
+check 0 "report:" -- report --budget 6G --host-limit 12G --disk 2 -o "$tmp/r3.html" "$trace"
+grep -q "<h2>Three levels over one iteration (the pager replay)</h2>" "$tmp/r3.html" || bad "report: no three-level chart"
+[ "$(grep -c '<polyline class="level-' "$tmp/r3.html")" = 3 ] || bad "report: the three-level chart lacks a line"
+grep -q '<tr><td>in host memory (homes)</td><td class="n">12.00 GiB</td>' "$tmp/r3.html" || bad "report: homes peak is not the 12 GiB limit"
+grep -q "<h2>Three levels" "$tmp/r.html" && bad "report: a three-level chart without --host-limit"
 check 2 "--disk needs GB/s" -- simulate --budget 12G --host-limit 16G --disk fast "$trace"
 check 2 "--budget SIZE is required" -- simulate "$trace"
 check 2 "--budget 12Q is not a size" -- simulate --budget 12Q "$trace"
