@@ -853,12 +853,15 @@ TEST_CASE("frames: random programs with a third level on disk keep every byte" *
 // the allocation fail with the out-of-memory code. No byte is lost either way (the program checks all).
 TEST_CASE("frames: each disk call failing in turn loses no byte" * doctest::skip(disk_test::no_uring())) {
   vc::log_configure(vc::log_level(), "/dev/null");
-  for (uint32_t seed : {0u, 3u}) {
+  // (seed, homes): with homes for 8 frames, planned seed 14 reads frames ahead (Note [Read-ahead
+  // from disk]), so the failing calls include those reads'.
+  for (auto [seed, homes] : {std::pair<uint32_t, uint64_t>{0, 4}, {3, 4}, {14, 8}}) {
     uint64_t calls = 0;
     {
       disk_test::Swap swap(kFrame, kFrame, 8);
-      program(seed, 0, true, false, &swap, 4 * kFrame);
+      Outcome o = program(seed, 0, true, false, &swap, homes * kFrame);
       calls = swap.faults().counts().calls;
+      if (homes == 8) CHECK(o.read_ahead > 0);
     }
     REQUIRE(calls > 20);
     uint64_t stopped = 0, refused = 0;
@@ -869,7 +872,7 @@ TEST_CASE("frames: each disk call failing in turn loses no byte" * doctest::skip
       FaultyDiskIo::Faults f;
       f.fail_at = n;
       swap.faults().set(f);
-      Outcome o = program(seed, 0, true, false, &swap, 4 * kFrame);
+      Outcome o = program(seed, 0, true, false, &swap, homes * kFrame);
       CHECK(!o.failed);  // checked every byte, and every frame could be read back
       stopped += o.spill_failures, refused += o.disk_full;
     }
