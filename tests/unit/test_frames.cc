@@ -18,6 +18,7 @@
 #include <deque>
 #include <iterator>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <random>
 #include <string>
@@ -1228,19 +1229,25 @@ class LockedVmm : public vc::VmmDevice {
   }
   bool read_hashes(uint64_t t, vc::PieceHash *out, size_t n) override { return with([&](FakeVmm &v) { return v.read_hashes(t, out, n); }); }
   void drop_hashes(uint64_t t) override { with([&](FakeVmm &v) { v.drop_hashes(t); return 0; }); }
+  uint8_t *host_view(uint64_t va) override { return with([&](FakeVmm &v) { return v.host_view(va); }); }
   bool enter_thread() override { return entered = true; }
   std::atomic<bool> entered{false};
 };
 }  // namespace
 
+// Seeds 16-23 add the disk level (homes for 6 frames of up to 16): a fetch of a frame on disk waits
+// for its read without the mover's lock while the worker completes moves (Note [Frames on disk]).
 TEST_CASE("frames: with the worker, ops find their frames on the device and their data intact") {
-  for (uint32_t seed = 0; seed < 16; ++seed) {
-    const bool home_on_demand = seed % 2, check = seed / 2 % 2;  // check: Note [Clean pieces]
+  for (uint32_t seed = 0; seed < 24; ++seed) {
+    const bool home_on_demand = seed % 2 || seed >= 16, check = seed / 2 % 2;  // check: Note [Clean pieces]
     CAPTURE(seed);
     std::mt19937 rng(seed);
     const uint64_t capacity = 6 * kFrame;
+    std::unique_ptr<disk_test::Swap> swap;
+    if (seed >= 16 && !disk_test::no_uring()) swap.reset(new disk_test::Swap(kFrame, kFrame, 8));
     LockedVmm dev;
     vc::FrameMover mover(&dev, kFrame, kGran, capacity, /*worker=*/true, home_on_demand, check);
+    if (swap) mover.set_disk(swap->store.get(), capacity);
     vc::Pager pager(&mover, capacity - kFrame, kFrame, vc::PagingPolicy::kReactive);
     std::vector<std::pair<uint64_t, std::vector<uint8_t>>> live;  // (va, shadow), id = index + 1
     for (uint64_t id = 1; id <= 4; ++id) {
@@ -1248,10 +1255,11 @@ TEST_CASE("frames: with the worker, ops find their frames on the device and thei
       REQUIRE(mover.allocate(size, &va));
       live.push_back({va, std::vector<uint8_t>(size)});
       for (uint8_t &b : live.back().second) b = uint8_t(rng());
-      dev.with([&](FakeVmm &f) {
-        for (uint64_t o = 0; o < size; o += kFrame) std::memcpy(f.at(va + o, kFrame), &live.back().second[o], kFrame);
-        return 0;
-      });
+      for (uint64_t o = 0; o < size; o += kFrame) {  // written on the device (with a disk, homes come and go)
+        REQUIRE((mover.to_device(va + o, kFrame) && mover.stream_wait(1, mover.fence())));
+        dev.with([&](FakeVmm &f) { return std::memcpy(f.at(va + o, kFrame), &live.back().second[o], kFrame); });
+        REQUIRE((mover.to_host(va + o, kFrame) && mover.stream_wait(1, mover.fence())));
+      }
       pager.on_alloc(vc::Allocation{va, size, vc::AllocKind::kDevice, id});
     }
     for (int op = 0; op < 200; ++op) {
@@ -1271,6 +1279,7 @@ TEST_CASE("frames: with the worker, ops find their frames on the device and thei
     }
     CHECK(dev.entered);
     CHECK((mover.stats().remaps > 0 && !mover.stats().failed && !pager.stats().failed));
+    if (swap) CHECK((mover.stats().spills > 0 && mover.stats().unspills > 0 && mover.stats().lost == 0));
     CHECK((check ? mover.stats().unchanged_bytes : mover.stats().clean_bytes) > 0);
     CHECK((mover.clean_check() == check && (mover.stats().out_bytes > 0)));
     REQUIRE(mover.stream_wait(1, mover.fence()));  // every move complete: all the data where it is mapped
