@@ -840,7 +840,7 @@ TEST_CASE("frames: random programs with a third level on disk keep every byte" *
     MESSAGE("clean check ", check, ": ", total.spills, " frames written to disk, ", total.clean_drops,
             " dropped from host memory with their disk copy current, ", total.unspills, " read back, ", total.over,
             " homes past the host limit; ", total.read_ahead, " read ahead of their fetch (", total.read_ahead_hits,
-            " found read by it), ", total.home_reuses, " homes taken from the pool");
+            " found by their fetch, read or under way), ", total.home_reuses, " homes taken from the pool");
     CHECK((total.spills > 100 && total.unspills > 100 && total.clean_drops > 10 && total.remaps > 500));
     // Note [Read-ahead from disk]: the planned seeds read some frames ahead (a few: most of the time
     // the homes of frames mapped for the program fill host memory); released homes were taken again
@@ -988,7 +988,7 @@ TEST_CASE("frames: the plan reads frames from disk ahead of their fetch" * docte
     r.drain();
   }
   const vc::FrameStats &st = r.mover.stats();
-  MESSAGE(st.read_ahead.load(), " frames read ahead, ", st.read_ahead_hits.load(), " found read by their fetch, ",
+  MESSAGE(st.read_ahead.load(), " frames read ahead, ", st.read_ahead_hits.load(), " found by their fetch (read, or under way), ",
           st.unspills.load(), " read back in all, ", st.home_reuses.load(), " homes reused");
   CHECK((pager.stats().planned_ops > 2 * kFrames && st.read_ahead > kFrames && st.read_ahead_hits > kFrames));
   CHECK((st.home_reuses > kFrames && st.lost == 0 && st.over_host_limit == 0 && st.host_peak <= 6 * kFrame));
