@@ -62,7 +62,7 @@ bool write_file(const std::string &path, const std::string &text) {
 
 int report_command(const std::string &trace_path, const std::string &html_path, const std::string &summary_path,
                    uint64_t budget, uint64_t page_size, const LinkModel &link, const std::string &residency_path,
-                   const std::string &perfetto_path) {
+                   const std::string &perfetto_path, uint64_t host_limit, double disk_bps) {
   Trace t;
   if (!load(trace_path, page_size, &t)) return 1;
   int rc = 0;
@@ -86,7 +86,7 @@ int report_command(const std::string &trace_path, const std::string &html_path, 
   fputs(text.c_str(), stdout);
   if (!summary_path.empty() && !write_file(summary_path, text)) return 1;
   ResidentByKind kinds;
-  if (!results.empty() && (!html_path.empty() || !perfetto_path.empty())) kinds = resident_by_kind(a, results.front().budget);
+  if (!results.empty() && (!html_path.empty() || !perfetto_path.empty())) kinds = resident_by_kind(a, results.front().budget, host_limit, disk_bps);
   if (!html_path.empty()) {
     if (!write_file(html_path, report_html(a, results, measured, results.empty() ? nullptr : &kinds))) return 1;
     printf("report: %s\n", html_path.c_str());
@@ -109,7 +109,8 @@ int report_main(int argc, char **argv) {
     size_t dot = html.rfind(".vctrace");
     html = (dot != std::string::npos ? html.substr(0, dot) : html) + ".html";
   }
-  return report_command(args.trace, html, "", args.budget, args.page_size, args.link, "", args.perfetto);
+  return report_command(args.trace, html, "", args.budget, args.page_size, args.link, "", args.perfetto, args.host_limit,
+                        args.disk_bps);
 }
 
 namespace {
@@ -224,6 +225,40 @@ std::string replay_text(const PagerReplay &p) {
   return buf;
 }
 
+DiskReplay replay_disk(const Analysis &a, const PagerReplay &p, const Bound &bound, uint64_t host_limit, double disk_bps) {
+  DiskReplay d;
+  d.host_limit = host_limit, d.disk_bps = disk_bps;
+  const uint64_t period = a.iterations.period;
+  if (!period || !p.frame) return d;
+  DiskLevel level;
+  level.host_limit = host_limit, level.read_bps = disk_bps;
+  ReplayResult r = replay_trace(a.trace, p.planned, p.frame, PagingPolicy::kPredictive, period, 2 * period, p.window, true,
+                                nullptr, level);
+  const size_t from = 3, n = r.disk_read.size();  // as replay_figures
+  if (n < from + 2) return d;
+  d.iterations = int(n - 1 - from);
+  auto per_iteration = [&](const std::vector<uint64_t> &v) { return double(v[n - 1] - v[from]) / d.iterations; };
+  d.read = per_iteration(r.disk_read), d.written = per_iteration(r.disk_written);
+  d.host_peak = r.host_peak, d.on_disk = r.on_disk[n - 1];
+  d.compute_s = bound.compute_s, d.link_s = bound.traffic_s;
+  d.disk_s = (d.read + d.written) / disk_bps;
+  d.bound_s = std::max({d.compute_s, d.link_s, d.disk_s});
+  return d;
+}
+
+std::string disk_text(const DiskReplay &d) {
+  if (!d.iterations) return "three levels: not shown (needs a period and at least 5 iterations of trace)\n";
+  char buf[900];
+  snprintf(buf, sizeof buf,
+           "three levels (the pager replay, predictive with bypass, homes for %s of host memory, the rest on a disk of "
+           "%.2f GB/s), per iteration over the last %d: disk read %s, written %s; host memory peak %s, %s only on disk "
+           "at the end; bound %.3f s = max(compute %.3f s, link %.3f s, disk %.3f s)\n",
+           format_bytes(d.host_limit).c_str(), d.disk_bps / 1e9, d.iterations, format_bytes(uint64_t(d.read)).c_str(),
+           format_bytes(uint64_t(d.written)).c_str(), format_bytes(d.host_peak).c_str(), format_bytes(d.on_disk).c_str(),
+           d.bound_s, d.compute_s, d.link_s, d.disk_s);
+  return buf;
+}
+
 int simulate_main(int argc, char **argv) {
   TraceArgs args;
   if (int rc = parse_trace_args(argc, argv, TraceCommand::kSimulate, &args); rc >= 0) return rc;
@@ -234,7 +269,10 @@ int simulate_main(int argc, char **argv) {
   BudgetResult r = evaluate_budget(a, args.budget, args.link);
   // The replay's frames: --frame-size, else --page-size (the model's too), else the library's default.
   PagerReplay replay = replay_policies(a, args.budget, args.prefetch_ahead, args.frame_size ? args.frame_size : args.page_size);
-  fputs((summary_text(a, {r}) + replay_text(replay)).c_str(), stdout);
+  std::string text = summary_text(a, {r}) + replay_text(replay);
+  DiskReplay disk;
+  if (args.host_limit) disk = replay_disk(a, replay, r.bound, args.host_limit, args.disk_bps), text += disk_text(disk);
+  fputs(text.c_str(), stdout);
   std::string json = budget_json(a, r);
   if (replay.iterations) {
     json.resize(json.size() - 2);  // "}\n"
@@ -246,6 +284,15 @@ int simulate_main(int argc, char **argv) {
       json += std::string(",\"") + name + "_h2d\":" + json_num(f->h2d, 0) + ",\"" + name + "_d2h\":" + json_num(f->d2h, 0) +
               ",\"" + name + "_clean\":" + json_num(f->clean, 0) + ",\"" + name + "_remaps\":" + json_num(f->remaps, 2);
     json += "}}\n";
+  }
+  if (disk.iterations) {  // Note [Three levels in the replay]
+    json.resize(json.size() - 2);
+    json += ",\"three_levels\":{\"iterations\":" + std::to_string(disk.iterations) + ",\"host_limit\":" +
+            json_num(disk.host_limit) + ",\"disk_bps\":" + json_num(disk.disk_bps, 0) + ",\"disk_read_bytes\":" +
+            json_num(disk.read, 0) + ",\"disk_written_bytes\":" + json_num(disk.written, 0) + ",\"host_peak\":" +
+            json_num(disk.host_peak) + ",\"on_disk_bytes\":" + json_num(disk.on_disk) + ",\"compute_s\":" +
+            json_num(disk.compute_s) + ",\"link_s\":" + json_num(disk.link_s) + ",\"disk_s\":" + json_num(disk.disk_s) +
+            ",\"bound_s\":" + json_num(disk.bound_s) + "}}\n";
   }
   if (!args.out.empty() && !write_file(args.out, json)) return 1;
   return 0;

@@ -34,6 +34,22 @@ struct PagerReplay {
   uint64_t write_piece = 0;  // the trace's write records' piece size; 0: it has none
 };
 
+// Note [Three levels in the replay] (runtime/pager/trace_replay.h): the default policy (predictive,
+// bypass) replayed with homes for `host_limit` bytes and the rest on a disk of `disk_bps`, per
+// iteration over the learned ones; the three-level bound is max(compute, link time, disk time), the
+// link's from the simulator's bound and the disk's the replay's bytes read and written at the disk's
+// rate (both ways share it).
+struct DiskReplay {
+  int iterations = 0;  // measured over; 0 = not available
+  uint64_t host_limit = 0;
+  double disk_bps = 0;
+  double read = 0, written = 0;    // bytes per iteration
+  uint64_t host_peak = 0, on_disk = 0;  // most bytes of homes; bytes only on disk at the end
+  double compute_s = 0, link_s = 0, disk_s = 0, bound_s = 0;
+};
+DiskReplay replay_disk(const Analysis &a, const PagerReplay &p, const Bound &bound, uint64_t host_limit, double disk_bps);
+std::string disk_text(const DiskReplay &d);
+
 // With the explicit backend's own settings for the budget, as the library makes them: its frames
 // (frame_size; `frame`, VRAMCACHE_FRAME_SIZE, if given), planned within the budget less the mover's
 // headroom, and a prefetch window of 1/32 of that (Runtime::start_paging) unless one is given.
@@ -56,9 +72,11 @@ int simulate_main(int argc, char **argv);
 int advise_main(int argc, char **argv);  // advise.cc
 // `vramcache profile` and `run --report` after the run: writes the summary and the report next to
 // the trace. `perfetto_path`: also the timeline there (perfetto.h), if given. `residency_path`: the run's residency file, if any (its budget is `budget`); a bad one
-// is left out of the report with a message, and the exit code is 1.
+// is left out of the report with a message, and the exit code is 1. `host_limit`, `disk_bps`: the
+// report also charts the three levels (Note [Three levels in the replay]).
 int report_command(const std::string &trace_path, const std::string &html_path, const std::string &summary_path,
                    uint64_t budget, uint64_t page_size = 0, const LinkModel &link = LinkModel{},
-                   const std::string &residency_path = "", const std::string &perfetto_path = "");
+                   const std::string &residency_path = "", const std::string &perfetto_path = "",
+                   uint64_t host_limit = 0, double disk_bps = 0);
 
 }  // namespace vc

@@ -390,6 +390,36 @@ void kinds_chart_section(std::string *out, const ResidentByKind &k, const Budget
           format_bytes(k.frame).c_str());
 }
 
+// Peak and trough of each line of a chart, in a table beneath it.
+void series_table(std::string *out, const std::vector<Series> &series) {
+  *out += "<table><tr><th>line</th><th class=\"n\">peak</th><th class=\"n\">trough</th>"
+          "<th class=\"n\">trough / peak</th></tr>\n";
+  for (const Series &s : series) {
+    auto [lo, hi] = std::minmax_element(s.values->begin(), s.values->end());
+    appendf(out, "<tr><td>%s</td><td class=\"n\">%s</td><td class=\"n\">%s</td><td class=\"n\">%.0f%%</td></tr>\n",
+            escape(s.label).c_str(), format_bytes(*hi).c_str(), format_bytes(*lo).c_str(),
+            percent(double(*lo), double(*hi)));
+  }
+  *out += "</table>\n";
+}
+
+// Note [Three levels in the replay]: with a host limit, the same replay's bytes on the device, in
+// host memory (homes, resident frames' included) and only on disk, before each op of the iteration.
+void levels_section(std::string *out, const ResidentByKind &k) {
+  if (k.host.empty() || k.device.size() != k.host.size()) return;
+  *out += "<h2>Three levels over one iteration (the pager replay)</h2>\n";
+  std::vector<Series> series = {{"level-device", "on the device (resident)", kBlue, &k.device},
+                                {"level-host", "in host memory (homes)", kOrange, &k.host},
+                                {"level-disk", "only on disk", kRed, &k.on_disk}};
+  line_chart(out, {series, double(k.host.size() - 1), std::max(1.0, nice_step(double(k.host.size() - 1), 10)), "", "ops of the iteration",
+                   "ops", k.budget});
+  series_table(out, series);
+  appendf(out, "<p class=\"note\">The library's own pager replayed on the trace at a budget of %s with frames of %s, "
+          "homes for at most %s of host memory and the rest in a swap file (copies instant): host memory gives up "
+          "the frames the plan needs last, and frames on disk are read ahead of their fetch.</p>\n",
+          format_bytes(k.budget).c_str(), format_bytes(k.frame).c_str(), format_bytes(k.host_limit).c_str());
+}
+
 // What the library measured while paging the run, every 100 ms: its own count and the device's.
 void measured_section(std::string *out, const Residency &r) {
   *out += "<h2>Resident bytes over time (measured)</h2>\n";
@@ -638,6 +668,7 @@ std::string report_html(const Analysis &a, const std::vector<BudgetResult> &budg
   out += std::string("<style>") + kStyle + "</style>\n</head>\n<body><main>\n";
   header_section(&out, a);
   if (kinds) kinds_chart_section(&out, *kinds, budgets.empty() ? nullptr : &budgets.front());
+  if (kinds) levels_section(&out, *kinds);
   if (residency) measured_section(&out, *residency);
   reuse_section(&out, a);
   kinds_section(&out, a);

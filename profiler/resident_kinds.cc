@@ -23,9 +23,9 @@ const char *data_kind_label(int kind) {
   return "?";
 }
 
-ResidentByKind resident_by_kind(const Analysis &a, uint64_t budget) {
+ResidentByKind resident_by_kind(const Analysis &a, uint64_t budget, uint64_t host_limit, double disk_bps) {
   ResidentByKind out;
-  out.budget = budget;
+  out.budget = budget, out.host_limit = host_limit;
   const AccessModel &m = a.model;
   const size_t n = m.op_count();
   if (!n || !a.iterations.period) return out;
@@ -59,17 +59,30 @@ ResidentByKind resident_by_kind(const Analysis &a, uint64_t budget) {
   const uint64_t planned = budget - std::min(budget / 2, frame_headroom(budget, out.frame));
   const uint64_t period = a.iterations.period;
   out.resident.reserve(n);
-  replay_trace(a.trace, planned, out.frame, PagingPolicy::kPredictive, period, 2 * period, planned / 32, true,
+  DiskLevel level;
+  level.host_limit = host_limit, level.read_bps = disk_bps;
+  // With three levels, every op is sampled (host and disk bytes are the replay's device's).
+  const ReplayResult r = replay_trace(
+      a.trace, planned, out.frame, PagingPolicy::kPredictive, host_limit ? 1 : period, 2 * period, planned / 32, true,
                [&](size_t i, Pager &pager) {
                  if (i < a.window_begin || i > a.window_begin + n) return;
                  out.h2d.push_back(pager.stats().h2d_bytes), out.d2h.push_back(pager.stats().d2h_bytes);
                  if (i == a.window_begin + n) return;
+                 if (host_limit) out.device.push_back(pager.stats().resident);
                  std::array<uint64_t, kDataKinds> row{};
                  for (auto [id, kind] : kind_of) row[kind] += pager.resident_bytes(id);
                  out.resident.push_back(row);
-               });
+               },
+      level);
+  if (host_limit && r.host.size() >= a.window_begin + n) {
+    out.host.assign(r.host.begin() + long(a.window_begin), r.host.begin() + long(a.window_begin + n));
+    out.on_disk.assign(r.on_disk.begin() + long(a.window_begin), r.on_disk.begin() + long(a.window_begin + n));
+  } else {
+    out.device.clear();
+  }
   if (out.resident.size() != n || out.h2d.size() != n + 1) {
     out.resident.clear(), out.h2d.clear(), out.d2h.clear();
+    out.device.clear(), out.host.clear(), out.on_disk.clear();
     return out;
   }
   for (size_t i = 0; i < n; ++i) out.h2d[i] = out.h2d[i + 1] - out.h2d[i], out.d2h[i] = out.d2h[i + 1] - out.d2h[i];

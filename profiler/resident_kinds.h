@@ -34,9 +34,14 @@ struct ResidentByKind {
   // The pager's moves issued for each op of the iteration (between the sample before it and the
   // next), bytes: fetches (with prefetches for ops ahead) and evictions that wrote back.
   std::vector<uint64_t> h2d, d2h;
+  // With a host limit (Note [Three levels in the replay] in runtime/pager/trace_replay.h), before each
+  // op of the iteration: bytes on the device (the pager's count), homes in host memory, only on disk.
+  uint64_t host_limit = 0;
+  std::vector<uint64_t> device, host, on_disk;
 };
 
 // Empty `resident` when the trace cannot be replayed (no period, too few iterations).
-ResidentByKind resident_by_kind(const Analysis &a, uint64_t budget);
+// `host_limit` (nonzero), `disk_bps`: the replay has three levels, and the three series are filled.
+ResidentByKind resident_by_kind(const Analysis &a, uint64_t budget, uint64_t host_limit = 0, double disk_bps = 0);
 
 }  // namespace vc

@@ -44,7 +44,7 @@ const char *about(TraceCommand cmd) {
 
 // The values as typed, checked by check_options.
 struct Raw {
-  std::string budget, page_size, frame_size, prefetch_ahead, link, remap_us, remap_us_per_mib, host_limit;
+  std::string budget, page_size, frame_size, prefetch_ahead, link, remap_us, remap_us_per_mib, host_limit, disk;
 };
 
 void declare_options(CLI::App *app, TraceCommand cmd, Raw *raw, TraceArgs *args) {
@@ -59,6 +59,8 @@ void declare_options(CLI::App *app, TraceCommand cmd, Raw *raw, TraceArgs *args)
                     "the pager replay's frames, a power of two from 64K to 1G (default: the library's for the budget, "
                     "or --page-size if given); the simulator's pages stay the trace's");
   if (simulate) app->add_option("--prefetch-ahead", raw->prefetch_ahead, "the pager replay's prefetch window (default 1/32 of the budget)");
+  if (!advise) app->add_option("--host-limit", raw->host_limit, report ? "host memory for frames' homes, the rest on disk: the report charts the three levels (with --disk)" : "host memory for frames' homes, the rest on disk: the three-level replay (with --disk)");
+  if (!advise) app->add_option("--disk", raw->disk, "the swap disk's rate in GB/s, reads and writes sharing it (with --host-limit)");
   if (!advise) app->add_option("-o", args->out, report ? "the HTML report's file (default: TRACE with .html)" : "write the figures as JSON to this file");
   if (report) app->add_option("--perfetto", args->perfetto, "also write the timeline as Chrome trace-event JSON (Perfetto UI, chrome://tracing)");
   if (advise) {
@@ -84,11 +86,21 @@ bool size_value(const char *flag, const std::string &value, uint64_t *out) {
 bool check_options(TraceCommand cmd, const Raw &raw, TraceArgs *args) {
   if (!size_value("--budget", raw.budget, &args->budget) || !size_value("--page-size", raw.page_size, &args->page_size) ||
       !size_value("--prefetch-ahead", raw.prefetch_ahead, &args->prefetch_ahead) ||
-      !size_value("--frame-size", raw.frame_size, &args->frame_size))
+      !size_value("--frame-size", raw.frame_size, &args->frame_size) ||
+      !size_value("--host-limit", raw.host_limit, &args->host_limit))
     return false;
   if (args->frame_size &&
       (args->frame_size < kMinPageSize || args->frame_size > kMaxPageSize || (args->frame_size & (args->frame_size - 1))))
     return fprintf(stderr, "vramcache: --frame-size must be a power of two from 64K to 1G\n"), false;
+  if (cmd != TraceCommand::kAdvise && raw.host_limit.empty() != raw.disk.empty())
+    return fprintf(stderr, "vramcache: --host-limit and --disk go together (for example --host-limit 16G --disk 2)\n"), false;
+  if (!raw.disk.empty()) {
+    char *end = nullptr;
+    double gbps = strtod(raw.disk.c_str(), &end);
+    if (*end || !(gbps >= 1e-3 && gbps <= 1e6))
+      return fprintf(stderr, "vramcache: --disk needs GB/s, from 0.001 to 1000000, e.g. --disk 2\n"), false;
+    args->disk_bps = gbps * 1e9;
+  }
   if (args->page_size &&
       (args->page_size < kMinPageSize || args->page_size > kMaxPageSize || (args->page_size & (args->page_size - 1))))
     return fprintf(stderr, "vramcache: --page-size must be a power of two from 64K to 1G\n"), false;
@@ -100,7 +112,6 @@ bool check_options(TraceCommand cmd, const Raw &raw, TraceArgs *args) {
     args->link.h2d_bytes_per_s = args->link.d2h_bytes_per_s = gbps * 1e9;
     args->link.both_bytes_per_s = std::min(args->link.both_bytes_per_s, 2 * gbps * 1e9);
   }
-  if (!size_value("--host-limit", raw.host_limit, &args->host_limit)) return false;
   for (auto [flag, text, out] : {std::tuple{"--remap-us", &raw.remap_us, &args->remap_us},
                                  std::tuple{"--remap-us-per-mib", &raw.remap_us_per_mib, &args->remap_us_per_mib}}) {
     if (text->empty()) continue;

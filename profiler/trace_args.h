@@ -18,13 +18,15 @@ struct TraceArgs {
   uint64_t prefetch_ahead = 0;  // --prefetch-ahead (simulate), 0 = the pager's default
   uint64_t frame_size = 0;      // --frame-size (simulate): the pager replay's frames, 0 = the library's default
   LinkModel link;               // --link GBPS each way
+  uint64_t host_limit = 0;      // --host-limit SIZE: simulate and report, three levels (0: two); advise, see below
+  double disk_bps = 0;          // --disk GBPS (simulate, with --host-limit), bytes per second
   std::string out;              // -o FILE
   std::string perfetto;         // --perfetto FILE.json (report)
   bool json = false;            // --json (advise)
   // advise: the cost of one remap of a frame, microseconds, fixed and per MiB of the frame
-  // (--remap-us, --remap-us-per-mib; Note [Remap cost] in advise.cc), and --host-limit (0: none).
+  // (--remap-us, --remap-us-per-mib; Note [Remap cost] in advise.cc); --host-limit says whether the
+  // homes fit (0: not asked).
   double remap_us = 60, remap_us_per_mib = 2.2;
-  uint64_t host_limit = 0;
   std::string trace;            // the trace file
 };
 

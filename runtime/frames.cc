@@ -141,8 +141,8 @@ bool FrameMover::fail(const char *what) {
   return false;
 }
 
-bool FrameMover::map_home(Frame *f) {
-  if (!f->home && !unspill(f)) return false;  // Note [Frames on disk]
+bool FrameMover::map_home(Lock *lock, Frame *f) {
+  if ((!f->home || f->reading) && !bring_home(lock, f)) return false;  // Note [Frames on disk]
   f->current = false;  // the program may write it there
   const uint64_t t0 = now_ns();
   if (!dev_->map(f->va, f->bytes, f->home)) return false;
@@ -152,14 +152,15 @@ bool FrameMover::map_home(Frame *f) {
   return true;
 }
 
-// Frames being remapped are left to their move (complete maps them home once held_ or failed).
+// Frames being remapped are left to their move (complete maps them home once held_ or failed), and
+// frames whose read a caller waits for to that caller (settle does the same).
 bool FrameMover::map_home_all() {
   bool ok = true;
   for (auto &[va, a] : allocs_)
     for (Frame &f : a->frames)
-      if (!f.mapped && !f.lost && (f.where == Where::kHome || f.where == Where::kFetching) &&
+      if (!f.mapped && !f.lost && !f.collecting && (f.where == Where::kHome || f.where == Where::kFetching) &&
           !(f.move && move_of(&f)->remapping))
-        ok &= map_home(&f);
+        ok &= map_home(nullptr, &f);
   return ok;
 }
 
@@ -205,9 +206,16 @@ bool FrameMover::allocate(uint64_t size, uint64_t *va, bool *out_of_memory) {
   // Note [Frames on disk]: homes up to the host limit, then frames with a slot and no home.
   uint64_t homes = 0, host = 0;
   bool disk_full = false;
-  if (disk_) {
+  if (disk_) {  // (pooled homes go first where the new ones would pass the limit with them)
     std::lock_guard lock(mu_);
     host = stats_.host_bytes;
+    const uint64_t want = std::min(a->reserved, host_limit_ > host ? host_limit_ - host : 0);
+    while (!pool_.empty() && host + pooled_ + want > host_limit_) {
+      auto it = pool_.begin();
+      if (!dev_->release(it->second)) VC_WARN_CAPPED("releasing a pooled home failed: its host memory stays allocated");
+      pooled_ -= it->first, stats_.pooled_bytes = pooled_;
+      pool_.erase(it);
+    }
   }
   for (uint64_t off = 0; off < a->reserved; off += frame_size_) {
     Frame f;
@@ -270,8 +278,10 @@ void FrameMover::release(Alloc *a) {
     }
     if (f.slot >= 0 && disk_->free_slot(uint64_t(f.slot)) != 0) ok = false;
     if (!f.home) continue;  // Note [Frames on disk]
-    ok &= dev_->unmap(f.home_va, f.bytes);
-    ok &= dev_->release(f.home);
+    const bool home_unmapped = dev_->unmap(f.home_va, f.bytes);
+    ok &= home_unmapped;
+    if (disk_ && home_unmapped) give_home(f.home, f.bytes);  // Note [Read-ahead from disk]: the pool
+    else ok &= dev_->release(f.home);
   }
   ok &= dev_->unreserve(a->staging, a->reserved);
   ok &= dev_->unreserve(a->va, a->reserved);
@@ -306,12 +316,14 @@ bool FrameMover::free(uint64_t va, bool synchronize) {
     stats_.freed_moves++, stats_.freed_move_bytes += f.bytes;
   }
   finish(lock, true, issued_);
+  for (Frame &f : a->frames) settle(&lock, &f);  // Note [Read-ahead from disk]: its reads complete
   int64_t homes = 0;
   for (const Frame &f : a->frames) homes += f.home ? int64_t(f.bytes) : 0;
+  host_add(-homes);  // (before release: its homes may go to the pool)
   release(a);
   stats_.frames -= a->frames.size();
-  host_add(-homes);
   allocs_.erase(it);
+  if (allocs_.empty()) release_pool();
   return true;
 }
 
@@ -340,19 +352,26 @@ bool FrameMover::out_busy(uint64_t seq) {
 }
 
 bool FrameMover::fetch(Lock &lock, Frame *f) {
-  while (f->move && move_of(f)->remapping) moved_.wait(lock);  // it is neither here nor there yet
-  switch (f->where) {
-    case Where::kResident:
-    case Where::kFetching: return true;
-    case Where::kEvicting:  // needed again before it left: it stays
-      move_of(f)->cancelled = true;
-      forget_written(f, *move_of(f));
-      f->where = Where::kResident, f->move = 0;
-      stats_.cancelled++;
-      return true;
-    case Where::kHome: break;
+  while (true) {
+    while (f->move && move_of(f)->remapping) moved_.wait(lock);  // it is neither here nor there yet
+    switch (f->where) {
+      case Where::kResident:
+      case Where::kFetching: return true;
+      case Where::kEvicting:  // needed again before it left: it stays
+        move_of(f)->cancelled = true;
+        forget_written(f, *move_of(f));
+        f->where = Where::kResident, f->move = 0;
+        stats_.cancelled++;
+        return true;
+      case Where::kHome: break;
+    }
+    // Note [Read-ahead from disk]: its home and bytes, the read waited for without the lock (then
+    // the frame is looked at anew).
+    stats_.read_ahead_hits += f->staged && f->home;  // its read started ahead (done, or under way)
+    f->staged = false;
+    if (f->home && !f->reading) break;
+    if (!bring_home(&lock, f)) return false;
   }
-  if (!f->home && !unspill(f)) return false;  // Note [Frames on disk]
   f->used = ++tick_;
   Chunk c;
   if (!take_chunk(lock, f->bytes, &c)) return false;
@@ -475,7 +494,7 @@ bool FrameMover::complete(Lock &lock, Move *m) {
     f->chunk = f->chunk_va = 0, f->where = Where::kHome;
     f->known.clear();  // (its next arrival is hashed anew)
     // Held or failed while it was remapped without the lock: reachable at home after all.
-    if (!f->mapped && (held_ || stats_.failed) && !map_home(f)) return fail("mapping a frame home");
+    if (!f->mapped && (held_ || stats_.failed) && !map_home(nullptr, f)) return fail("mapping a frame home");
   }
   return true;
 }
@@ -628,7 +647,7 @@ bool FrameMover::reach(uint64_t addr, uint64_t bytes) {
   return each_frame(addr, bytes, [&](Frame *f) {
     while (f->move && move_of(f)->remapping) moved_.wait(lock);
     if (f->where == Where::kEvicting) return move_of(f)->home = true;
-    return f->mapped || map_home(f) || fail("mapping a frame home");
+    return f->mapped || map_home(&lock, f) || fail("mapping a frame home");
   });
 }
 

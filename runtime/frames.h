@@ -118,6 +118,12 @@ struct FrameStats {
   std::atomic<uint64_t> host_peak{0};
   std::atomic<uint64_t> spills{0}, clean_drops{0}, unspills{0};
   std::atomic<uint64_t> spill_failures{0}, lost{0}, over_host_limit{0}, disk_full{0};
+  // Note [Read-ahead from disk]: frames whose reads were started ahead of their fetch (stage), and of
+  // those, the ones their fetch found (read, or under way); callers that waited for a read not yet
+  // complete, and how long.
+  // The pool of homes: bytes of released homes kept for reuse, homes taken from it.
+  std::atomic<uint64_t> read_ahead{0}, read_ahead_hits{0}, disk_waits{0}, disk_wait_ns{0};
+  std::atomic<uint64_t> pooled_bytes{0}, home_reuses{0};
   std::atomic<bool> failed{false};
 };
 
@@ -173,6 +179,10 @@ class FrameMover final : public Mover {
   uint64_t unit() const override { return frame_size_; }
   uint64_t footprint(uint64_t bytes) const override;  // whole granules: a chunk's size
   double link_rate() const override { return double(dev_->probe_rate(kIn)); }  // each way has its engine
+  // Note [Read-ahead from disk] (frames_disk.cc).
+  void next_use(uint64_t addr, uint64_t bytes, uint64_t at) override;
+  uint64_t stage(uint64_t addr, uint64_t bytes, uint64_t at) override;
+  double stage_rate() const override { return disk_ ? double(disk_probe_read_) : 0; }
   std::vector<std::pair<std::string, uint64_t>> figures() const override;
 
   const FrameStats &stats() const { return stats_; }
@@ -207,6 +217,11 @@ class FrameMover final : public Mover {
     int64_t slot = -1;
     bool current = false, lost = false;  // lost: its disk copy could not be read back
     uint64_t used = 0;
+    // Note [Read-ahead from disk]: the plan's next use as it last left the device (0: not known);
+    // the store's ticket of the read into its home in flight (0: none), a caller waiting for it
+    // without the lock (collecting), and whether the read was started ahead (staged).
+    uint64_t next = 0, reading = 0;
+    bool collecting = false, staged = false;
   };
   struct Alloc {
     uint64_t va = 0, reserved = 0, staging = 0;  // app and staging address space (reserved bytes each)
@@ -251,14 +266,27 @@ class FrameMover final : public Mover {
   void forget_written(Frame *f, const Move &m);         // an eviction cancelled after copying home
   // The front eviction's gate passed: copies home what changed (`issued`: some), on kBack.
   bool write_back(Move *m, bool *issued);
-  bool map_home(Frame *f);
+  // `lock`: a read of its home in flight is waited for without it; null: with mu_ held.
+  bool map_home(Lock *lock, Frame *f);
   // Note [Frames on disk] (frames_disk.cc). A home for a frame without one, its bytes read back
   // (false: no home, or the frame is lost: logged); room for `bytes` more of homes, by spilling
   // (false: none could be made: the caller goes past the limit, counted).
-  bool unspill(Frame *f);
-  bool make_room(uint64_t bytes, const Frame *keep);
+  // bring_home: a home with its bytes for `f` (its read waited for as map_home says); home_for: a
+  // home, its read started (attach_home: without making room); settle: until its read is complete.
+  // make_room and spill_victim with `at` nonzero take only frames the plan needs after position `at`.
+  bool bring_home(Lock *lock, Frame *f);
+  bool home_for(Frame *f);
+  bool attach_home(Frame *f);
+  bool settle(Lock *lock, Frame *f);
+  bool read_done(Frame *f, int err, uint64_t at);
+  bool make_room(uint64_t bytes, const Frame *keep, uint64_t at = 0);
   bool spill(Frame *f);
-  Frame *spill_victim(const Frame *keep);
+  Frame *spill_victim(const Frame *keep, uint64_t at);
+  // The pool of homes: one of `bytes` from it, else made; one given back to it while homes and
+  // pool fit under the host limit, else released (release_pool: all of it).
+  bool take_home(uint64_t bytes, uint64_t *home);
+  void give_home(uint64_t home, uint64_t bytes);
+  void release_pool();
   void host_add(int64_t bytes);
   bool map_home_all();  // every frame away from the device not mapped (best effort)
   bool take_chunk(Lock &lock, uint64_t bytes, Chunk *c);
@@ -297,6 +325,8 @@ class FrameMover final : public Mover {
   bool spilling_ = false;  // on while writes succeed
   uint64_t tick_ = 0;      // of `used`
   uint64_t disk_probe_read_ = 0, disk_probe_write_ = 0;
+  std::multimap<uint64_t, uint64_t> pool_;  // released homes kept for reuse: bytes -> chunk
+  uint64_t pooled_ = 0;
 };
 
 }  // namespace vc

@@ -54,6 +54,9 @@ class CompressMover final : public Mover {
   uint64_t unit() const override { return inner_->unit(); }
   uint64_t footprint(uint64_t bytes) const override { return inner_->footprint(bytes); }
   double link_rate() const override { return inner_->link_rate(); }
+  void next_use(uint64_t addr, uint64_t bytes, uint64_t at) override { inner_->next_use(addr, bytes, at); }
+  uint64_t stage(uint64_t addr, uint64_t bytes, uint64_t at) override { return inner_->stage(addr, bytes, at); }
+  double stage_rate() const override { return inner_->stage_rate(); }
   bool reach(uint64_t addr, uint64_t bytes) override;
   bool hold_mappings(bool on) override;
   std::vector<std::pair<std::string, uint64_t>> figures() const override;

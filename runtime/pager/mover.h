@@ -62,6 +62,15 @@ class Mover {
   // While `on`, all memory away from the device stays reachable there, as ops reach it without the
   // pager (a stream capture is open, or paging stopped).
   virtual bool hold_mappings(bool /*on*/) { return true; }
+  // A level below the host (Note [Frames on disk] in runtime/frames_disk.cc). next_use: [addr, addr +
+  // bytes) leaves the device now, and the plan's next use of it is absolute position `at` (~0: none
+  // known in the plan; 0: no plan followed), so that what leaves host memory is what is needed last.
+  // stage: the plan fetches [addr, addr + bytes) at position `at`: what of it lives below the host is
+  // read into host memory now, making room only of what is needed after `at`; returns the bytes whose
+  // reads it started. stage_rate: bytes per second that level reads at (0: the mover has none).
+  virtual void next_use(uint64_t /*addr*/, uint64_t /*bytes*/, uint64_t /*at*/) {}
+  virtual uint64_t stage(uint64_t /*addr*/, uint64_t /*bytes*/, uint64_t /*at*/) { return 0; }
+  virtual double stage_rate() const { return 0; }
   // Its own figures for the run's summary (name, value).
   virtual std::vector<std::pair<std::string, uint64_t>> figures() const { return {}; }
 };

@@ -178,6 +178,9 @@ class Pager {
   // (bytes per second; 0, the default: unknown, the window alone bounds the walk), and the lead.
   void set_link_rate(double bytes_per_s, uint64_t lead_ns);
   double link_rate() const;
+  // Note [Read-ahead from disk]: most bytes the walk ahead asks the mover to bring up from below the
+  // host for ops past the prefetch window (default: budget / 4).
+  void set_stage_limit(uint64_t bytes) { stage_limit_ = bytes; }
   // Note [Bypass]: off until set (the runtime sets VRAMCACHE_BYPASS, on by default).
   void set_bypass(bool on) { bypass_ = on; }
 
@@ -251,6 +254,8 @@ class Pager {
   void track(const OpKey &key, uint64_t hash);  // hash: op_hash(key)
   void advance_plan(const OpKey &key, const std::vector<PageKey> &need, const std::vector<PageKey> &reach);
   void prefetch_ahead(const std::vector<PageKey> &keep);
+  void stage_ahead();  // Note [Read-ahead from disk]
+  uint64_t page_addr(PageKey k) const { return allocs_.at(k.first).base + uint64_t(k.second) * page_size_; }
   uint64_t busy_between(uint64_t from, uint64_t to) const;  // kernel time of plan positions [from, to)
 
   Mover *mover_;
@@ -289,6 +294,10 @@ class Pager {
   std::deque<uint64_t> history_;  // hashes of the recent ops (kind and name), for resync
   std::deque<std::pair<uint64_t, uint64_t>> ahead_;  // (position, bytes) fetched ahead for ops still to come
   uint64_t ahead_bytes_ = 0;
+  // Note [Read-ahead from disk]: the position up to which pages were staged, and (position, bytes)
+  // whose reads the mover started for ops still to come.
+  uint64_t stage_cursor_ = 0, stage_limit_ = 0, staged_bytes_ = 0;
+  std::deque<std::pair<uint64_t, uint64_t>> staged_;
   std::optional<uint64_t> wildcard_stream_;  // a wildcard op was enqueued on it since the last op
   // Note [Bypass]: pages the walk ahead left where they are, and the plan position that reaches them.
   std::map<PageKey, uint64_t> bypass_at_;

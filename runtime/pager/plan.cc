@@ -342,6 +342,7 @@ void Pager::track(const OpKey &key, uint64_t h) {
     ahead_.clear();
     bypass_at_.clear();
     ahead_bytes_ = 0;
+    stage_cursor_ = pos_, staged_.clear(), staged_bytes_ = 0;
     rerank_all();
     stats_.resyncs++;
     return;
@@ -415,6 +416,47 @@ void Pager::prefetch_ahead(const std::vector<PageKey> &keep) {
     ++cursor_;
   }
   stats_.walk_stops[stop]++;
+  stage_ahead();
+}
+
+// Note [Read-ahead from disk]
+// A mover with a level below host memory (the frame mover with a swap folder) reads a frame that
+// lives there into a home before its fetch can copy it to the device. Waiting for that read when the
+// fetch is issued would put the disk's time on the program's path, so the walk goes on past the
+// prefetch window (cursor_) and asks the mover to stage what the next ops need: the reads start now,
+// and the fetch finds the frame in host memory. The lead comes from the disk's rate as the timed
+// prefetch's comes from the link's (Note [Timed prefetch]): an op's pages are staged once the kernel
+// time until it is no more than the time the disk takes to read what is staged ahead of it and its
+// own, plus the fetch's lead; without kernel times, as far as the window (stage_limit_) goes. The
+// mover makes room for a staged frame only of frames the plan needs after it (Mover::stage), so a
+// read-ahead never pushes out what is needed sooner. What leaves host memory is what the plan needs
+// last: each eviction tells the mover its page's next use (Mover::next_use, from evict).
+void Pager::stage_ahead() {
+  const double rate = mover_->stage_rate();
+  if (rate <= 0) return;
+  const Plan &plan = *plan_;
+  const uint64_t limit = stage_limit_ ? stage_limit_ : budget_ / 4;
+  while (!staged_.empty() && staged_.front().first < pos_) {
+    staged_bytes_ -= staged_.front().second;
+    staged_.pop_front();
+  }
+  if (stage_cursor_ < cursor_) stage_cursor_ = cursor_;
+  while (!stats_.failed && stage_cursor_ < pos_ + plan.period && staged_bytes_ < limit) {
+    const uint64_t k = stage_cursor_ % plan.period;
+    uint64_t bytes = 0;
+    for (uint32_t a = plan.first[k]; a < plan.first[k + 1]; ++a)
+      if (Page *p = page(live(plan.acc[a], stage_cursor_)); p && !p->resident) bytes += page_bytes(live(plan.acc[a], stage_cursor_));
+    if (bytes && plan.busy_ns[plan.period] > 0 &&
+        double(busy_between(pos_, stage_cursor_)) > double(staged_bytes_ + bytes) / rate * 1e9 + double(lead_ns_))
+      break;  // not due yet
+    uint64_t started = 0;
+    for (uint32_t a = plan.first[k]; a < plan.first[k + 1]; ++a) {
+      const PageKey key = live(plan.acc[a], stage_cursor_);
+      if (Page *p = page(key); p && !p->resident) started += mover_->stage(page_addr(key), page_bytes(key), stage_cursor_);
+    }
+    if (started) staged_.push_back({stage_cursor_, started}), staged_bytes_ += started;
+    ++stage_cursor_;
+  }
 }
 
 void Pager::set_link_rate(double bytes_per_s, uint64_t lead_ns) {

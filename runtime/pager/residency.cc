@@ -269,7 +269,14 @@ bool Pager::evict(const std::vector<PageKey> &victims) {
   if (uint64_t arriving = pending_fence(victims); arriving && !mover_->moves_after(arriving))
     return fail("ordering an eviction after its fetch"), false;
   std::vector<PageKey> dirty, clean;
-  for (PageKey k : victims) (page(k)->dirty ? dirty : clean).push_back(k);
+  for (PageKey k : victims) {
+    Page *p = page(k);
+    (p->dirty ? dirty : clean).push_back(k);
+    // Note [Read-ahead from disk]: what leaves host memory is what the plan needs last.
+    uint64_t at = 0;
+    if (tracking_) at = next_use(*p, pos_), at = at == kNoUse ? kNoUse : pos_ + at;
+    mover_->next_use(page_addr(k), page_bytes(k), at);
+  }
   bool ok = true;
   for (bool written : {true, false}) {
     ok = ok && each_run(written ? dirty : clean, [&](uint64_t addr, uint64_t bytes, const std::vector<PageKey> &run) {

@@ -132,7 +132,83 @@ struct InstantMover final : Mover {
       else unmapped.insert(p);
     });
   }
+  // Note [Three levels in the replay]: per page address with a home or a disk copy.
+  struct Level {
+    bool home = false, disk = false, current = false, resident = false;  // current: disk holds what home does
+    uint64_t bytes = 0, next = 0, used = 0;
+  };
+  DiskLevel level;
+  std::map<uint64_t, Level> levels;  // by page address
+  uint64_t host = 0, host_peak = 0, on_disk = 0, disk_read = 0, disk_written = 0, ticks = 0;
+  void host_add(int64_t b) { host += uint64_t(b), host_peak = std::max(host_peak, host); }
+  void placed(uint64_t base, uint64_t size) {  // a new allocation: homes while they fit
+    if (!level.host_limit) return;
+    for (uint64_t p = base; p < base + size; p += page) {
+      Level &l = levels[p];
+      l = Level{};
+      l.bytes = std::min(page, base + size - p);
+      if (host + l.bytes <= level.host_limit) l.home = true, host_add(int64_t(l.bytes));
+      else on_disk += l.bytes;  // (never written: its disk copy is what a new allocation holds)
+    }
+  }
+  void gone(uint64_t base, uint64_t size) {
+    for (auto it = levels.lower_bound(base); it != levels.end() && it->first < base + size; it = levels.erase(it)) {
+      if (it->second.home) host -= it->second.bytes;
+      else on_disk -= it->second.bytes;
+    }
+  }
+  Level *spill_victim(uint64_t keep, uint64_t at) {  // as FrameMover::spill_victim
+    auto key = [](const Level &l) { return l.next ? l.next : ~uint64_t(0); };
+    Level *best = nullptr;
+    for (auto &[p, l] : levels)
+      if (p != keep && l.home && !l.resident && (!at || (l.next && l.next > at)) &&
+          (!best || key(l) > key(*best) || (key(l) == key(*best) && l.used < best->used)))
+        best = &l;
+    return best;
+  }
+  bool make_room(uint64_t bytes, uint64_t keep, uint64_t at) {
+    while (host + bytes > level.host_limit) {
+      Level *v = spill_victim(keep, at);
+      if (!v) return false;
+      if (!(v->disk && v->current)) disk_written += v->bytes;
+      v->disk = v->current = true, v->home = false;
+      host -= v->bytes, on_disk += v->bytes;
+    }
+    return true;
+  }
+  void bring_home(uint64_t p, uint64_t at = 0) {  // at: a read ahead, room only of pages needed later
+    auto it = levels.find(p);
+    if (it == levels.end() || it->second.home) return;
+    Level &l = it->second;
+    if (!make_room(l.bytes, p, at) && at) return;  // (past the limit otherwise, as the mover goes)
+    if (l.disk) disk_read += l.bytes;
+    l.home = true, l.current = l.disk;
+    on_disk -= l.bytes, host_add(int64_t(l.bytes));
+  }
+  void next_use(uint64_t addr, uint64_t bytes, uint64_t at) override {
+    if (level.host_limit)
+      each(addr, bytes, [&](uint64_t p) {
+        if (auto it = levels.find(p); it != levels.end()) it->second.next = at;
+      });
+  }
+  uint64_t stage(uint64_t addr, uint64_t bytes, uint64_t at) override {
+    uint64_t started = 0;
+    if (level.host_limit)
+      each(addr, bytes, [&](uint64_t p) {
+        auto it = levels.find(p);
+        if (it == levels.end() || it->second.home || it->second.resident) return;
+        bring_home(p, at ? at : 1);
+        if (it->second.home) started += it->second.bytes;
+      });
+    return started;
+  }
+  double stage_rate() const override { return level.host_limit ? level.read_bps : 0; }
   bool to_device(uint64_t addr, uint64_t bytes) override {
+    if (level.host_limit)
+      each(addr, bytes, [&](uint64_t p) {
+        bring_home(p);
+        if (auto it = levels.find(p); it != levels.end()) it->second.resident = true, it->second.used = ++ticks;
+      });
     if (auto a = live.upper_bound(addr); a != live.begin()) {
       --a;
       const auto [id, size] = a->second;
@@ -143,16 +219,29 @@ struct InstantMover final : Mover {
     if (writes.present()) each_piece(addr, bytes, [&](uint64_t p, uint64_t) { changed.erase(p); });
     return moved(addr, bytes, true);
   }
+  void left(uint64_t addr, uint64_t bytes, bool written) {
+    if (level.host_limit)
+      each(addr, bytes, [&](uint64_t p) {
+        if (auto it = levels.find(p); it != levels.end()) it->second.resident = false, it->second.current &= !written;
+      });
+  }
   bool to_host(uint64_t addr, uint64_t bytes) override {
+    left(addr, bytes, true);
     if (!writes.present()) copied += bytes;
     else each_piece(addr, bytes, [&](uint64_t p, uint64_t n) { copied += changed.erase(p) * n; });
     return moved(addr, bytes, false);
   }
   bool to_host_clean(uint64_t addr, uint64_t bytes) override {
+    left(addr, bytes, false);
     if (writes.present()) each_piece(addr, bytes, [&](uint64_t p, uint64_t) { changed.erase(p); });
     return moved(addr, bytes, false);
   }
   bool reach(uint64_t addr, uint64_t bytes) override {
+    if (level.host_limit)  // reached at home: its home, and the disk copy no longer counted current
+      each(addr, bytes, [&](uint64_t p) {
+        bring_home(p);
+        if (auto it = levels.find(p); it != levels.end()) it->second.current = false;
+      });
     return each(addr, bytes, [&](uint64_t p) {
       const bool home = unmapped.erase(p);
       home_maps += home * std::min(page, addr + bytes - p), home_map_frames += home, remaps += home;
@@ -170,9 +259,10 @@ struct InstantMover final : Mover {
 
 ReplayResult replay_trace(const Trace &t, uint64_t budget, uint64_t page_size, PagingPolicy policy,
                           uint64_t sample_every, uint64_t learn_at, uint64_t prefetch_ahead, bool bypass,
-                          const std::function<void(size_t, Pager &)> &before_op) {
+                          const std::function<void(size_t, Pager &)> &before_op, const DiskLevel &disk) {
   NextReach next(t);
   InstantMover mover(page_size, next, t);
+  mover.level = disk;
   Pager pager(&mover, budget, page_size, policy);
   if (prefetch_ahead) pager.set_prefetch_limit(prefetch_ahead);
   pager.set_bypass(bypass);
@@ -188,6 +278,7 @@ ReplayResult replay_trace(const Trace &t, uint64_t budget, uint64_t page_size, P
       const TraceAlloc &a = t.allocs[next_alloc];
       pager.on_alloc({a.base, a.size, a.kind, a.id});
       mover.live[a.base] = {a.id, a.size};
+      mover.placed(a.base, a.size);
       mover.base_of[a.id] = a.base;
     }
     for (; next_free < frees.size() && frees[next_free].first <= i; ++next_free) {
@@ -196,6 +287,7 @@ ReplayResult replay_trace(const Trace &t, uint64_t budget, uint64_t page_size, P
       // (not an allocation made since at the same address, which the driver may reuse)
       if (auto it = mover.live.find(a.base); it != mover.live.end() && it->second.first == a.id) {
         mover.freed(a.base, a.size);
+        mover.gone(a.base, a.size);
         mover.live.erase(it);
       }
       mover.base_of.erase(a.id);
@@ -216,6 +308,10 @@ ReplayResult replay_trace(const Trace &t, uint64_t budget, uint64_t page_size, P
       r.fetched_dead.push_back(mover.fetched_dead);
       r.remaps.push_back(mover.remaps);
       r.home_map_frames.push_back(mover.home_map_frames);
+      if (disk.host_limit) {
+        r.host.push_back(mover.host), r.on_disk.push_back(mover.on_disk);
+        r.disk_read.push_back(mover.disk_read), r.disk_written.push_back(mover.disk_written);
+      }
     }
     if (before_op) before_op(i, pager);
     const Op &op = t.ops[i];
@@ -227,6 +323,7 @@ ReplayResult replay_trace(const Trace &t, uint64_t budget, uint64_t page_size, P
   if (before_op) before_op(t.ops.size(), pager);
   r.write_records = t.writes.present();
   r.peak_resident = pager.stats().peak_resident;
+  r.host_peak = mover.host_peak;
   r.tracking = pager.tracking();
   r.stand_ins = pager.stats().stand_ins;
   return r;

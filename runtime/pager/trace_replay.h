@@ -14,6 +14,20 @@
 
 namespace vc {
 
+// Note [Three levels in the replay]: with a host limit, the replay's device keeps, as the frame
+// mover does with a swap folder (Note [Frames on disk] in runtime/frames_disk.cc), a home in host
+// memory for at most `host_limit` bytes of pages (resident pages keep theirs) and the rest on disk:
+// a new allocation's pages get homes while they fit; a page that needs one (a fetch, an op reaching
+// it at home, a read ahead) makes room by spilling pages at home, the one the plan needs last first
+// (Mover::next_use), written unless their disk copy is current; a page coming back from disk is
+// read, unless it was never written. `read_bps` > 0 lets the pager read ahead (Mover::stage); the
+// bytes are the same, copies being instant. Which pages an op maps home is not modelled: every page
+// at home may be spilled.
+struct DiskLevel {
+  uint64_t host_limit = 0;  // bytes of homes; 0: no disk level
+  double read_bps = 0;      // the disk's rate (Mover::stage_rate)
+};
+
 struct ReplayResult {
   // Cumulative pager figures before op k * sample_every, for every k with k * sample_every < ops.
   std::vector<uint64_t> h2d, d2h, misses;
@@ -33,6 +47,10 @@ struct ReplayResult {
   // home on demand; each a VMM unmap, map and set access on the mover's one worker. home_map_frames:
   // of them, the pages mapped home on demand.
   std::vector<uint64_t> remaps, home_map_frames;
+  // Note [Three levels in the replay] (with a DiskLevel): bytes of homes in host memory, of pages
+  // only on disk, and the bytes read from and written to disk so far.
+  std::vector<uint64_t> host, on_disk, disk_read, disk_written;
+  uint64_t host_peak = 0;
   uint64_t peak_resident = 0;
   bool write_records = false;  // copied counted from the trace's write records
   bool learned = false;  // predictive: the plan was installed
@@ -47,6 +65,7 @@ struct ReplayResult {
 // before op i is fed (after its allocations, frees and the learning), and with i = ops at the end.
 ReplayResult replay_trace(const Trace &t, uint64_t budget, uint64_t page_size, PagingPolicy policy,
                           uint64_t sample_every, uint64_t learn_at, uint64_t prefetch_ahead = 0, bool bypass = false,
-                          const std::function<void(size_t, Pager &)> &before_op = nullptr);
+                          const std::function<void(size_t, Pager &)> &before_op = nullptr,
+                          const DiskLevel &disk = {});
 
 }  // namespace vc

@@ -53,6 +53,26 @@ check 0 "only through kernel parameters (role unknown); 3.58 GiB of page accesse
 check 0 "bound" -- simulate --budget 16G --link 25 --page-size 512K "$trace"
 # The replay with a narrower prefetch window (VRAMCACHE_PREFETCH_AHEAD) than its 372 MiB default.
 check 0 "(VRAMCACHE_BYPASS=0) 16.05 GiB in, 16.05 GiB out (0 B clean, not copied), 745 remaps, 0 pages missed" -- simulate --budget 12G --prefetch-ahead 192M "$trace"
+# Three levels (Note [Three levels in the replay]): homes for 16 GiB, the rest on a 2 GB/s disk; the
+# bound is the largest of compute, link and disk time, the disk's from the bytes each way at its rate.
+check 0 "three levels (the pager replay, predictive with bypass, homes for 16.00 GiB of host memory, the rest on a disk of 2.00 GB/s), per iteration over the last 3: disk read 24.46 GiB, written 24.40 GiB; host memory peak 16.00 GiB" -- simulate --budget 12G --host-limit 16G --disk 2 -o "$tmp/three.json" "$trace"
+python3 - "$tmp/three.json" <<'PY' || bad "simulate --host-limit --disk -o: three_levels figures do not add up"
+import json, sys
+d = json.load(open(sys.argv[1]))["three_levels"]
+assert d["host_limit"] == 16 << 30 and d["disk_bps"] == 2e9 and d["host_peak"] <= d["host_limit"], d
+assert abs(d["disk_s"] - (d["disk_read_bytes"] + d["disk_written_bytes"]) / d["disk_bps"]) < 1e-5, d
+assert d["bound_s"] == max(d["compute_s"], d["link_s"], d["disk_s"]) and d["bound_s"] == d["disk_s"], d
+PY
+# With host memory for everything the disk moves nothing and the link bounds the step.
+check 0 "disk read 0 B, written 0 B" -- simulate --budget 12G --host-limit 64G --disk 2 "$trace"
+check 2 "--host-limit and --disk go together" -- simulate --budget 12G --host-limit 16G "$trace"
+# The report's chart of the three levels: homes stay within the 12 GiB limit, the rest only on disk.
+check 0 "report:" -- report --budget 6G --host-limit 12G --disk 2 -o "$tmp/r3.html" "$trace"
+grep -q "<h2>Three levels over one iteration (the pager replay)</h2>" "$tmp/r3.html" || bad "report: no three-level chart"
+[ "$(grep -c '<polyline class="level-' "$tmp/r3.html")" = 3 ] || bad "report: the three-level chart lacks a line"
+grep -q '<tr><td>in host memory (homes)</td><td class="n">12.00 GiB</td>' "$tmp/r3.html" || bad "report: homes peak is not the 12 GiB limit"
+grep -q "<h2>Three levels" "$tmp/r.html" && bad "report: a three-level chart without --host-limit"
+check 2 "--disk needs GB/s" -- simulate --budget 12G --host-limit 16G --disk fast "$trace"
 check 2 "--budget SIZE is required" -- simulate "$trace"
 check 2 "--budget 12Q is not a size" -- simulate --budget 12Q "$trace"
 check 2 "--page-size must be a power of two" -- simulate --budget 1G --page-size 100K "$trace"

@@ -18,6 +18,7 @@
 #include <deque>
 #include <iterator>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <random>
 #include <string>
@@ -327,6 +328,7 @@ struct Outcome {
   uint64_t clean = 0;            // bytes evicted without a write-back
   uint64_t unchanged = 0, hashed = 0, out = 0;  // Note [Clean pieces]: bytes left as unchanged, pieces hashed, bytes copied home
   uint64_t spills = 0, clean_drops = 0, unspills = 0, spill_failures = 0, over = 0, disk_full = 0;  // Note [Frames on disk]
+  uint64_t read_ahead = 0, read_ahead_hits = 0, home_reuses = 0;  // Note [Read-ahead from disk]
   std::vector<std::string> log;  // the device calls
 };
 // With `home_on_demand` (Note [Home mapped on demand]) the program reads an allocation through an
@@ -339,7 +341,7 @@ Outcome program(uint32_t seed, uint64_t fail_at, bool home_on_demand = false, bo
   const bool predictive = seed % 4 >= 2;
   const uint64_t capacity = (3 + seed % 2 + 2 * predictive) * kFrame, budget = capacity - 2 * kFrame * predictive;
   Rig r(kFrame, kGran, capacity, home_on_demand, clean_check);
-  if (swap) r.mover.set_disk(swap->store.get(), host_limit);
+  if (swap) r.mover.set_disk(swap->store.get(), host_limit), r.mover.set_disk_probe(1000000000, 1000000000);
   r.fake.fail_at = fail_at;
   vc::Pager pager(&r.mover, budget, kFrame, predictive ? vc::PagingPolicy::kPredictive : vc::PagingPolicy::kReactive);
   pager.set_prefetch_limit(budget / 2);
@@ -496,12 +498,14 @@ Outcome program(uint32_t seed, uint64_t fail_at, bool home_on_demand = false, bo
   const vc::FrameStats &st = r.mover.stats();
   out.spills = st.spills, out.clean_drops = st.clean_drops, out.unspills = st.unspills;
   out.spill_failures = st.spill_failures, out.over = st.over_host_limit, out.disk_full = st.disk_full;
+  out.read_ahead = st.read_ahead, out.read_ahead_hits = st.read_ahead_hits, out.home_reuses = st.home_reuses;
   if (swap) {  // the host limit holds unless nothing could be spilled; no frame is lost
     CHECK(st.lost == 0);
     if (st.over_host_limit == 0) CHECK(st.host_peak <= host_limit);
-    uint64_t homes = 0;  // what it counts is what the device holds
+    uint64_t homes = 0;  // what it counts is what the device holds: homes, and the pool's
     for (const auto &c : r.fake.chunks) homes += c.second.host && !c.second.released ? c.second.data.size() : 0;
-    CHECK(st.host_bytes == homes);
+    CHECK(st.host_bytes + st.pooled_bytes == homes);
+    if (st.over_host_limit == 0) CHECK(homes <= host_limit);
   }
   while (!live.empty()) release(live.begin()->first);
   out.calls = r.fake.calls, out.log = r.fake.log;
@@ -814,28 +818,35 @@ TEST_CASE("frames: random programs paged by the pager keep their data within the
     }
 }
 
-// Note [Frames on disk]: the same programs with homes for 4 frames (of some 10-14 live) and the rest
-// in a swap file on a real disk (a temporary folder): every byte of every allocation is checked
-// against its shadow at each op and before it is freed.
+// Note [Frames on disk]: the same programs with homes for 4 or 9 frames (of some 10-14 live) and the
+// rest in a swap file on a real disk (a temporary folder): every byte of every allocation is checked
+// against its shadow at each op and before it is freed. With 9, homes outnumber the device's frames,
+// so the plan's read-ahead finds room (Note [Read-ahead from disk]).
 TEST_CASE("frames: random programs with a third level on disk keep every byte" * doctest::skip(disk_test::no_uring())) {
   for (bool check : {false, true}) {
     CAPTURE(check);
     Outcome total;
-    for (uint32_t seed = 0; seed < 24; ++seed) {
+    for (uint32_t seed = 0; seed < 48; ++seed) {
       CAPTURE(seed);
       disk_test::Swap swap(kFrame, kFrame, 8);
-      Outcome o = program(seed, 0, true, check, &swap, 4 * kFrame);
+      Outcome o = program(seed % 24, 0, true, check, &swap, (seed < 24 ? 4 : 9) * kFrame);
       CHECK(!o.failed);
       CHECK((o.spill_failures == 0 && o.disk_full == 0));
       CHECK(swap.store->stats().read_errors == 0);
       total.spills += o.spills, total.clean_drops += o.clean_drops, total.unspills += o.unspills, total.over += o.over;
+      total.read_ahead += o.read_ahead, total.read_ahead_hits += o.read_ahead_hits, total.home_reuses += o.home_reuses;
       total.remaps += o.remaps;
     }
     // Not vacuous: frames went to disk and came back, and some left host memory without a write.
     MESSAGE("clean check ", check, ": ", total.spills, " frames written to disk, ", total.clean_drops,
             " dropped from host memory with their disk copy current, ", total.unspills, " read back, ", total.over,
-            " homes past the host limit");
+            " homes past the host limit; ", total.read_ahead, " read ahead of their fetch (", total.read_ahead_hits,
+            " found by their fetch, read or under way), ", total.home_reuses, " homes taken from the pool");
     CHECK((total.spills > 100 && total.unspills > 100 && total.clean_drops > 10 && total.remaps > 500));
+    // Note [Read-ahead from disk]: the planned seeds read some frames ahead (a few: most of the time
+    // the homes of frames mapped for the program fill host memory); released homes were taken again
+    // instead of made.
+    CHECK((total.read_ahead > 0 && total.home_reuses > 100));
   }
 }
 
@@ -844,12 +855,15 @@ TEST_CASE("frames: random programs with a third level on disk keep every byte" *
 // the allocation fail with the out-of-memory code. No byte is lost either way (the program checks all).
 TEST_CASE("frames: each disk call failing in turn loses no byte" * doctest::skip(disk_test::no_uring())) {
   vc::log_configure(vc::log_level(), "/dev/null");
-  for (uint32_t seed : {0u, 3u}) {
+  // (seed, homes): with homes for 8 frames, planned seed 14 reads frames ahead (Note [Read-ahead
+  // from disk]), so the failing calls include those reads'.
+  for (auto [seed, homes] : {std::pair<uint32_t, uint64_t>{0, 4}, {3, 4}, {14, 8}}) {
     uint64_t calls = 0;
     {
       disk_test::Swap swap(kFrame, kFrame, 8);
-      program(seed, 0, true, false, &swap, 4 * kFrame);
+      Outcome o = program(seed, 0, true, false, &swap, homes * kFrame);
       calls = swap.faults().counts().calls;
+      if (homes == 8) CHECK(o.read_ahead > 0);
     }
     REQUIRE(calls > 20);
     uint64_t stopped = 0, refused = 0;
@@ -860,7 +874,7 @@ TEST_CASE("frames: each disk call failing in turn loses no byte" * doctest::skip
       FaultyDiskIo::Faults f;
       f.fail_at = n;
       swap.faults().set(f);
-      Outcome o = program(seed, 0, true, false, &swap, 4 * kFrame);
+      Outcome o = program(seed, 0, true, false, &swap, homes * kFrame);
       CHECK(!o.failed);  // checked every byte, and every frame could be read back
       stopped += o.spill_failures, refused += o.disk_full;
     }
@@ -908,6 +922,85 @@ TEST_CASE("frames: a frame leaves host memory by a completed write, or by none w
   CHECK(line.find("host memory 0.02 GB (peak 0.02, limit 0.02); disk written 0.05 GB, read 0.05 GB") != std::string::npos);
   CHECK(line.find("(probe: write 1.00, read 2.00 GB/s); 3 frames spilled, 1 dropped") != std::string::npos);
   CHECK((r.mover.free(a) && r.mover.free(b) && swap.store->stats().slots == 0 && r.fake.live(true) == 0));
+}
+
+// Note [Read-ahead from disk]: what leaves host memory is the frame the plan needs last, as the
+// pager's evictions said (next_use), not the least recently sent to the device (frame 0 here).
+TEST_CASE("frames: the frame host memory gives up is the one the plan needs last" * doctest::skip(disk_test::no_uring())) {
+  disk_test::Swap swap(kFrame, kFrame, 8);
+  Rig r(kFrame, kGran, 4 * kFrame, /*home_on_demand=*/true);
+  r.mover.set_disk(swap.store.get(), 3 * kFrame);
+  uint64_t a = 0, b = 0;
+  REQUIRE(r.mover.allocate(3 * kFrame, &a));
+  fill(r.fake, a, 3 * kFrame, 1);
+  REQUIRE((r.mover.to_device(a, 3 * kFrame) && (r.drain(), r.mover.to_host(a, 3 * kFrame))));
+  r.drain();
+  r.mover.next_use(a, kFrame, 100), r.mover.next_use(a + kFrame, kFrame, 300), r.mover.next_use(a + 2 * kFrame, kFrame, 200);
+  REQUIRE(r.mover.allocate(kFrame, &b));  // no home: its fetch spills one
+  REQUIRE(r.mover.to_device(b, kFrame));
+  r.drain();
+  CHECK((r.mover.stats().spills == 1 && r.mover.stats().unspills == 0));
+  REQUIRE((r.mover.reach(a, kFrame) && r.mover.reach(a + 2 * kFrame, kFrame)));
+  CHECK(r.mover.stats().unspills == 0);  // frames 0 and 2 kept their homes
+  REQUIRE(r.mover.reach(a + kFrame, kFrame));
+  CHECK(r.mover.stats().unspills == 1);  // frame 1, needed last, was on disk
+  CHECK(holds(r.fake, a, 3 * kFrame, 1));
+  CHECK((r.mover.free(a) && r.mover.free(b) && r.fake.live(true) == 0 && r.mover.stats().pooled_bytes == 0));
+}
+
+// Note [Read-ahead from disk]: a sweep over ten frames, the device holding three and host memory
+// six: once the pager follows the plan, frames on disk are read into host memory ahead of their
+// fetch, which finds them there; released homes are reused, and every byte comes back.
+TEST_CASE("frames: the plan reads frames from disk ahead of their fetch" * doctest::skip(disk_test::no_uring())) {
+  constexpr int kFrames = 10;
+  disk_test::Swap swap(kFrame, kFrame, 8);
+  Rig r(kFrame, kGran, 3 * kFrame, /*home_on_demand=*/true);
+  r.mover.set_disk(swap.store.get(), 6 * kFrame);
+  r.mover.set_disk_probe(1000000000, 1000000000);
+  uint64_t va = 0;
+  REQUIRE(r.mover.allocate(kFrames * kFrame, &va));
+  for (int i = 0; i < kFrames; ++i) {  // each frame through the device, written there
+    const uint64_t f = va + uint64_t(i) * kFrame;
+    REQUIRE(r.mover.to_device(f, kFrame));
+    r.drain();
+    fill(r.fake, f, kFrame, i);
+    REQUIRE(r.mover.to_host(f, kFrame));
+    r.drain();
+  }
+  CHECK(r.mover.stats().spills >= kFrames - 6);
+  vc::Pager pager(&r.mover, 2 * kFrame, kFrame, vc::PagingPolicy::kPredictive);
+  pager.on_alloc(vc::Allocation{va, kFrames * kFrame, vc::AllocKind::kDevice, 1});
+  vc::Trace t;
+  t.page_size = kFrame;
+  t.allocs.push_back({1, va, kFrames * kFrame});
+  for (int k = 0; k < 6 * kFrames; ++k) {
+    vc::Op op;
+    op.name = t.intern("k" + std::to_string(k % kFrames));
+    op.first_ref = uint32_t(t.refs.size()), op.ref_count = 1;
+    t.refs.push_back({1, uint64_t(k % kFrames) * kFrame, kFrame, vc::Role::kRead});
+    t.ops.push_back(op);
+  }
+  std::string why;
+  REQUIRE(pager.learn(t, &why));
+  for (int k = 0; k < 5 * kFrames; ++k) {
+    const int i = k % kFrames;
+    pager.on_op({vc::OpKind::kKernel, ("k" + std::to_string(i)).c_str()}, 1, {{1, uint64_t(i) * kFrame, kFrame, vc::Role::kRead}});
+    CHECK((r.fake.on_device(va + uint64_t(i) * kFrame) && holds(r.fake, va + uint64_t(i) * kFrame, kFrame, i)));
+    r.drain();
+  }
+  const vc::FrameStats &st = r.mover.stats();
+  MESSAGE(st.read_ahead.load(), " frames read ahead, ", st.read_ahead_hits.load(), " found by their fetch (read, or under way), ",
+          st.unspills.load(), " read back in all, ", st.home_reuses.load(), " homes reused");
+  CHECK((pager.stats().planned_ops > 2 * kFrames && st.read_ahead > kFrames && st.read_ahead_hits > kFrames));
+  CHECK((st.home_reuses > kFrames && st.lost == 0 && st.over_host_limit == 0 && st.host_peak <= 6 * kFrame));
+  std::map<std::string, uint64_t> fig;
+  for (const auto &[k, v] : r.mover.figures()) fig[k] = v;
+  CHECK((fig["frames_read_ahead"] == st.read_ahead && fig["frames_home_reuses"] == st.home_reuses));
+  for (int i = 0; i < kFrames; ++i) {
+    REQUIRE(r.mover.reach(va + uint64_t(i) * kFrame, kFrame));
+    CHECK(holds(r.fake, va + uint64_t(i) * kFrame, kFrame, i));
+  }
+  CHECK((pager.on_free(1) && r.mover.free(va) && r.fake.live(true) == 0 && swap.store->stats().slots == 0));
 }
 
 // A frame whose disk copy reads back wrong twice (the checksum catches the flipped byte) is lost: one
@@ -1137,19 +1230,25 @@ class LockedVmm : public vc::VmmDevice {
   }
   bool read_hashes(uint64_t t, vc::PieceHash *out, size_t n) override { return with([&](FakeVmm &v) { return v.read_hashes(t, out, n); }); }
   void drop_hashes(uint64_t t) override { with([&](FakeVmm &v) { v.drop_hashes(t); return 0; }); }
+  uint8_t *host_view(uint64_t va) override { return with([&](FakeVmm &v) { return v.host_view(va); }); }
   bool enter_thread() override { return entered = true; }
   std::atomic<bool> entered{false};
 };
 }  // namespace
 
+// Seeds 16-23 add the disk level (homes for 6 frames of up to 16): a fetch of a frame on disk waits
+// for its read without the mover's lock while the worker completes moves (Note [Frames on disk]).
 TEST_CASE("frames: with the worker, ops find their frames on the device and their data intact") {
-  for (uint32_t seed = 0; seed < 16; ++seed) {
-    const bool home_on_demand = seed % 2, check = seed / 2 % 2;  // check: Note [Clean pieces]
+  for (uint32_t seed = 0; seed < 24; ++seed) {
+    const bool home_on_demand = seed % 2 || seed >= 16, check = seed / 2 % 2;  // check: Note [Clean pieces]
     CAPTURE(seed);
     std::mt19937 rng(seed);
     const uint64_t capacity = 6 * kFrame;
+    std::unique_ptr<disk_test::Swap> swap;
+    if (seed >= 16 && !disk_test::no_uring()) swap.reset(new disk_test::Swap(kFrame, kFrame, 8));
     LockedVmm dev;
     vc::FrameMover mover(&dev, kFrame, kGran, capacity, /*worker=*/true, home_on_demand, check);
+    if (swap) mover.set_disk(swap->store.get(), capacity);
     vc::Pager pager(&mover, capacity - kFrame, kFrame, vc::PagingPolicy::kReactive);
     std::vector<std::pair<uint64_t, std::vector<uint8_t>>> live;  // (va, shadow), id = index + 1
     for (uint64_t id = 1; id <= 4; ++id) {
@@ -1157,10 +1256,11 @@ TEST_CASE("frames: with the worker, ops find their frames on the device and thei
       REQUIRE(mover.allocate(size, &va));
       live.push_back({va, std::vector<uint8_t>(size)});
       for (uint8_t &b : live.back().second) b = uint8_t(rng());
-      dev.with([&](FakeVmm &f) {
-        for (uint64_t o = 0; o < size; o += kFrame) std::memcpy(f.at(va + o, kFrame), &live.back().second[o], kFrame);
-        return 0;
-      });
+      for (uint64_t o = 0; o < size; o += kFrame) {  // written on the device (with a disk, homes come and go)
+        REQUIRE((mover.to_device(va + o, kFrame) && mover.stream_wait(1, mover.fence())));
+        dev.with([&](FakeVmm &f) { return std::memcpy(f.at(va + o, kFrame), &live.back().second[o], kFrame); });
+        REQUIRE((mover.to_host(va + o, kFrame) && mover.stream_wait(1, mover.fence())));
+      }
       pager.on_alloc(vc::Allocation{va, size, vc::AllocKind::kDevice, id});
     }
     for (int op = 0; op < 200; ++op) {
@@ -1180,6 +1280,7 @@ TEST_CASE("frames: with the worker, ops find their frames on the device and thei
     }
     CHECK(dev.entered);
     CHECK((mover.stats().remaps > 0 && !mover.stats().failed && !pager.stats().failed));
+    if (swap) CHECK((mover.stats().spills > 0 && mover.stats().unspills > 0 && mover.stats().lost == 0));
     CHECK((check ? mover.stats().unchanged_bytes : mover.stats().clean_bytes) > 0);
     CHECK((mover.clean_check() == check && (mover.stats().out_bytes > 0)));
     REQUIRE(mover.stream_wait(1, mover.fence()));  // every move complete: all the data where it is mapped
