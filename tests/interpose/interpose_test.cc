@@ -13,6 +13,7 @@
 #include <cupti.h>
 #include <dlfcn.h>
 #include <doctest/doctest.h>
+#include <malloc.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -667,6 +668,7 @@ TEST_CASE("soak: a million calls, sizes varied, learning again halfway") {
   const size_t kib = 1024, check = 64 * kib;
   const long page = sysconf(_SC_PAGESIZE);
   std::vector<uint8_t> host(check);
+  auto sanitizer_heap = reinterpret_cast<size_t (*)()>(dlsym(RTLD_DEFAULT, "__sanitizer_get_current_allocated_bytes"));
   long ops = 0, wrong = 0, failed = 0;
   for (int iter = 0; ops < total; ++iter) {
     const bool second = ops >= total / 2;  // the program changes for good
@@ -701,7 +703,11 @@ TEST_CASE("soak: a million calls, sizes varied, learning again halfway") {
       fclose(f);
     }
     const long long own = (long long)resident * page - (long long)(vmm("device_bytes") + vmm("host_bytes"));
-    fprintf(stdout, "soak: iteration %d ops %ld own_rss_bytes %lld\n", iter, ops, own);
+    // The heap in use (the program's, the fake libraries' and the library's): the sanitizer
+    // allocator's figure when one is preloaded (it replaces malloc), else the C library's.
+    const struct mallinfo2 info = mallinfo2();
+    const size_t heap = sanitizer_heap ? sanitizer_heap() : info.uordblks + info.hblkhd;
+    fprintf(stdout, "soak: iteration %d ops %ld own_rss_bytes %lld heap_bytes %zu\n", iter, ops, own, heap);
   }
   CHECK(failed == 0);
   CHECK(wrong == 0);
