@@ -19,8 +19,9 @@ ops=${1:-1000000}
 case "$ops" in *[!0-9]* | "") echo "usage: bash scripts/soak.sh [--record] [OPS]" >&2; exit 2 ;; esac
 lsan=$(gcc -print-file-name=liblsan.so)
 [ -e "$lsan" ] || { echo "soak: LeakSanitizer's runtime (liblsan) not found: gcc's libsanitizer is needed" >&2; exit 2; }
-if [ $record = 1 ]; then
-  python3 -c 'import sys; sys.path.insert(0, "scripts"); import records; records.require_clean()' || exit 2
+sha=
+if [ $record = 1 ]; then  # the commit measured, read before the run (the tree may move on meanwhile)
+  sha=$(python3 -c 'import sys; sys.path.insert(0, "scripts"); import records; print(records.require_clean())') || exit 2
 fi
 make -j2 build/libvramcache.so build/interpose_test > /dev/null || { echo "soak: build failed" >&2; exit 1; }
 for f in libcuda.so.1 libcudart.so.13 libcublas.so.13 libcublasLt.so.13 libcupti.so.13 libnccl.so.2; do make -s build/fake/$f > /dev/null || exit 1; done
@@ -30,7 +31,7 @@ env LD_PRELOAD="$(readlink -f "$lsan"):$PWD/build/libvramcache.so" LSAN_OPTIONS=
   VRAMCACHE_SUMMARY_FILE="$summary" VRAMCACHE_LOG_FILE="$liblog" VRAMCACHE_CLEAN_CHECK=0 VRAMCACHE_BUDGET=8M VRAMCACHE_BACKEND=explicit VRAMCACHE_FRAME_SIZE=2M VRAMCACHE_HOST_LIMIT=1G VC_TEST_SOAK_OPS="$ops" \
   build/interpose_test --minimal -tc='soak*' > "$log" 2>&1
 rc=$?
-python3 - "$log" "$rc" "$ops" "$record" "$summary" "$liblog" <<'PY'
+python3 - "$log" "$rc" "$ops" "$record" "$summary" "$liblog" "$sha" <<'PY'
 import json, sys
 sys.path.insert(0, "scripts")
 log, rc, ops, record = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4] == "1"
@@ -78,7 +79,7 @@ for l in liblines[:20]:
 if record:
     import records
     records.put("soak", {"ops": ops, "budget": "8M", "frame_size": "2M", "backend": "explicit"}, figures,
-                "bash scripts/soak.sh --record %d" % ops)
+                "bash scripts/soak.sh --record %d" % ops, sha=sys.argv[7])
     print("soak: recorded in results/soak.json")
 sys.exit(0 if rc == 0 and leaks == 0 and wrong == 0 and rows else 1)
 PY
