@@ -653,7 +653,7 @@ TEST_CASE("threads: allocations, launches, copies and frees from several threads
 // VC_TEST_SOAK_OPS calls were made; halfway the iteration changes for good (other sizes, other
 // pairs), so the pager learns it again. Each buffer's first 64 KiB are read back and checked
 // before it is freed. After each iteration a line gives the process's resident memory less the
-// fake device's (its device and pinned host bytes, real memory here): the library's own.
+// fake device's (its device and pinned host bytes, real memory here) and the heap in use.
 TEST_CASE("soak: a million calls, sizes varied, learning again halfway") {
   const char *ops_env = getenv("VC_TEST_SOAK_OPS");
   if (!ops_env) return;
