@@ -5,6 +5,7 @@
 #include <cstring>
 #include <random>
 
+#include "interpose/cuda_check.h"
 #include "runtime/log.h"
 
 // The device image (interpose/piece_hash_image.S): nvcc's fat binary of interpose/piece_hash.cu,
@@ -15,8 +16,12 @@ namespace vc::interpose {
 
 bool PieceHasher::start(const DriverApi *api, const PieceKey &key, CUstream s) {
   api_ = api, key_ = key;
-  auto off = [this](const char *why, int result = 0) {
-    if (result) VC_WARN("the clean check is off: %s (CUresult %d); evicted frames are copied home whole", why, result);
+  // One line: why, and the driver call that failed with its error's name (Note [Checked calls]).
+  // Called with mu_ not held (it takes it to give the pinned blocks back).
+  auto off = [this](const char *why, const char *call = nullptr, CUresult result = CUDA_SUCCESS) {
+    if (call)
+      VC_WARN("the clean check is off: %s (%s failed: %s); evicted frames are copied home whole", why, call,
+              cu_error_name(result));
     else VC_WARN("the clean check is off: %s; evicted frames are copied home whole", why);
     std::lock_guard lock(mu_);
     for (PieceHash *b : blocks_) api_->cuMemFreeHost(b);
@@ -28,46 +33,53 @@ bool PieceHasher::start(const DriverApi *api, const PieceKey &key, CUstream s) {
   if (!api->cuModuleLoadData || !api->cuModuleGetFunction || !api->cuLaunchKernel || !api->cuMemAllocHost ||
       !api->cuMemFreeHost || !api->cuStreamSynchronize || !api->cuEventQuery)
     return off("the driver lacks a function it needs");
-  if (CUresult r = api->cuModuleLoadData(&module_, vc_piece_hash_image)) return off("its device code did not load", r);
+  if (CUresult r = api->cuModuleLoadData(&module_, vc_piece_hash_image))
+    return off("its device code did not load", "cuModuleLoadData", r);
   CUfunction fn = nullptr;
-  if (CUresult r = api->cuModuleGetFunction(&fn, module_, "vc_piece_hash")) return off("its kernel was not found", r);
+  if (CUresult r = api->cuModuleGetFunction(&fn, module_, "vc_piece_hash"))
+    return off("its kernel was not found", "cuModuleGetFunction", r);
+  CUresult grown = CUDA_SUCCESS;
   {
-    std::lock_guard lock(mu_);
-    if (!grow()) return off("pinned memory for its hashes could not be had");
+    std::lock_guard lock(mu_);  // released before off(), which takes it
+    grown = grow();
   }
+  if (grown != CUDA_SUCCESS) return off("pinned memory for its hashes could not be had", "cuMemAllocHost", grown);
   // The check: the hashes of data of its own, in pinned memory the kernel reads over the link, in
   // three pieces, the last one ending inside a 16-byte unit, against the host's. It also loads the
   // kernel now (lazy loading would at the first move).
   constexpr uint64_t kPiece = 64 << 10, kBytes = 2 * kPiece + 1000;
   void *buf = nullptr;
-  if (CUresult r = api->cuMemAllocHost(&buf, kBytes)) return off("pinned memory for its check could not be had", r);
+  if (CUresult r = api->cuMemAllocHost(&buf, kBytes))
+    return off("pinned memory for its check could not be had", "cuMemAllocHost", r);
   uint8_t *data = static_cast<uint8_t *>(buf);
   std::mt19937_64 rng(key.k0 ^ 0x636c65616eULL);
   for (uint64_t i = 0; i < kBytes; ++i) data[i] = uint8_t(rng());
   PieceHash *out = slot(0);
   fn_ = fn;
-  CUresult r = launch(s, uint64_t(data), kBytes, kPiece, out) ? api->cuStreamSynchronize(s) : CUDA_ERROR_LAUNCH_FAILED;
+  const char *call = "cuLaunchKernel";
+  CUresult r = launch(s, uint64_t(data), kBytes, kPiece, out);
+  if (r == CUDA_SUCCESS) r = api->cuStreamSynchronize(s), call = "cuStreamSynchronize";
   bool same = r == CUDA_SUCCESS;
   for (uint64_t i = 0; same && i < 3; ++i) same = out[i] == piece_hash(key, data + i * kPiece, std::min(kPiece, kBytes - i * kPiece));
   api->cuMemFreeHost(buf);
-  if (r != CUDA_SUCCESS) return off("its check could not run on the device", r);
+  if (r != CUDA_SUCCESS) return off("its check could not run on the device", call, r);
   if (!same) return off("its check failed: the device's hashes differ from the host's");
   VC_DEBUG("clean check: the device's piece hashes match the host's");
   return true;
 }
 
-bool PieceHasher::launch(CUstream s, uint64_t va, uint64_t bytes, uint64_t piece, PieceHash *out) {
+CUresult PieceHasher::launch(CUstream s, uint64_t va, uint64_t bytes, uint64_t piece, PieceHash *out) {
   uint64_t b = bytes, p = piece, k0 = key_.k0, k1 = key_.k1;
   void *params[] = {&va, &b, &p, &k0, &k1, &out};
   const unsigned blocks = unsigned((bytes + piece - 1) / piece);
-  return api_->cuLaunchKernel(fn_, blocks, 1, 1, kPieceThreads, 1, 1, 0, s, params, nullptr) == CUDA_SUCCESS;
+  return api_->cuLaunchKernel(fn_, blocks, 1, 1, kPieceThreads, 1, 1, 0, s, params, nullptr);
 }
 
 uint64_t PieceHasher::hash(CUstream s, uint64_t va, uint64_t bytes, uint64_t piece) {
   if (!fn_ || !piece || piece > kMaxPiece || piece % 16 || (bytes + piece - 1) / piece > kSlotPieces) return 0;
   std::lock_guard lock(mu_);
   harvest();
-  if (free_.empty() && !grow()) return 0;
+  if (free_.empty() && grow() != CUDA_SUCCESS) return 0;
   const uint32_t i = free_.back();
   auto event = [&] {
     CUevent e = nullptr;
@@ -81,7 +93,7 @@ uint64_t PieceHasher::hash(CUstream s, uint64_t va, uint64_t bytes, uint64_t pie
       if (e) spare_.push_back(e);
   };
   const bool timed = t.start && t.end && api_->cuEventRecord(t.start, s) == CUDA_SUCCESS;
-  if (!launch(s, va, bytes, piece, slot(i))) return recycle(), 0;
+  if (launch(s, va, bytes, piece, slot(i)) != CUDA_SUCCESS) return recycle(), 0;
   if (timed && api_->cuEventRecord(t.end, s) == CUDA_SUCCESS) timed_.push_back(t);
   else recycle();
   free_.pop_back();
@@ -113,14 +125,13 @@ void PieceHasher::time(uint64_t *pieces, uint64_t *ns) {
   *pieces = pieces_, *ns = ns_;
 }
 
-bool PieceHasher::grow() {
+CUresult PieceHasher::grow() {
   void *p = nullptr;
-  if (blocks_.size() >= kMaxBlocks ||
-      api_->cuMemAllocHost(&p, uint64_t(kSlotsPerBlock) * kSlotPieces * sizeof(PieceHash)) != CUDA_SUCCESS)
-    return false;
+  if (blocks_.size() >= kMaxBlocks) return CUDA_ERROR_OUT_OF_MEMORY;
+  if (CUresult r = api_->cuMemAllocHost(&p, uint64_t(kSlotsPerBlock) * kSlotPieces * sizeof(PieceHash))) return r;
   blocks_.push_back(static_cast<PieceHash *>(p));
   for (uint32_t k = kSlotsPerBlock; k-- > 0;) free_.push_back(uint32_t(blocks_.size() - 1) * kSlotsPerBlock + k);
-  return true;
+  return CUDA_SUCCESS;
 }
 
 void PieceHasher::harvest() {

@@ -37,9 +37,9 @@ class PieceHasher {
   static constexpr uint32_t kSlotsPerBlock = 256, kMaxBlocks = 64;
 
  private:
-  bool launch(CUstream s, uint64_t va, uint64_t bytes, uint64_t piece, PieceHash *out);
+  CUresult launch(CUstream s, uint64_t va, uint64_t bytes, uint64_t piece, PieceHash *out);
   PieceHash *slot(uint32_t i) { return blocks_[i / kSlotsPerBlock] + uint64_t(i % kSlotsPerBlock) * kSlotPieces; }
-  bool grow();  // with mu_ held: another block of slots
+  CUresult grow();  // with mu_ held: another block of slots (its pinned memory's result)
   void harvest();  // with mu_ held: the timed launches complete by now
 
   struct Timed {

@@ -1,11 +1,14 @@
 #!/usr/bin/env bash
 # The soak: the interposition test's soak case (tests/interpose/interpose_test.cc) under the library
 # and LeakSanitizer, against the fake CUDA libraries: OPS calls (default a million) of training-like
-# iterations, allocations of varied sizes, explicit paging with 2 MiB frames under an 8 MiB budget,
-# the program changed for good halfway. Prints and, with --record, writes to results/soak.json
+# iterations, allocations of varied sizes, explicit paging with 2 MiB frames under an 8 MiB budget
+# (the clean check off: the fake device hashes on the CPU, which would be most of the run), the
+# program changed for good halfway. Prints and, with --record, writes to results/soak.json
 # (scripts/records.py; the tree must be clean): the bytes checked wrong, LeakSanitizer's reports,
-# the library's own memory (resident memory less the fake device's bytes) after the first
-# iterations, at the end and at its highest, and the pager's plans. Figures, not an assertion on memory.
+# the library's log lines, the heap in use (LeakSanitizer's allocator's figure: the program's, the
+# fake libraries' and the library's) and the resident memory less the fake device's bytes, each
+# after the first iterations, at the end, at its highest and as a slope, and the pager's plans.
+# Figures, not an assertion on memory.
 # Exit: 0 passed (no byte wrong, no leak), 1 failed, 2 usage.
 #   bash scripts/soak.sh [--record] [OPS]
 set -u
@@ -16,18 +19,19 @@ ops=${1:-1000000}
 case "$ops" in *[!0-9]* | "") echo "usage: bash scripts/soak.sh [--record] [OPS]" >&2; exit 2 ;; esac
 lsan=$(gcc -print-file-name=liblsan.so)
 [ -e "$lsan" ] || { echo "soak: LeakSanitizer's runtime (liblsan) not found: gcc's libsanitizer is needed" >&2; exit 2; }
-if [ $record = 1 ]; then
-  python3 -c 'import sys; sys.path.insert(0, "scripts"); import records; records.require_clean()' || exit 2
+sha=
+if [ $record = 1 ]; then  # the commit measured, read before the run (the tree may move on meanwhile)
+  sha=$(python3 -c 'import sys; sys.path.insert(0, "scripts"); import records; print(records.require_clean())') || exit 2
 fi
 make -j2 build/libvramcache.so build/interpose_test > /dev/null || { echo "soak: build failed" >&2; exit 1; }
 for f in libcuda.so.1 libcudart.so.13 libcublas.so.13 libcublasLt.so.13 libcupti.so.13 libnccl.so.2; do make -s build/fake/$f > /dev/null || exit 1; done
-log=$(mktemp) summary=$(mktemp)
-trap 'rm -f "$log" "$summary"' EXIT
+log=$(mktemp) summary=$(mktemp) liblog=$(mktemp)
+trap 'rm -f "$log" "$summary" "$liblog"' EXIT
 env LD_PRELOAD="$(readlink -f "$lsan"):$PWD/build/libvramcache.so" LSAN_OPTIONS=exitcode=23 LD_LIBRARY_PATH="$PWD/build/fake" \
-  VRAMCACHE_SUMMARY_FILE="$summary" VRAMCACHE_BUDGET=8M VRAMCACHE_BACKEND=explicit VRAMCACHE_FRAME_SIZE=2M VRAMCACHE_HOST_LIMIT=1G VC_TEST_SOAK_OPS="$ops" \
+  VRAMCACHE_SUMMARY_FILE="$summary" VRAMCACHE_LOG_FILE="$liblog" VRAMCACHE_CLEAN_CHECK=0 VRAMCACHE_BUDGET=8M VRAMCACHE_BACKEND=explicit VRAMCACHE_FRAME_SIZE=2M VRAMCACHE_HOST_LIMIT=1G VC_TEST_SOAK_OPS="$ops" \
   build/interpose_test --minimal -tc='soak*' > "$log" 2>&1
 rc=$?
-python3 - "$log" "$rc" "$ops" "$record" "$summary" <<'PY'
+python3 - "$log" "$rc" "$ops" "$record" "$summary" "$liblog" "$sha" <<'PY'
 import json, sys
 sys.path.insert(0, "scripts")
 log, rc, ops, record = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4] == "1"
@@ -36,17 +40,32 @@ try:
 except (OSError, ValueError):
     summary = {}
 text = open(log, errors="replace").read()
-rows = [l.split() for l in text.splitlines() if l.startswith("soak: iteration ")]
-own = [int(r[6]) for r in rows]
+liblines = open(sys.argv[6], errors="replace").read().splitlines()
+rows = [l.split() for l in text.splitlines() if l.startswith("soak: iteration ") and len(l.split()) == 9]
+ops_at = [int(r[4]) for r in rows]
 leaks = text.count("ERROR: LeakSanitizer")
 wrong = text.count("ERROR: CHECK")
-settled = own[min(10, len(own) - 1)] if own else 0
-figures = {"exit_status": rc, "iterations": len(rows), "ops": int(rows[-1][4]) if rows else 0,
+settled = min(10, len(rows) - 1)
+
+
+def series(column, name):
+    # The figure after the first iterations, at the end and at its highest, and its slope from the
+    # first figure to the last (bytes per million ops).
+    v = [int(r[column]) for r in rows]
+    if not v:
+        return {}
+    span = ops_at[-1] - ops_at[settled]
+    return {f"{name}_after_10_iterations": v[settled], f"{name}_last": v[-1], f"{name}_max": max(v[settled:]),
+            f"{name}_growth_per_million_ops": round((v[-1] - v[settled]) * 1e6 / span) if span > 0 else 0}
+
+
+figures = {"exit_status": rc, "iterations": len(rows), "ops": ops_at[-1] if rows else 0,
            "leak_reports": leaks, "failed_checks": wrong,
-           "own_rss_bytes_after_10_iterations": settled, "own_rss_bytes_last": own[-1] if own else 0,
-           "own_rss_bytes_max": max(own) if own else 0,
-           "own_rss_growth_bytes_per_million_ops": round((own[-1] - settled) * 1e6 / max(1, int(rows[-1][4]) - int(rows[min(10, len(rows) - 1)][4])))
-           if len(rows) > 11 else 0}
+           "library_log_lines": sum(1 for l in liblines if l.startswith("vramcache "))}
+# heap: what malloc holds (the program's, the fake libraries' and the library's); own_rss: resident
+# memory less the fake device's bytes, which also moves with the fake device's own mappings.
+figures.update(series(8, "heap_bytes"))
+figures.update(series(6, "own_rss_bytes"))
 # What the pager made of the change halfway (its plans learned, learned again, left), and its moves.
 for key in ("paging_plans", "paging_relearns", "paging_divergences", "paging_planned_ops", "paging_h2d_bytes",
             "paging_d2h_bytes", "paging_failed", "peak_resident"):
@@ -55,10 +74,12 @@ for k, v in figures.items():
     print(f"soak: {k} {v}")
 if rc != 0:
     print(text[-3000:])
+for l in liblines[:20]:
+    print(l)
 if record:
     import records
     records.put("soak", {"ops": ops, "budget": "8M", "frame_size": "2M", "backend": "explicit"}, figures,
-                "bash scripts/soak.sh --record %d" % ops)
+                "bash scripts/soak.sh --record %d" % ops, sha=sys.argv[7])
     print("soak: recorded in results/soak.json")
 sys.exit(0 if rc == 0 and leaks == 0 and wrong == 0 and rows else 1)
 PY

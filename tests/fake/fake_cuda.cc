@@ -18,6 +18,7 @@
 #include <set>
 #include <vector>
 
+#include "interpose/cuda_api.h"  // VC_DRIVER_API: the functions vramcache resolves for itself
 #include "runtime/piece_hash.h"
 #include "tests/fake/fake.h"
 
@@ -782,6 +783,7 @@ DEF(CUresult, cuGetErrorName, CUresult error, const char **name) {
     FAKE_NAME(CUDA_ERROR_NOT_FOUND)
     FAKE_NAME(CUDA_ERROR_NOT_READY)
     FAKE_NAME(CUDA_ERROR_ILLEGAL_ADDRESS)
+    FAKE_NAME(CUDA_ERROR_UNKNOWN)
     default: break;
   }
 #undef FAKE_NAME
@@ -887,6 +889,58 @@ CUresult unexported_launch(CUfunction f, unsigned gx, unsigned gy, unsigned gz, 
   return fake_cuLaunchKernel(f, gx, gy, gz, bx, by, bz, smem, s, params, extra);
 }
 
+// FAKE_CUDA_FAIL_OWN=NAME:N: the Nth call of NAME made from inside libvramcache.so returns
+// CUDA_ERROR_UNKNOWN without running, and says so on stderr ("fake: NAME failed"). NAME is one of
+// the driver functions vramcache resolves for itself (VC_DRIVER_API, interpose/cuda_api.h): the
+// lookup hands out a wrapper for it that counts the calls whose caller is the library, so the
+// program's own calls of the same function (through the hooks, or through a pointer it looked up)
+// are never failed.
+std::atomic<long> g_own_calls{0};
+long g_fail_own_at = 0;
+char g_fail_own_name[64] = "";
+
+bool fail_own_call(void *caller) {
+  Dl_info info;
+  if (!dladdr(caller, &info) || !info.dli_fname || !strstr(info.dli_fname, "libvramcache")) return false;
+  if (++g_own_calls != g_fail_own_at) return false;
+  fprintf(stderr, "fake: %s failed\n", g_fail_own_name);
+  return true;
+}
+
+template <class F>
+struct FailOwn;
+template <class... A>
+struct FailOwn<CUresult (*)(A...)> {
+  static inline CUresult (*real)(A...) = nullptr;
+  __attribute__((noinline)) static CUresult call(A... a) {
+    if (fail_own_call(__builtin_return_address(0))) return CUDA_ERROR_UNKNOWN;
+    return real(a...);
+  }
+};
+
+// The wrapper of `symbol` when FAKE_CUDA_FAIL_OWN names it (one name per process: the wrappers of
+// functions of one type share their pointer to the real one).
+void *fail_own(const char *symbol, void *fn) {
+  static bool parsed = [] {
+    const char *v = getenv("FAKE_CUDA_FAIL_OWN");
+    const char *colon = v ? strchr(v, ':') : nullptr;
+    if (!colon || size_t(colon - v) >= sizeof g_fail_own_name) return false;
+    memcpy(g_fail_own_name, v, size_t(colon - v));
+    g_fail_own_at = atol(colon + 1);
+    return true;
+  }();
+  if (!parsed || !fn || strcmp(symbol, g_fail_own_name) != 0) return fn;
+#define FAKE_FAIL_OWN(name, version)                                                     \
+  if (!strcmp(symbol, #name)) {                                                          \
+    using Fn = PFN_##name##_v##version;                                                  \
+    FailOwn<Fn>::real = reinterpret_cast<Fn>(fn);                                        \
+    return reinterpret_cast<void *>(&FailOwn<Fn>::call);                                 \
+  }
+  VC_DRIVER_API(FAKE_FAIL_OWN)
+#undef FAKE_FAIL_OWN
+  return fn;
+}
+
 CUresult lookup(const char *symbol, void **pfn, int version, cuuint64_t flags, CUdriverProcAddressQueryResult *status) {
   if (getenv("FAKE_CUDA_UNWRAPPED_LAUNCH") && !strcmp(symbol, "cuLaunchKernel") &&
       !(flags & CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM)) {
@@ -904,7 +958,7 @@ CUresult lookup(const char *symbol, void **pfn, int version, cuuint64_t flags, C
     // Prefer the per-thread twin under the flag, then the highest version.
     if (!best || (e.ptds && !best->ptds) || (e.ptds == best->ptds && e.version > best->version)) best = &e;
   }
-  *pfn = best ? best->fn : nullptr;
+  *pfn = best ? fail_own(symbol, best->fn) : nullptr;
   if (status)
     *status = best ? CU_GET_PROC_ADDRESS_SUCCESS
                    : found_name ? CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT : CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;

@@ -4,7 +4,8 @@
 # another tool (vramcache degrades, the program still passes), in off mode (pure pass-through),
 # in profile mode, and under a budget (paging with the fake driver's prefetches, and with all of
 # them failing; explicit paging over the fake driver's VMM memory, with every byte checked, and with
-# one mapping failing; a failed call's line names the call and its error; several threads at once
+# one mapping failing, and with each driver function vramcache calls for itself failing in turn; a
+# failed call's line names the call and its error; several threads at once
 # under a budget). Also: a bad VRAMCACHE_* value stops the program before it starts, and the
 # program's exit status, signals, streams and children are its own (section 10).
 set -u
@@ -284,6 +285,44 @@ for case in "1:remapping a frame to the device" "4:remapping a frame to the host
   [ "$(grep -cE '^vramcache [0-9]+:[0-9]+ WARN backends/explicit_backend.cc:[0-9]+ cuMemMap failed: CUDA_ERROR_OUT_OF_MEMORY$' "$out/$name.log")" = 1 ] ||
     bad "explicit paging, remap $n failing: expected one line 'cuMemMap failed: CUDA_ERROR_OUT_OF_MEMORY', got: $(grep 'failed' "$out/$name.log")"
 done
+
+# 6a. Every driver function vramcache calls for itself (the table VC_DRIVER_API of
+#     interpose/cuda_api.h, read from the source so that the list cannot drift) failing in turn, at
+#     its first call from inside the library (FAKE_CUDA_FAIL_OWN=NAME:1; the program's own calls of
+#     the same function are not failed), during the explicit paging case: the program's calls
+#     succeed and every byte is intact (rc 0), nothing hangs, and one line names the call and its
+#     error. Where the failure stops the explicit backend from starting (the managed backend pages
+#     instead) or stops paging before the buffers are made (they are the driver's own), the memory is
+#     the fake's plain or managed memory, which keeps no bytes: the lines saying so are checked, not
+#     the bytes.
+#     Failures that degrade without a line of their own are listed in `silent` and checked for the
+#     program's results only (README, Limits).
+own=$(sed -n '/^#define VC_DRIVER_API/,/^$/p' interpose/cuda_api.h | grep -o 'X(cu[A-Za-z0-9_]*' | cut -c3-)
+[ "$(echo "$own" | wc -w)" -gt 30 ] || bad "own calls: the list read from interpose/cuda_api.h is short: $own"
+unbacked=" cuCtxGetCurrent cuCtxGetDevice cuDeviceGetAttribute cuStreamCreate cuMemGetAllocationGranularity cuCtxSetCurrent "
+silent=" cuFuncGetParamInfo cuFuncGetName cuMemFreeHost "
+failed_own=0 not_called=""
+for fn in $own; do
+  name=own-$fn
+  explicit "$name" FAKE_CUDA_FAIL_OWN="$fn:1"; rc=$?
+  if [ $rc = 124 ] || [ $rc = 137 ]; then bad "own call $fn failing: timed out after $deadline s"; continue; fi
+  if ! grep -q "^fake: $fn failed$" "$out/$name.log"; then not_called="$not_called $fn"; continue; fi
+  failed_own=$((failed_own + 1))
+  lines=$(grep -cE "^vramcache [0-9]+:[0-9]+ WARN .*$fn failed: CUDA_ERROR_UNKNOWN" "$out/$name.log")
+  # (cuCtxSetCurrent's first call is the mover's thread's or the status thread's, whichever runs
+  # first: only the mover's stops paging.)
+  stopped=$(grep -c 'the explicit backend cannot start\|paging stopped' "$out/$name.log")
+  case "$unbacked" in
+  *" $fn "*)
+    [ "$lines" = 1 ] && [ "$stopped" -le 1 ] ||
+      bad "own call $fn failing: expected one line naming it and at most one saying what stopped: $(grep 'WARN\|ERROR' "$out/$name.log" | grep -v activity.cc | head -3)"
+    [ "$stopped" = 1 ] && continue ;;
+  esac
+  [ $rc = 0 ] || { bad "own call $fn failing: the test program failed (rc $rc)"; grep -A3 "ERROR\|CRASHED" "$out/$name.log" | head -8; }
+  case "$silent" in *" $fn "*) continue ;; esac
+  [ "$lines" = 1 ] || bad "own call $fn failing: expected one line '$fn failed: CUDA_ERROR_UNKNOWN', got $lines: $(grep 'WARN' "$out/$name.log" | grep -v activity.cc | head -3)"
+done
+note "own calls failing in turn: $failed_own of $(echo "$own" | wc -w) failed at their first call; not called in this case:$not_called"
 
 # 6b. NCCL under a budget (explicit backend, fake libnccl): NCCL's own memory is not paged; a
 #    collective and a group are one op each (collectives=3); a registered buffer stays resident.
