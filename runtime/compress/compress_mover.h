@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <map>
+#include <mutex>
 #include <set>
 #include <string>
 #include <utility>
@@ -35,7 +36,10 @@ class CompressMover final : public Mover {
   // The range is freed: offers and factors of it are dropped, its bytes are dead.
   void freed(uint64_t addr, uint64_t bytes);
   const Compressor &compressor() const { return *comp_; }
-  uint64_t skipped_bytes() const { return skipped_; }  // bytes of pages that left without a copy
+  uint64_t skipped_bytes() const {  // bytes of pages that left without a copy
+    std::lock_guard lock(mu_);
+    return skipped_;
+  }
 
   // Mover.
   bool to_device(uint64_t addr, uint64_t bytes) override;
@@ -72,6 +76,9 @@ class CompressMover final : public Mover {
   bool rebuild_due(uint64_t passed_fence);                    // those whose fetch has passed
   bool rebuild_where(uint64_t lo, const Away &a);              // wherever its pages are
 
+  // The program's threads offer and withdraw while the pager moves: every call holds it (the
+  // pager's lock, when the pager calls, is taken before it; the inner mover's after it).
+  mutable std::recursive_mutex mu_;
   Mover *inner_;
   Compressor *comp_;
   const uint64_t page_, reserve_;
