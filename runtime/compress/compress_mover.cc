@@ -16,10 +16,13 @@ namespace vc {
 //   pieces moves as it would with compression off.
 // - If factoring fails or is refused, the eviction is the inner mover's, unchanged (Note
 //   [Compression fallbacks]).
-// - The matrix is rebuilt once every page it touches is back and the fence after the last fetch has
-//   passed: in passed() when it says so (the pager forgets a passed fence and may then let the
-//   reading op run without a wait), or in stream_wait() once the inner mover has waited on the host.
-//   Either way before on_op returns, so before the op that reads it is enqueued.
+// - The matrix is rebuilt once the fence after the first fetch of any of its pages has passed: in
+//   passed() when it says so (the pager forgets a passed fence and may then let the reading op run
+//   without a wait), or in stream_wait() once the inner mover has waited on the host. Either way
+//   before on_op returns, so before the op that reads it is enqueued. An op may reach only part of
+//   the matrix (a slice of a GEMM's output): the pages that stayed home are then reached there
+//   (Mover::reach) and the rebuild writes the whole matrix through the program's addresses, so no
+//   page the op reads holds the bytes left stale at home.
 // - The rebuilt pages differ from their home copy (stale, or the exact matrix at the shared ends),
 //   and the pager takes them for clean as the read does not write them: their next eviction copies
 //   them whatever the pager says.
@@ -143,7 +146,7 @@ uint64_t CompressMover::fence() {
   uint64_t f = inner_->fence();
   if (f)
     for (auto &[lo, a] : away_)
-      if (a.in.size() == a.pages && !a.fence) a.fence = f;
+      if (!a.in.empty() && !a.fence) a.fence = f;
   return f;
 }
 
@@ -155,7 +158,10 @@ bool CompressMover::rebuild_due(uint64_t passed_fence) {
       ++it;
       continue;
     }
-    if (!comp_->rebuild(it->first, a.bytes, reserve_)) {
+    // Only some of its pages back (an op reaching part of it): the rest is reached where it is
+    // (home), and the rebuild writes all of it through the program's addresses.
+    const bool whole = a.in.size() == a.pages;
+    if ((!whole && !inner_->reach(it->first, a.bytes)) || !comp_->rebuild(it->first, a.bytes, reserve_)) {
       ok = false;
       ++it;
       continue;

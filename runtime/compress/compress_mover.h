@@ -1,7 +1,7 @@
 // A Mover in front of the pager's mover that applies VRAMCACHE_COMPRESS_RANK: an offered GEMM output
 // that one eviction takes off the device whole is factored (Compressor) and its pages leave without
-// their bytes; once all of them are back and their fetch has passed, the matrix is rebuilt in place,
-// before the pager lets any op run on it. Every other call goes to the inner mover unchanged, so with
+// their bytes; once any of them is back and its fetch has passed, the matrix is rebuilt in place
+// (the pages still away reached where they are), before the pager lets any op run on it. Every other call goes to the inner mover unchanged, so with
 // nothing offered the moves are exactly the inner mover's. It decides nothing about which outputs
 // qualify (candidates.h, the caller offers them). Note [Compressed moves]. No CUDA here.
 #pragma once

@@ -1581,6 +1581,27 @@ TEST_CASE("frames: a factored GEMM output is discarded, not copied home, and rea
   CHECK_MESSAGE(run.r.fake.violations == 0, run.r.fake.last_violation);
 }
 
+TEST_CASE("frames: a factored GEMM output whose one frame comes back is rebuilt whole, its frames home reached there") {
+  CompressRun run;
+  const std::vector<uint8_t> want = lr_rebuilt(run.m);
+  REQUIRE(run.comp.count() == 1);
+  // Frame 2 alone (a slice of the matrix) is fetched; frames 1 and 3 stay home, stale.
+  REQUIRE(run.mover.to_device(run.va + 2 * kFrame, kFrame));
+  run.r.drain();
+  REQUIRE(run.mover.passed(run.mover.fence()));
+  CHECK(run.comp.count() == 0);
+  CHECK(run.r.fake.on_device(run.va + 2 * kFrame));
+  CHECK_FALSE(run.r.fake.on_device(run.va + kFrame));
+  CHECK(run.view(run.matrix, kLrBytes) == want);  // every byte, the frames at home included
+  CHECK(run.view(run.va, kFrame / 2) == run.before_head);
+  CHECK(run.view(run.matrix + kLrBytes, kFrame + kFrame / 2) == run.before_tail);
+  // All of it back: the same bytes (home held the rebuild for the frames that stayed there).
+  run.back();
+  CHECK(run.view(run.matrix, kLrBytes) == want);
+  CHECK(run.comp.stats().at("gemm 64x64").rebuilds == 1);
+  CHECK_MESSAGE(run.r.fake.violations == 0, run.r.fake.last_violation);
+}
+
 TEST_CASE("frames: with the clean check and no discard, a factored output's pieces are copied home (the saving lost)") {
   // What discard is for: the same eviction through to_host_clean copies every changed piece.
   Rig r(kFrame, kGran, 8 * kFrame, false, true);
