@@ -35,7 +35,11 @@ namespace vc {
 //   an op that writes part of it must find the rest as it was. Only a free drops them.
 
 CompressMover::CompressMover(Mover *inner, Compressor *comp, uint64_t page, uint64_t reserve)
-    : inner_(inner), comp_(comp), page_(page), reserve_(reserve) {}
+    : inner_(inner), comp_(comp), page_(page), reserve_(reserve) {
+  // The factors and scratch are allocated apart from the inner mover's memory (a frame mover's
+  // chunks): it is told so from the start, so that both together keep to the budget.
+  inner_->set_outside(reserve_);
+}
 
 void CompressMover::offer(const CompressTarget &t) {
   std::lock_guard lock(mu_);

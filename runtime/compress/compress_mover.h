@@ -54,7 +54,8 @@ class CompressMover final : public Mover {
   bool passed(uint64_t f) override;
   bool failed_and_logged() const override { return inner_->failed_and_logged(); }
   uint64_t headroom() const override { return inner_->headroom() + reserve_; }
-  void set_outside(uint64_t bytes) override { inner_->set_outside(bytes); }
+  // The reserve is device memory outside the inner mover's: it keeps that much less for itself.
+  void set_outside(uint64_t bytes) override { inner_->set_outside(bytes + reserve_); }
   uint64_t unit() const override { return inner_->unit(); }
   uint64_t footprint(uint64_t bytes) const override { return inner_->footprint(bytes); }
   double link_rate() const override { return inner_->link_rate(); }

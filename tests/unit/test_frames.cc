@@ -1508,11 +1508,18 @@ std::vector<uint8_t> lr_rebuilt(const std::vector<uint8_t> &m) {
 // inside it). The matrix is written on the device after the frames arrived (the GEMM), over an older
 // one at home, and a byte of frame 0 outside it changes too. `discard`: the frame mover's; else
 // to_host_clean stands in for it (the clean check then copies the changed pieces).
+uint64_t lr_reserve() {
+  const vc::CompressChoice c = lr_choice();
+  return c.factor_bytes + c.scratch_bytes;
+}
+constexpr uint64_t kLrCapacity = 8 * kFrame;  // the frames' part of the budget
 struct CompressRun {
-  Rig r{kFrame, kGran, 8 * kFrame, false, /*clean_check=*/true};
+  // The budget: the frames' part and the reserve for factors and scratch, which the frame mover
+  // is told is outside its own (its chunks keep to the rest).
+  Rig r{kFrame, kGran, kLrCapacity + lr_reserve(), false, /*clean_check=*/true};
   FrameCompressDevice dev;
   vc::Compressor comp{&dev};
-  vc::CompressMover mover{&r.mover, &comp, kFrame, 1 << 20};
+  vc::CompressMover mover{&r.mover, &comp, kFrame, lr_reserve()};
   uint64_t va = 0, matrix = 0;
   std::vector<uint8_t> old = lr_matrix(1), m = lr_matrix(2);
   std::vector<uint8_t> before_head, before_tail;  // the other data in the matrix's first and last frames
@@ -1566,6 +1573,8 @@ TEST_CASE("frames: a factored GEMM output is discarded, not copied home, and rea
   CHECK(run.comp.count() == 0);
   CHECK(run.comp.stats().at("gemm 64x64").rebuilds == 1);
   CHECK(run.view(run.matrix, kLrBytes) == want);  // every byte, against the compressor's reference
+  CHECK(run.r.fake.device_peak <= kLrCapacity);    // the frames left the reserve alone
+  CHECK(run.comp.device_peak() <= lr_reserve());
   CHECK(run.view(run.va, kFrame / 2) == run.before_head);  // the other data, every byte
   CHECK(run.view(run.matrix + kLrBytes, kFrame + kFrame / 2) == run.before_tail);
   // The pager calls its next eviction clean (it was only read): the stale home pages are copied all
