@@ -74,12 +74,12 @@ void CompressOffers::after_gemm_op(const GemmOperand *ops, int n, const char *ap
 }
 
 std::string CompressOffers::summary_text() const {
-  const std::string lines = comp_.summary_text();
-  if (lines.empty()) return "";
+  // The header even with no line under it: a run that offered nothing, or whose offers were never
+  // evicted whole, says so.
   char head[160];
   snprintf(head, sizeof head, "compression: %" PRIu64 " offers, %.1f MB of pages left without a copy\n", offered_,
            double(mover_.skipped_bytes()) / 1e6);
-  return head + lines;
+  return head + comp_.summary_text();
 }
 
 }  // namespace vc

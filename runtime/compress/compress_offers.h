@@ -41,8 +41,8 @@ class CompressOffers {
   void after_gemm_op(const GemmOperand *ops, int n, const char *api);
 
   uint64_t offered() const { return offered_; }  // offers made (a multi-kernel call's once per kernel)
-  // The summary's lines (Compressor::summary_text) with a header; "" if nothing was compressed or
-  // moved whole.
+  // The summary's lines: a header (offers, bytes of pages left without a copy), then
+  // Compressor::summary_text's, one per GEMM shape factored or moved whole.
   std::string summary_text() const;
 
  private:
