@@ -79,6 +79,7 @@ bool is_help(const char *arg) { return !strcmp(arg, "--help") || !strcmp(arg, "-
 // --log-level -> VRAMCACHE_LOG_LEVEL; null if no option has that flag.
 const char *env_for_flag(const char *flag) {
   if (strncmp(flag, "--", 2) != 0) return nullptr;
+  if (!strcmp(flag, "--compress")) return "VRAMCACHE_COMPRESS_RANK";  // the short name of --compress-rank
   std::string want = "VRAMCACHE_";
   for (const char *p = flag + 2; *p; ++p) want += *p == '-' ? '_' : char(toupper(*p));
   for (const vc::OptionSpec &spec : vc::kOptionSpecs)

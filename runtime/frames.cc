@@ -394,7 +394,7 @@ bool FrameMover::fetch(Lock &lock, Frame *f) {
   return true;
 }
 
-bool FrameMover::evict(Lock &lock, Frame *f, bool write_back) {
+bool FrameMover::evict(Lock &lock, Frame *f, bool write_back, bool discard) {
   while (f->move && move_of(f)->remapping) moved_.wait(lock);
   switch (f->where) {
     case Where::kHome:
@@ -408,7 +408,12 @@ bool FrameMover::evict(Lock &lock, Frame *f, bool write_back) {
   }
   Move m;
   m.seq = ++issued_, m.frame = f;
-  if (check_) {
+  if (discard) {
+    // Note [Discarded frames]: no copy and no hashes; the event still follows the program's work
+    // that the out stream was ordered after, so the remap waits for it as a copy would.
+    if (!(m.token = dev_->mark(kOut))) return fail("a copy to the host");
+    stats_.clean_bytes += f->bytes, stats_.discarded_bytes += f->bytes;
+  } else if (check_) {
     // Note [Clean pieces]: its hashes, once the program's work that the out stream was ordered after
     // is done (when those it arrived with are known); the copies home of what changed come later.
     if (std::count(f->known.begin(), f->known.end(), 1)) m.hashes = hash(kOut, f->chunk_va, f->bytes);
@@ -606,6 +611,23 @@ bool FrameMover::to_host_clean(uint64_t addr, uint64_t bytes) {
   return each_frame(addr, bytes, [&](Frame *f) { return evict(lock, f, false); });
 }
 
+// Note [Discarded frames]
+// The compressing mover (runtime/compress/compress_mover.h) keeps a factored GEMM output as factors
+// and rebuilds it in place once its pages are back, so the bytes its pages hold as they leave are not
+// needed anywhere. to_host_clean is not enough for that with the clean check on: the check copies home
+// every piece that changed since it arrived (Note [Clean pieces]), which for a GEMM output just written
+// is all of them, and the saving is gone. discard leaves the frame home as it is, nothing copied and
+// nothing hashed. Its home then holds older bytes than the device had: the caller must never let the
+// program read the frame before it has written it again (the rebuild), and the next eviction after that
+// write finds the pieces changed against the hashes of their next arrival and copies them. A discard
+// cancelled before its remap (the frame wanted back) leaves the frame resident with its bytes, and home
+// as it was, so the hashes of its arrival still describe home.
+bool FrameMover::discard(uint64_t addr, uint64_t bytes) {
+  Lock lock(mu_);
+  if (stats_.failed) return false;
+  return each_frame(addr, bytes, [&](Frame *f) { return evict(lock, f, false, true); });
+}
+
 uint64_t FrameMover::mark(uint64_t stream) {
   if (stats_.failed) return 0;
   uint64_t m = dev_->mark_stream(stream);
@@ -686,6 +708,7 @@ std::vector<std::pair<std::string, uint64_t>> FrameMover::figures() const {
           {"frames_in_bytes", stats_.in_bytes},
           {"frames_out_bytes", stats_.out_bytes},
           {"frames_clean_bytes", stats_.clean_bytes},
+          {"frames_discarded_bytes", stats_.discarded_bytes},
           {"frames_remaps", stats_.remaps},
           {"frames_remap_ns", stats_.remap_ns},
           {"frames_remaps_out_busy", stats_.remaps_out_busy},

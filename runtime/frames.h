@@ -88,7 +88,8 @@ struct FrameStats {
   std::atomic<uint64_t> host_bytes{0};                    // pinned host memory held
   std::atomic<uint64_t> device_bytes{0}, device_peak{0};  // device chunks created (free or in use)
   std::atomic<uint64_t> in_bytes{0}, out_bytes{0};        // copied
-  std::atomic<uint64_t> clean_bytes{0};                   // evicted without a copy (to_host_clean)
+  std::atomic<uint64_t> clean_bytes{0};                   // evicted without a copy (to_host_clean, discard)
+  std::atomic<uint64_t> discarded_bytes{0};               // of them, discarded (Note [Discarded frames])
   std::atomic<uint64_t> remaps{0};
   std::atomic<uint64_t> cancelled{0};    // moves undone before their remap (needed again, or evicted again)
   // Note [Freed frames move no more]: moves of a freed allocation's frames undone before their
@@ -164,6 +165,7 @@ class FrameMover final : public Mover {
   bool to_device(uint64_t addr, uint64_t bytes) override;
   bool to_host(uint64_t addr, uint64_t bytes) override;
   bool to_host_clean(uint64_t addr, uint64_t bytes) override;  // remapped home without a copy
+  bool discard(uint64_t addr, uint64_t bytes) override;        // neither copied nor checked
   uint64_t mark(uint64_t stream) override;
   void drop_mark(uint64_t m) override;
   bool copy_after(uint64_t m) override;
@@ -251,7 +253,7 @@ class FrameMover final : public Mover {
   // All with mu_ held (`lock`).
   bool each_frame(uint64_t addr, uint64_t bytes, const std::function<bool(Frame *)> &fn);
   bool fetch(Lock &lock, Frame *f);
-  bool evict(Lock &lock, Frame *f, bool write_back);
+  bool evict(Lock &lock, Frame *f, bool write_back, bool discard = false);
   Move *move_of(const Frame *f);
   Move *move_at(uint64_t seq);  // the move in flight of that seq, else null
   // Until moves up to seq `upto` are complete (block) or as far as their copies are (not block).

@@ -107,8 +107,9 @@ namespace vc {
     "with a budget: outputs of recognized GEMMs (bf16, fp16 or fp32, both sides at least 512) that " \
     "would move out or stay idle until read are kept as two thin factors of this rank and rebuilt "  \
     "before the read (lossy; deterministic for a run): a whole number, or `h/N`, the matrix's "      \
-    "inner dimension over N; 0: off. Parsed and checked; the mechanism is built and tested on "     \
-    "the fake device, not yet switched on in the library (docs/paging.md)")           \
+    "inner dimension over N; 0: off. Explicit backend only; `vramcache run --compress h/4` sets it. " \
+    "The exit summary gives outputs compressed, MB saved, rebuild time and sampled error per GEMM " \
+    "(docs/paging.md)")                                                                              \
   X(kAllowOversubscribe, "VRAMCACHE_ALLOW_OVERSUBSCRIBE", kBool, "0", "1",                           \
     "let managed allocations exceed the device's free memory (read at the first managed "           \
     "allocation); without it such an "                                                             \

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "runtime/compress/compress_offers.h"
 #include "runtime/log.h"
 #include "runtime/trace_io.h"
 #include "runtime/trace_validate.h"
@@ -28,6 +29,10 @@ Runtime::Runtime(const Options &options, std::string command) : options_(options
     recorder_ = std::make_unique<Recorder>(std::move(command), uint64_t(options_.num[kPageSize]),
                                            int(options_.num[kProfileIterations]), kLearnOps,
                                            options_.mode() == Mode::kProfile ? 0 : kLearnMaxOps);
+}
+
+Runtime::~Runtime() {
+  delete pager_.load();  // before the compressing mover it may call
 }
 
 namespace {
@@ -56,7 +61,10 @@ void Runtime::on_alloc(uint64_t ptr, uint64_t size, AllocKind kind, uint64_t str
   auto hit = allocs_.find(ptr);
   if (!hit) return;
   if (recorder_) recorder_->on_alloc(hit->alloc, stream, pcs, depth);
-  if (paged) pager()->on_alloc(hit->alloc);
+  if (paged) {
+    pager()->on_alloc(hit->alloc);
+    if (compress_) compress_->on_alloc(hit->alloc.id, hit->alloc.base, hit->alloc.size);
+  }
 }
 
 // Under a budget, device memory the pager cannot move is worth a word (once) when it passes half
@@ -82,7 +90,9 @@ void Runtime::charge_unseen(uint64_t bytes) {
 void Runtime::forget(const Allocation &gone, uint64_t *held) {
   if (gone.kind == AllocKind::kManaged) managed_bytes_ -= gone.size;
   if (recorder_) recorder_->on_free(gone.id);
-  if (Pager *pg = pager(); pg && pg->on_free(gone.id, held)) {
+  Pager *pg = pager();
+  if (pg && compress_) compress_->on_free(gone.id, gone.base, gone.size);  // its offers and factors are dead
+  if (pg && pg->on_free(gone.id, held)) {
     paged_bytes_ -= gone.size;
     if (pages_managed()) managed_bytes_ -= gone.size;  // frames are not managed memory
   } else if (on_device(gone.kind)) {
@@ -179,9 +189,14 @@ void Runtime::page_op(const RecordedOp &op, bool captured) {
   // a copy or set whose range was not decoded (2D, 3D, arrays).
   bool kernel = op.kind == OpKind::kKernel || op.kind == OpKind::kGraphKernel;
   bool wildcard = kernel ? !(op.flags & kOpDecoded) || (op.flags & kOpIndirect) : op.bytes == 0 && !op.ranges;
+  // Note [Offers from the program] in runtime/compress/compress_offers.cc: what the op may write
+  // ends its offers before the pager sees it; a GEMM's output is offered after.
+  CompressOffers *compress = pg ? compress_.get() : nullptr;
+  if (compress) compress->before_op(refs, wildcard);
   if (pg && !captured && !capture_open && op.kind != OpKind::kSync) {
     op_entered = true;
     pg->on_op({op.kind, op.name, wildcard, op.batch}, op.stream, refs);
+    if (compress && op.gemm && op.gemm_count && !wildcard) compress->after_gemm_op(op.gemm, op.gemm_count, "gemm");
   }
   // Note [Learning again] in runtime/pager/plan.cc: the profile thread learns from it once it has
   // enough.
@@ -396,9 +411,16 @@ bool Runtime::paged(uint64_t ptr) { return paged_id(ptr).has_value(); }
 // -- python samples/gpt/train_gpt.py --size 2.7b --deterministic --steps 20`), budget/64 ran
 // 1.537 s/step, budget/32 1.504, budget/16 1.958, and budget/32 with the walk untimed (Note [Timed
 // prefetch]) 1.342. So the explicit backend's window is budget/32, untimed by default.
-Pager *Runtime::start_paging(Mover *mover) {
+Pager *Runtime::start_paging(Mover *mover, CompressDevice *compress) {
   // The pager plans within the budget less the mover's headroom; the mover keeps to the whole budget.
   const uint64_t budget = uint64_t(options_.num[kBudget]);
+  // VRAMCACHE_COMPRESS_RANK: only with the rank set, a device for it and frames (the explicit
+  // backend), so that with it off the pager's mover is the backend's, call for call.
+  if (compress && options_.num[kCompressRank] != 0 && mover->unit() && !compress_ && !pager()) {
+    compress_ = std::make_unique<CompressOffers>(mover, compress, options_.num[kCompressRank],
+                                                 CompressOffers::reserve_for(budget, mover->unit()));
+    mover = compress_->mover();
+  }
   // Its unit: the mover's (a frame of the explicit backend), else VRAMCACHE_PAGE_SIZE.
   const uint64_t page = mover->unit() ? mover->unit() : uint64_t(options_.num[kPageSize]);
   auto *pg = new Pager(mover, budget - std::min(budget / 2, mover->headroom()), page, PagingPolicy(options_.num[kPolicy]),
@@ -412,8 +434,9 @@ Pager *Runtime::start_paging(Mover *mover) {
     delete pg;
     return none;
   }
-  VC_INFO("paging on: budget %.2f GB, backend %s, policy %s, pages of %llu KB", double(options_.num[kBudget]) / 1e9,
-          mover->unit() ? "explicit" : "managed", options_.str[kPolicy].c_str(), (unsigned long long)(page >> 10));
+  VC_INFO("paging on: budget %.2f GB, backend %s, policy %s, pages of %llu KB%s", double(options_.num[kBudget]) / 1e9,
+          mover->unit() ? "explicit" : "managed", options_.str[kPolicy].c_str(), (unsigned long long)(page >> 10),
+          compress_ ? ", GEMM outputs compressed" : "");
   return pg;
 }
 

@@ -25,6 +25,9 @@
 
 namespace vc {
 
+class CompressDevice;
+class CompressOffers;
+
 // A kernel launch as the hooks see it, before it is enqueued.
 struct Launch {
   uint64_t func = 0;    // CUfunction or CUkernel handle
@@ -64,7 +67,7 @@ class Runtime {
  public:
   explicit Runtime(const Options &options, std::string command = "");
   // The library's runtime lives to the end of the process (never destroyed); tests destroy theirs.
-  ~Runtime() { delete pager_.load(); }
+  ~Runtime();
 
   const Options &options() const { return options_; }
   bool observing() const { return options_.mode() != Mode::kOff; }
@@ -133,7 +136,12 @@ class Runtime {
   uint64_t outside_allocated() const { return outside_bytes_ - unseen_bytes_; }
   Pager *pager() { return pager_.load(std::memory_order_acquire); }
   const Pager *pager() const { return pager_.load(std::memory_order_acquire); }
-  Pager *start_paging(Mover *mover);
+  // `compress`: the device of VRAMCACHE_COMPRESS_RANK (the backend's; it outlives the runtime), or
+  // null. With the rank set and a mover of frames, the pager moves through the compressing mover in
+  // front of `mover` (runtime/compress/compress_offers.h); otherwise through `mover` itself.
+  Pager *start_paging(Mover *mover, CompressDevice *compress = nullptr);
+  // The compression of GEMM outputs, once paging started with it; null otherwise.
+  const CompressOffers *compression() const { return pager() ? compress_.get() : nullptr; }
   // The mover's rate of bringing data in while it evicts as much (Note [Timed prefetch]); 0: unknown.
   double link_rate() const;
   // Keeps the paged allocation holding `ptr` resident for good (Pager::pin). True if it is (or
@@ -214,6 +222,7 @@ class Runtime {
   std::atomic<uint64_t> unseen_bytes_{0};  // the most device memory seen in use without an allocation
   std::atomic<bool> outside_warned_{false};
   std::atomic<WriteWatch *> write_watch_{nullptr};
+  std::unique_ptr<CompressOffers> compress_;  // set once, before pager_ (read only where pager() is set)
 };
 
 }  // namespace vc

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "runtime/compress/compress_offers.h"
 #include "runtime/log.h"
 #include "runtime/runtime.h"
 
@@ -140,6 +141,7 @@ std::string Runtime::summary_text() const {
       if (r.piece == p.piece && r.text) out += fragment(r.text, r.value);
     out += p.after;
   }
+  if (const CompressOffers *cz = compression()) out += cz->summary_text();
   return out;
 }
 
@@ -163,6 +165,7 @@ std::string Runtime::summary_json() const {
     add(&j, "prefetch_link_bps", uint64_t(pager->link_rate()));
     for (const auto &[name, v] : pager->mover()->figures()) add(&j, name.c_str(), v);
     add(&j, "outside_unseen", unseen_bytes_);
+    if (const CompressOffers *cz = compression()) add(&j, "compress_offers", cz->offered());
     const PagerStats &s = pager->stats();
 #define VC_PAGER_JSON(kind, member, json) add(&j, json, VC_STAT_VALUE(kind, member, s, f).n);
     VC_PAGER_STATS(VC_PAGER_JSON)

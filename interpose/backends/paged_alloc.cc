@@ -16,6 +16,7 @@
 #include "interpose/backends/explicit_backend.h"
 #include "interpose/backends/managed_backend.h"
 #include "interpose/backends/status_thread.h"
+#include "interpose/compress/cuda_compress_device.h"
 #include "interpose/cuda_api.h"
 #include "interpose/cuda_check.h"
 #include "interpose/library.h"
@@ -91,7 +92,15 @@ bool ensure_paging(Runtime *rt) {
     g_state = 2;
     return false;
   }
-  rt->start_paging(mover);
+  // VRAMCACHE_COMPRESS_RANK: the explicit backend's frames only (runtime.h, start_paging); a device
+  // that cannot start leaves paging as it is without it (said once).
+  CompressDevice *compress = nullptr;
+  if (g_explicit && rt->options().num[kCompressRank] != 0) {
+    auto *dev = new CudaCompressDevice();  // lives to the end of the process, as the backend does
+    if (dev->start(api, ctx)) compress = dev;
+    else delete dev;
+  }
+  rt->start_paging(mover, compress);
   if (!g_explicit) count_migrations(rt, g_device);  // the explicit backend makes no managed memory
   start_status_thread(rt, ctx, g_explicit);
   g_free_events.start(api);

@@ -10,15 +10,19 @@ namespace vc {
 // Note [Compressed moves]
 // - Only an eviction that takes the whole matrix off the device in one call, with a copy (the pager
 //   does not call it clean), factors it: the pages wholly inside the matrix then leave without a
-//   copy (to_host_clean: their home copy goes stale), the pages it shares with other data at either
+//   copy (discard: their home copy goes stale, and the frame mover's clean check does not copy home
+//   the pieces that changed, Note [Discarded frames]), the pages it shares with other data at either
 //   end are copied as usual. A matrix that leaves in
 //   pieces moves as it would with compression off.
 // - If factoring fails or is refused, the eviction is the inner mover's, unchanged (Note
 //   [Compression fallbacks]).
-// - The matrix is rebuilt once every page it touches is back and the fence after the last fetch has
-//   passed: in passed() when it says so (the pager forgets a passed fence and may then let the
-//   reading op run without a wait), or in stream_wait() once the inner mover has waited on the host.
-//   Either way before on_op returns, so before the op that reads it is enqueued.
+// - The matrix is rebuilt once the fence after the first fetch of any of its pages has passed: in
+//   passed() when it says so (the pager forgets a passed fence and may then let the reading op run
+//   without a wait), or in stream_wait() once the inner mover has waited on the host. Either way
+//   before on_op returns, so before the op that reads it is enqueued. An op may reach only part of
+//   the matrix (a slice of a GEMM's output): the pages that stayed home are then reached there
+//   (Mover::reach) and the rebuild writes the whole matrix through the program's addresses, so no
+//   page the op reads holds the bytes left stale at home.
 // - The rebuilt pages differ from their home copy (stale, or the exact matrix at the shared ends),
 //   and the pager takes them for clean as the read does not write them: their next eviction copies
 //   them whatever the pager says.
@@ -31,11 +35,19 @@ namespace vc {
 //   an op that writes part of it must find the rest as it was. Only a free drops them.
 
 CompressMover::CompressMover(Mover *inner, Compressor *comp, uint64_t page, uint64_t reserve)
-    : inner_(inner), comp_(comp), page_(page), reserve_(reserve) {}
+    : inner_(inner), comp_(comp), page_(page), reserve_(reserve) {
+  // The factors and scratch are allocated apart from the inner mover's memory (a frame mover's
+  // chunks): it is told so from the start, so that both together keep to the budget.
+  inner_->set_outside(reserve_);
+}
 
-void CompressMover::offer(const CompressTarget &t) { offers_[t.addr] = t; }
+void CompressMover::offer(const CompressTarget &t) {
+  std::lock_guard lock(mu_);
+  offers_[t.addr] = t;
+}
 
 void CompressMover::withdraw(uint64_t addr, uint64_t bytes) {
+  std::lock_guard lock(mu_);
   for (auto it = offers_.begin(); it != offers_.end();) {
     bool overlaps = it->first < addr + bytes && addr < it->first + it->second.shape.matrix_bytes;
     it = overlaps ? offers_.erase(it) : std::next(it);
@@ -43,6 +55,7 @@ void CompressMover::withdraw(uint64_t addr, uint64_t bytes) {
 }
 
 void CompressMover::freed(uint64_t addr, uint64_t bytes) {
+  std::lock_guard lock(mu_);
   withdraw(addr, bytes);
   for (auto it = away_.begin(); it != away_.end();) {
     bool overlaps = it->first < addr + bytes && addr < it->first + it->second.bytes;
@@ -105,16 +118,23 @@ bool CompressMover::evict(uint64_t addr, uint64_t bytes, bool clean) {
   for (const auto &[first, end] : factored) {
     if (first > at && !move_home(at, first - at, clean)) return false;
     for (uint64_t p = first; p < end; p += page_) stale_.erase(p);
-    if (!inner_->to_host_clean(first, end - first)) return false;
+    if (!inner_->discard(first, end - first)) return false;
     at = end;
   }
   return at >= addr + bytes || move_home(at, addr + bytes - at, clean);
 }
 
-bool CompressMover::to_host(uint64_t addr, uint64_t bytes) { return evict(addr, bytes, false); }
-bool CompressMover::to_host_clean(uint64_t addr, uint64_t bytes) { return evict(addr, bytes, true); }
+bool CompressMover::to_host(uint64_t addr, uint64_t bytes) {
+  std::lock_guard lock(mu_);
+  return evict(addr, bytes, false);
+}
+bool CompressMover::to_host_clean(uint64_t addr, uint64_t bytes) {
+  std::lock_guard lock(mu_);
+  return evict(addr, bytes, true);
+}
 
 bool CompressMover::to_device(uint64_t addr, uint64_t bytes) {
+  std::lock_guard lock(mu_);
   if (!inner_->to_device(addr, bytes)) return false;
   for (auto &[lo, a] : away_) {
     const uint64_t hi = lo + a.bytes;
@@ -126,10 +146,11 @@ bool CompressMover::to_device(uint64_t addr, uint64_t bytes) {
 }
 
 uint64_t CompressMover::fence() {
+  std::lock_guard lock(mu_);
   uint64_t f = inner_->fence();
   if (f)
     for (auto &[lo, a] : away_)
-      if (a.in.size() == a.pages && !a.fence) a.fence = f;
+      if (!a.in.empty() && !a.fence) a.fence = f;
   return f;
 }
 
@@ -141,7 +162,10 @@ bool CompressMover::rebuild_due(uint64_t passed_fence) {
       ++it;
       continue;
     }
-    if (!comp_->rebuild(it->first, a.bytes, reserve_)) {
+    // Only some of its pages back (an op reaching part of it): the rest is reached where it is
+    // (home), and the rebuild writes all of it through the program's addresses.
+    const bool whole = a.in.size() == a.pages;
+    if ((!whole && !inner_->reach(it->first, a.bytes)) || !comp_->rebuild(it->first, a.bytes, reserve_)) {
       ok = false;
       ++it;
       continue;
@@ -153,12 +177,14 @@ bool CompressMover::rebuild_due(uint64_t passed_fence) {
 }
 
 bool CompressMover::passed(uint64_t f) {
+  std::lock_guard lock(mu_);
   // A rebuild that cannot be made keeps the fence from passing: the pager then waits for it
   // (stream_wait), where the rebuild is tried again and a second failure stops paging.
   return inner_->passed(f) && rebuild_due(f);
 }
 
 bool CompressMover::stream_wait(uint64_t stream, uint64_t f) {
+  std::lock_guard lock(mu_);
   return inner_->stream_wait(stream, f) && rebuild_due(f);
 }
 
@@ -171,6 +197,7 @@ bool CompressMover::rebuild_where(uint64_t lo, const Away &a) {
 }
 
 bool CompressMover::reach(uint64_t addr, uint64_t bytes) {
+  std::lock_guard lock(mu_);
   if (!inner_->reach(addr, bytes)) return false;
   for (auto it = away_.begin(); it != away_.end();) {
     if (it->first >= addr + bytes || addr >= it->first + it->second.bytes) {
@@ -184,6 +211,7 @@ bool CompressMover::reach(uint64_t addr, uint64_t bytes) {
 }
 
 bool CompressMover::hold_mappings(bool on) {
+  std::lock_guard lock(mu_);
   if (!inner_->hold_mappings(on)) return false;
   bool ok = true;
   for (auto it = away_.begin(); on && it != away_.end();) {
@@ -198,6 +226,7 @@ bool CompressMover::hold_mappings(bool on) {
 }
 
 std::vector<std::pair<std::string, uint64_t>> CompressMover::figures() const {
+  std::lock_guard lock(mu_);
   std::vector<std::pair<std::string, uint64_t>> out = inner_->figures();
   for (auto &kv : comp_->figures()) out.push_back(kv);
   out.push_back({"compress_skipped_bytes", skipped_});

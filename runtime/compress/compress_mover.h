@@ -1,13 +1,14 @@
 // A Mover in front of the pager's mover that applies VRAMCACHE_COMPRESS_RANK: an offered GEMM output
 // that one eviction takes off the device whole is factored (Compressor) and its pages leave without
-// their bytes; once all of them are back and their fetch has passed, the matrix is rebuilt in place,
-// before the pager lets any op run on it. Every other call goes to the inner mover unchanged, so with
+// their bytes; once any of them is back and its fetch has passed, the matrix is rebuilt in place
+// (the pages still away reached where they are), before the pager lets any op run on it. Every other call goes to the inner mover unchanged, so with
 // nothing offered the moves are exactly the inner mover's. It decides nothing about which outputs
 // qualify (candidates.h, the caller offers them). Note [Compressed moves]. No CUDA here.
 #pragma once
 
 #include <cstdint>
 #include <map>
+#include <mutex>
 #include <set>
 #include <string>
 #include <utility>
@@ -35,7 +36,10 @@ class CompressMover final : public Mover {
   // The range is freed: offers and factors of it are dropped, its bytes are dead.
   void freed(uint64_t addr, uint64_t bytes);
   const Compressor &compressor() const { return *comp_; }
-  uint64_t skipped_bytes() const { return skipped_; }  // bytes of pages that left without a copy
+  uint64_t skipped_bytes() const {  // bytes of pages that left without a copy
+    std::lock_guard lock(mu_);
+    return skipped_;
+  }
 
   // Mover.
   bool to_device(uint64_t addr, uint64_t bytes) override;
@@ -50,7 +54,8 @@ class CompressMover final : public Mover {
   bool passed(uint64_t f) override;
   bool failed_and_logged() const override { return inner_->failed_and_logged(); }
   uint64_t headroom() const override { return inner_->headroom() + reserve_; }
-  void set_outside(uint64_t bytes) override { inner_->set_outside(bytes); }
+  // The reserve is device memory outside the inner mover's: it keeps that much less for itself.
+  void set_outside(uint64_t bytes) override { inner_->set_outside(bytes + reserve_); }
   uint64_t unit() const override { return inner_->unit(); }
   uint64_t footprint(uint64_t bytes) const override { return inner_->footprint(bytes); }
   double link_rate() const override { return inner_->link_rate(); }
@@ -75,6 +80,9 @@ class CompressMover final : public Mover {
   bool rebuild_due(uint64_t passed_fence);                    // those whose fetch has passed
   bool rebuild_where(uint64_t lo, const Away &a);              // wherever its pages are
 
+  // The program's threads offer and withdraw while the pager moves: every call holds it (the
+  // pager's lock, when the pager calls, is taken before it; the inner mover's after it).
+  mutable std::recursive_mutex mu_;
   Mover *inner_;
   Compressor *comp_;
   const uint64_t page_, reserve_;

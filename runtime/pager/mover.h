@@ -24,6 +24,10 @@ class Mover {
   // The same for pages no op may have written since they came in (their host copy is current): a
   // mover that can leaves them without copying back.
   virtual bool to_host_clean(uint64_t addr, uint64_t bytes) { return to_host(addr, bytes); }
+  // The same for pages whose bytes no one needs until they are written again (a factored GEMM
+  // output, rebuilt in place once back: Note [Compressed moves]): a mover that can leaves them
+  // without copying or checking anything; their home copy is then stale.
+  virtual bool discard(uint64_t addr, uint64_t bytes) { return to_host_clean(addr, bytes); }
   // A mark at the current end of application stream `stream` (what it has enqueued so far): a
   // nonzero token, valid until drop_mark.
   virtual uint64_t mark(uint64_t stream) = 0;

@@ -17,6 +17,8 @@ check() {  # check WANT_RC WANT_SUBSTRING -- ARGS...
 
 check 0 libvramcache.so -- run --mode off -- sh -c 'echo $LD_PRELOAD'
 check 0 "count" -- run --mode count --log-level info -- sh -c 'echo $VRAMCACHE_MODE'
+check 0 "h/4" -- run --mode off --compress h/4 -- sh -c 'echo $VRAMCACHE_COMPRESS_RANK'  # --compress: short for --compress-rank
+check 2 "VRAMCACHE_COMPRESS_RANK=h/0 is not valid" -- run --compress h/0 -- true
 check 2 "VRAMCACHE_MODE=bogus is not valid" -- run --mode bogus -- true
 check 2 "VRAMCACHE_ACTIVITY=yes is not valid: expected 0 or 1" -- run --activity yes -- true
 check 2 "--budgett is not an option" -- run --budgett 4G -- true

@@ -527,6 +527,7 @@ DEF(CUresult, cuModuleLoadDataEx, CUmodule *m, const void *, unsigned, CUjit_opt
   *m = reinterpret_cast<CUmodule>(handle());
   return counted("cuModuleLoadDataEx");
 }
+DEF(CUresult, cuModuleUnload, CUmodule) { return counted("cuModuleUnload"); }
 DEF(CUresult, cuModuleLoadFatBinary, CUmodule *m, const void *) { *m = reinterpret_cast<CUmodule>(handle()); return counted("cuModuleLoadFatBinary"); }
 DEF(CUresult, cuLibraryLoadData, CUlibrary *l, const void *, CUjit_option *, void **, unsigned, CUlibraryOption *, void **,
     unsigned) {
@@ -853,6 +854,7 @@ const Entry kEntries[] = {
     E("cuFuncGetParamInfo", 12040, false, cuFuncGetParamInfo),
     E("cuModuleLoadData", 2000, false, cuModuleLoadData),
     E("cuModuleGetFunction", 2000, false, cuModuleGetFunction),
+    E("cuModuleUnload", 2000, false, cuModuleUnload),
     E("cuMemAllocHost", 3020, false, cuMemAllocHost_v2),
     E("cuMemFreeHost", 2000, false, cuMemFreeHost),
     E("cuModuleLoadDataEx", 2010, false, cuModuleLoadDataEx),

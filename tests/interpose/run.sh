@@ -229,6 +229,22 @@ else
   [ "$(grep -c "the clean check is off: its check failed" "$out/explicit-badhash.log")" = 1 ] ||
     bad "explicit paging, hashes wrong: expected one line saying the clean check is off"
 fi
+# Compression asked for (VRAMCACHE_COMPRESS_RANK) on a device that cannot run vramcache's low-rank
+# kernels (the fake driver has none of them): one line says it is off, and paging moves exactly the
+# bytes it moved without it, every byte kept (the test program checks).
+explicit explicit-compress-off VRAMCACHE_COMPRESS_RANK=h/4; rc=$?
+if [ $rc != 0 ]; then
+  bad "explicit paging, compression unavailable: test program failed (rc $rc)"; tail -20 "$out/explicit-compress-off.log"
+else
+  expect_json "$out/explicit-compress-off.json" paging_failed=0 launches=12 launches_decoded=12 copies=14 \
+    paging_h2d_bytes="$(json_num "$out/explicit-paging.json" paging_h2d_bytes)" \
+    paging_d2h_bytes="$(json_num "$out/explicit-paging.json" paging_d2h_bytes)" \
+    frames_out_bytes="$(json_num "$out/explicit-paging.json" frames_out_bytes)" \
+    frames_discarded_bytes=0
+  [ "$(grep -c "compression of GEMM outputs is off: its device code did not load" "$out/explicit-compress-off.log")" = 1 ] ||
+    bad "explicit paging, compression unavailable: expected one line saying compression is off"
+  ! grep -q '"compress_' "$out/explicit-compress-off.json" || bad "explicit paging, compression unavailable: compress figures in the summary"
+fi
 # The same with CUPTI taken by another tool: the wrappers observe the launches, paging is the same.
 explicit explicit-busy FAKE_CUPTI_BUSY=1; rc=$?
 if [ $rc != 0 ]; then

@@ -24,6 +24,8 @@
 #include <string>
 #include <vector>
 
+#include "runtime/compress/compress_mover.h"
+#include "runtime/compress/rank.h"
 #include "runtime/frames.h"
 #include "runtime/log.h"
 #include "runtime/pager/pager.h"
@@ -1524,5 +1526,259 @@ TEST_CASE("frames: remaps made while copies to the host run are counted; with th
     std::map<std::string, uint64_t> f(figures.begin(), figures.end());
     CHECK((f["frames_remaps_out_busy"] + f["frames_remaps_out_idle"] == 3 && f["frames_clean_check"] == check));
     CHECK(r.mover.describe().find(check ? "; clean check: " : "1 while copies to the host ran") != std::string::npos);
+  }
+}
+
+// ---- Note [Discarded frames]: a factored GEMM output under the clean check ----
+namespace {
+
+// The compressor's device over FakeVmm: the matrix is read and written through the program's
+// addresses (frame by frame, as each is its own mapping), factors and scratch in memory of its own;
+// the factorization and the rebuild are the host reference. Every call counts towards `fail_at`.
+struct FrameCompressDevice : vc::CompressDevice {
+  FakeVmm *fake = nullptr;
+  std::map<uint64_t, std::vector<uint8_t>> own;
+  uint64_t next = uint64_t(1) << 50;
+  int calls = 0, fail_at = -1;
+  bool fail() { return calls++ == fail_at; }
+  uint8_t *own_at(uint64_t p) {
+    auto it = std::prev(own.upper_bound(p));
+    return it->second.data() + (p - it->first);
+  }
+  void read(uint64_t va, uint64_t bytes, uint8_t *out) {
+    for (uint64_t i = 0; i < bytes; ++i) out[i] = *fake->at(va + i);
+  }
+  void write(uint64_t va, const uint8_t *in, uint64_t bytes) {
+    for (uint64_t i = 0; i < bytes; ++i) *fake->at(va + i) = in[i];
+  }
+  bool alloc(uint64_t bytes, uint64_t *ptr) override {
+    if (fail()) return false;
+    *ptr = next, next += bytes + 4096;
+    own[*ptr] = std::vector<uint8_t>(bytes);
+    return true;
+  }
+  bool release(uint64_t ptr) override { return own.erase(ptr), !fail(); }
+  bool factorize(const vc::DeviceMatrixRef &a, const vc::LowRankParams &p, uint64_t q, uint64_t b, uint64_t,
+                 vc::LowRankReport *r) override {
+    if (fail()) return false;
+    std::vector<uint8_t> m(a.ld * a.cols * vc::lowrank_type_bytes(a.type));
+    read(a.ptr, m.size(), m.data());
+    vc::LowRankFactors f;
+    if (!vc::lowrank_factorize({m.data(), a.type, a.rows, a.cols, a.ld}, p, &f, r)) return false;
+    memcpy(own_at(q), f.q.data(), f.q.size());
+    memcpy(own_at(b), f.b.data(), f.b.size());
+    return true;
+  }
+  bool rebuild(const vc::DeviceMatrixRef &a, uint32_t rank, uint64_t q, uint64_t b) override {
+    if (fail()) return false;
+    const uint32_t e = vc::lowrank_type_bytes(a.type);
+    vc::LowRankFactors f;
+    f.type = a.type, f.rows = a.rows, f.cols = a.cols, f.rank = rank;
+    f.q.assign(own_at(q), own_at(q) + a.rows * rank * e);
+    f.b.assign(own_at(b), own_at(b) + uint64_t(rank) * a.cols * e);
+    std::vector<uint8_t> m(a.ld * a.cols * e);
+    read(a.ptr, m.size(), m.data());
+    vc::lowrank_rebuild(f, m.data(), a.ld);
+    write(a.ptr, m.data(), m.size());
+    return true;
+  }
+  bool to_host(void *dst, uint64_t src, uint64_t bytes) override { return !fail() && (memcpy(dst, own_at(src), bytes), true); }
+  bool to_device(uint64_t dst, const void *src, uint64_t bytes) override {
+    if (fail()) return false;
+    if (own.count(dst) || (!own.empty() && dst >= own.begin()->first && dst < next)) memcpy(own_at(dst), src, bytes);
+    else write(dst, static_cast<const uint8_t *>(src), bytes);
+    return true;
+  }
+};
+
+constexpr uint64_t kLrRows = 64, kLrCols = 64;  // fp32: 16 KiB, four frames
+constexpr uint64_t kLrBytes = kLrRows * kLrCols * 4;
+
+// An fp32 matrix of rank 6 plus a little noise.
+std::vector<uint8_t> lr_matrix(uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<double> g;
+  std::vector<double> u(kLrRows * 6), w(6 * kLrCols);
+  for (double &x : u) x = g(rng);
+  for (double &x : w) x = g(rng);
+  std::vector<uint8_t> out(kLrBytes);
+  for (uint64_t j = 0; j < kLrCols; ++j)
+    for (uint64_t i = 0; i < kLrRows; ++i) {
+      double v = 1e-3 * g(rng);
+      for (int k = 0; k < 6; ++k) v += u[i + k * kLrRows] * w[k + j * 6];
+      vc::lowrank_store(out.data(), vc::LowRankType::kF32, i + j * kLrRows, float(v));
+    }
+  return out;
+}
+
+vc::CompressChoice lr_choice() {
+  vc::CompressPolicy p;
+  std::string why;
+  REQUIRE(vc::parse_compress_rank("16", &p.rank_setting, &why));
+  p.min_dim = 64;
+  vc::GemmOperand o;
+  o.name = 'D', o.rows = kLrRows, o.cols = kLrCols, o.ld = kLrRows, o.type = 0;  // CUDA_R_32F
+  o.role = vc::OperandRole::kWritten;
+  vc::CompressChoice c = vc::compress_shape(o, p);
+  REQUIRE(c.verdict == vc::CompressVerdict::kCandidate);
+  return c;
+}
+
+// The compressor's reference: the matrix as its factors rebuild it.
+std::vector<uint8_t> lr_rebuilt(const std::vector<uint8_t> &m) {
+  const vc::CompressChoice c = lr_choice();
+  vc::LowRankParams p;
+  p.rank = c.rank;
+  vc::LowRankFactors f;
+  vc::LowRankReport r;
+  REQUIRE(vc::lowrank_factorize({m.data(), c.type, kLrRows, kLrCols, kLrRows}, p, &f, &r));
+  std::vector<uint8_t> out(m.size());
+  vc::lowrank_rebuild(f, out.data(), kLrRows);
+  return out;
+}
+
+// Six frames; the matrix from the middle of frame 0 to the middle of frame 4 (frames 1-3 wholly
+// inside it). The matrix is written on the device after the frames arrived (the GEMM), over an older
+// one at home, and a byte of frame 0 outside it changes too. `discard`: the frame mover's; else
+// to_host_clean stands in for it (the clean check then copies the changed pieces).
+uint64_t lr_reserve() {
+  const vc::CompressChoice c = lr_choice();
+  return c.factor_bytes + c.scratch_bytes;
+}
+constexpr uint64_t kLrCapacity = 8 * kFrame;  // the frames' part of the budget
+struct CompressRun {
+  // The budget: the frames' part and the reserve for factors and scratch, which the frame mover
+  // is told is outside its own (its chunks keep to the rest).
+  Rig r{kFrame, kGran, kLrCapacity + lr_reserve(), false, /*clean_check=*/true};
+  FrameCompressDevice dev;
+  vc::Compressor comp{&dev};
+  vc::CompressMover mover{&r.mover, &comp, kFrame, lr_reserve()};
+  uint64_t va = 0, matrix = 0;
+  std::vector<uint8_t> old = lr_matrix(1), m = lr_matrix(2);
+  std::vector<uint8_t> before_head, before_tail;  // the other data in the matrix's first and last frames
+  std::vector<uint8_t> view(uint64_t at, uint64_t bytes) {
+    std::vector<uint8_t> v(bytes);
+    dev.read(at, bytes, v.data());
+    return v;
+  }
+  explicit CompressRun(int fail_at = -1) {
+    dev.fake = &r.fake;
+    REQUIRE(r.mover.allocate(6 * kFrame, &va));
+    matrix = va + kFrame / 2;
+    fill(r.fake, va, 6 * kFrame, 5);
+    dev.write(matrix, old.data(), old.size());
+    REQUIRE(mover.to_device(va, 6 * kFrame));
+    r.drain();
+    dev.write(matrix, m.data(), m.size());
+    *r.fake.at(va + 7) ^= 1;
+    before_head = view(va, kFrame / 2);
+    before_tail = view(matrix + kLrBytes, kFrame + kFrame / 2);
+    dev.fail_at = fail_at;
+    mover.offer(vc::compress_target(matrix, lr_choice(), "gemm 64x64"));
+    REQUIRE(mover.to_host(va, 6 * kFrame));
+    r.drain();
+  }
+  // Back on the device, the matrix rebuilt once its fetch has passed.
+  void back() {
+    REQUIRE(mover.to_device(va, 6 * kFrame));
+    r.drain();
+    REQUIRE(mover.passed(mover.fence()));
+  }
+};
+
+}  // namespace
+
+TEST_CASE("frames: a factored GEMM output is discarded, not copied home, and reads back as its rebuild") {
+  CompressRun run;
+  const std::vector<uint8_t> want = lr_rebuilt(run.m);
+  REQUIRE(want != run.m);  // lossy: a copy of the matrix would not pass for the rebuild
+  const vc::FrameStats &s = run.r.mover.stats();
+  CHECK(run.comp.count() == 1);
+  CHECK(run.mover.skipped_bytes() == 3 * kFrame);
+  CHECK(s.discarded_bytes == 3 * kFrame);
+  // Only frames 0 and 4, which the matrix shares with other data, had pieces copied home: those that
+  // changed (frame 0: its first piece and the matrix's two; frame 4: the matrix's two).
+  CHECK(s.out_bytes == 5 * kGran);
+  // Home of frames 1-3 still holds the older matrix: nothing was copied there.
+  CHECK(run.view(run.va + kFrame, 3 * kFrame) ==
+        std::vector<uint8_t>(run.old.begin() + kFrame / 2, run.old.begin() + kFrame / 2 + 3 * kFrame));
+  run.back();
+  CHECK(run.comp.count() == 0);
+  CHECK(run.comp.stats().at("gemm 64x64").rebuilds == 1);
+  CHECK(run.view(run.matrix, kLrBytes) == want);  // every byte, against the compressor's reference
+  CHECK(run.r.fake.device_peak <= kLrCapacity);    // the frames left the reserve alone
+  CHECK(run.comp.device_peak() <= lr_reserve());
+  CHECK(run.view(run.va, kFrame / 2) == run.before_head);  // the other data, every byte
+  CHECK(run.view(run.matrix + kLrBytes, kFrame + kFrame / 2) == run.before_tail);
+  // The pager calls its next eviction clean (it was only read): the stale home pages are copied all
+  // the same, and the rebuilt matrix is what home holds.
+  const uint64_t out_before = s.out_bytes;
+  REQUIRE(run.mover.to_host_clean(run.va, 6 * kFrame));
+  run.r.drain();
+  CHECK(s.out_bytes - out_before >= 3 * kFrame);
+  CHECK(s.discarded_bytes == 3 * kFrame);
+  CHECK(run.view(run.matrix, kLrBytes) == want);
+  run.back();
+  CHECK(run.view(run.matrix, kLrBytes) == want);
+  CHECK_MESSAGE(run.r.fake.violations == 0, run.r.fake.last_violation);
+}
+
+TEST_CASE("frames: a factored GEMM output whose one frame comes back is rebuilt whole, its frames home reached there") {
+  CompressRun run;
+  const std::vector<uint8_t> want = lr_rebuilt(run.m);
+  REQUIRE(run.comp.count() == 1);
+  // Frame 2 alone (a slice of the matrix) is fetched; frames 1 and 3 stay home, stale.
+  REQUIRE(run.mover.to_device(run.va + 2 * kFrame, kFrame));
+  run.r.drain();
+  REQUIRE(run.mover.passed(run.mover.fence()));
+  CHECK(run.comp.count() == 0);
+  CHECK(run.r.fake.on_device(run.va + 2 * kFrame));
+  CHECK_FALSE(run.r.fake.on_device(run.va + kFrame));
+  CHECK(run.view(run.matrix, kLrBytes) == want);  // every byte, the frames at home included
+  CHECK(run.view(run.va, kFrame / 2) == run.before_head);
+  CHECK(run.view(run.matrix + kLrBytes, kFrame + kFrame / 2) == run.before_tail);
+  // All of it back: the same bytes (home held the rebuild for the frames that stayed there).
+  run.back();
+  CHECK(run.view(run.matrix, kLrBytes) == want);
+  CHECK(run.comp.stats().at("gemm 64x64").rebuilds == 1);
+  CHECK_MESSAGE(run.r.fake.violations == 0, run.r.fake.last_violation);
+}
+
+TEST_CASE("frames: with the clean check and no discard, a factored output's pieces are copied home (the saving lost)") {
+  // What discard is for: the same eviction through to_host_clean copies every changed piece.
+  Rig r(kFrame, kGran, 8 * kFrame, false, true);
+  uint64_t va = 0;
+  REQUIRE(r.mover.allocate(2 * kFrame, &va));
+  fill(r.fake, va, 2 * kFrame, 5);
+  REQUIRE(r.mover.to_device(va, 2 * kFrame));
+  r.drain();
+  for (uint64_t o = 0; o < 2 * kFrame; o += 512) *r.fake.at(va + o) ^= 1;
+  REQUIRE(r.mover.to_host_clean(va, kFrame));
+  REQUIRE(r.mover.discard(va + kFrame, kFrame));
+  r.drain();
+  CHECK(r.mover.stats().out_bytes == kFrame);
+  CHECK(r.mover.stats().discarded_bytes == kFrame);
+  for (uint64_t o = 0; o < kFrame; o += 512) *r.fake.at(va + o) ^= 1;
+  CHECK(holds(r.fake, va, 2 * kFrame, 5));  // frame 1 home as it was: its change was not copied
+}
+
+TEST_CASE("frames: every call of the compressor's device failing in turn leaves the matrix exact or its rebuild") {
+  CompressRun clean;
+  const int calls = clean.dev.calls;
+  REQUIRE(calls > 0);
+  const std::vector<uint8_t> m = lr_matrix(2), want = lr_rebuilt(m);
+  for (int fail = 0; fail < calls + 4; ++fail) {
+    CAPTURE(fail);
+    CompressRun run(fail);
+    const vc::GemmCompressStats &st = run.comp.stats().at("gemm 64x64");
+    CHECK(st.outputs + st.fallbacks == 1);
+    CHECK(run.r.mover.stats().discarded_bytes == st.outputs * 3 * kFrame);
+    run.back();
+    CHECK(run.view(run.matrix, kLrBytes) == (st.outputs ? want : m));
+    CHECK(run.view(run.va, kFrame / 2) == run.before_head);
+    CHECK(run.view(run.matrix + kLrBytes, kFrame + kFrame / 2) == run.before_tail);
+    CHECK(run.comp.count() == 0);
+    CHECK(run.comp.device_bytes() == 0);
+    CHECK_MESSAGE(run.r.fake.violations == 0, run.r.fake.last_violation);
   }
 }

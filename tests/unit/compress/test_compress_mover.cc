@@ -326,3 +326,44 @@ TEST_CASE("compress mover: an op reaching a factored output where it is finds it
   CHECK(inner.log.back().b == 5 * kPage);  // one copy of every page it touches
   CHECK_FALSE(inner.log.back().clean);
 }
+
+TEST_CASE("compress mover: an op that brings back part of a factored output finds all of it rebuilt") {
+  struct Reaching : pager_test::FakeMover {
+    std::vector<std::pair<uint64_t, uint64_t>> reached;
+    bool fail_reach = false;
+    bool reach(uint64_t addr, uint64_t bytes) override { return reached.push_back({addr, bytes}), !fail_reach; }
+  };
+  vc::CompressChoice c = choice();
+  Reaching inner;
+  Memory memory;
+  memory.mem[kBase1] = content(5 * kPage, 1);
+  const std::vector<uint8_t> m = low_rank(), want = rebuilt(m);
+  memcpy(memory.at(kMatrix), m.data(), m.size());
+  vc::Compressor comp(&memory);
+  vc::CompressMover mover(&inner, &comp, kPage, c.factor_bytes + c.scratch_bytes);
+  mover.offer(vc::compress_target(kMatrix, c, "g"));
+  REQUIRE(mover.to_host(kBase1, 5 * kPage));
+  REQUIRE(comp.count() == 1);
+  memset(memory.at(kMatrix), 0xee, m.size());  // what home holds of it: stale
+  // A slice in page 2 alone comes back: the rest is reached where it is, all of it rebuilt.
+  inner.fail_reach = true;  // first the reach fails: no rebuild, the fence does not pass
+  REQUIRE(mover.to_device(kBase1 + 2 * kPage, kPage));
+  uint64_t f = mover.fence();
+  inner.completed = f;
+  CHECK_FALSE(mover.passed(f));
+  CHECK(comp.count() == 1);
+  inner.fail_reach = false;
+  CHECK(mover.passed(f));
+  CHECK(comp.count() == 0);
+  REQUIRE(inner.reached.size() == 2);
+  CHECK(inner.reached.back() == std::make_pair(kMatrix, c.matrix_bytes));
+  CHECK(memcmp(memory.at(kMatrix), want.data(), want.size()) == 0);
+  // Rebuilt once: the pages coming back later are not rebuilt again.
+  REQUIRE(mover.to_device(kBase1, 5 * kPage));
+  f = mover.fence();
+  inner.completed = f;
+  memset(memory.at(kMatrix), 0x33, 8);
+  CHECK(mover.passed(f));
+  CHECK(memory.at(kMatrix)[0] == 0x33);
+  CHECK(comp.stats().at("g").rebuilds == 1);
+}

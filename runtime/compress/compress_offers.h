@@ -1,0 +1,57 @@
+// What the runtime tells the compressing mover (compress_mover.h) as the program runs, with
+// VRAMCACHE_COMPRESS_RANK set: the output of each recognized GEMM whose shape qualifies
+// (candidates.h) is offered once its kernels are enqueued, any op that may write a range ends the
+// offers of it, and a free drops offers and factors. It owns the compressor and the mover in front
+// of the backend's; it decides nothing of what moves (the pager does). No CUDA here.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "runtime/compress/compress_mover.h"
+#include "runtime/gemm.h"
+#include "runtime/trace.h"
+
+namespace vc {
+
+class CompressOffers {
+ public:
+  // `inner`: the backend's mover (its unit the pager's page); `dev`: outlives this; `reserve`:
+  // device bytes of the budget kept for one factorization's factors and scratch.
+  CompressOffers(Mover *inner, CompressDevice *dev, int64_t rank_setting, uint64_t reserve);
+  // The device bytes a budget keeps for factors and scratch: a sixteenth of it, in whole units.
+  static uint64_t reserve_for(uint64_t budget, uint64_t unit);
+
+  Mover *mover() { return &mover_; }  // the pager's mover
+  const CompressMover &compress_mover() const { return mover_; }
+
+  // A paged allocation, by id (the pager's refs name allocations by id) and its end.
+  void on_alloc(uint64_t id, uint64_t base, uint64_t size);
+  void on_free(uint64_t id, uint64_t base, uint64_t size);
+  // Before an op is given to the pager: every range it may write ends its offers; `wildcard`: it
+  // may touch anything, so every offer ends.
+  void before_op(const std::vector<Ref> &refs, bool wildcard);
+  // After an op of a BLAS call was given to the pager: its written operand is offered if it
+  // qualifies (the summary's row is named `api` and its shape).
+  void after_gemm_op(const GemmOperand *ops, int n, const char *api);
+
+  uint64_t offered() const { return offered_; }  // offers made (a multi-kernel call's once per kernel)
+  // The summary's lines: a header (offers, bytes of pages left without a copy), then
+  // Compressor::summary_text's, one per GEMM shape factored or moved whole.
+  std::string summary_text() const;
+
+ private:
+  std::mutex mu_;  // the program's threads offer and withdraw; the pager calls the mover under its own lock
+  Compressor comp_;
+  CompressMover mover_;
+  CompressPolicy policy_;
+  std::map<uint64_t, std::pair<uint64_t, uint64_t>> allocs_;  // id -> (base, size)
+  uint64_t offered_ = 0;
+};
+
+}  // namespace vc
