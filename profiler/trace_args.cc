@@ -83,44 +83,44 @@ bool size_value(const char *flag, const std::string &value, uint64_t *out) {
   return true;
 }
 
+// A number typed for `flag`, from lo to hi; empty: nothing given, *out left as it is. `needs` ends
+// the message.
+bool number_value(const char *flag, const std::string &text, double lo, double hi, const std::string &needs, double *out) {
+  if (text.empty()) return true;
+  char *end = nullptr;
+  const double v = strtod(text.c_str(), &end);
+  if (*end || !(v >= lo && v <= hi)) return fprintf(stderr, "vramcache: %s needs %s\n", flag, needs.c_str()), false;
+  *out = v;
+  return true;
+}
+
+bool power_of_two(const char *flag, uint64_t v) {
+  if (!v || (v >= kMinPageSize && v <= kMaxPageSize && !(v & (v - 1)))) return true;
+  return fprintf(stderr, "vramcache: %s must be a power of two from 64K to 1G\n", flag), false;
+}
+
 bool check_options(TraceCommand cmd, const Raw &raw, TraceArgs *args) {
   if (!size_value("--budget", raw.budget, &args->budget) || !size_value("--page-size", raw.page_size, &args->page_size) ||
       !size_value("--prefetch-ahead", raw.prefetch_ahead, &args->prefetch_ahead) ||
       !size_value("--frame-size", raw.frame_size, &args->frame_size) ||
-      !size_value("--host-limit", raw.host_limit, &args->host_limit))
+      !size_value("--host-limit", raw.host_limit, &args->host_limit) || !power_of_two("--frame-size", args->frame_size) ||
+      !power_of_two("--page-size", args->page_size))
     return false;
-  if (args->frame_size &&
-      (args->frame_size < kMinPageSize || args->frame_size > kMaxPageSize || (args->frame_size & (args->frame_size - 1))))
-    return fprintf(stderr, "vramcache: --frame-size must be a power of two from 64K to 1G\n"), false;
   if (cmd != TraceCommand::kAdvise && raw.host_limit.empty() != raw.disk.empty())
     return fprintf(stderr, "vramcache: --host-limit and --disk go together (for example --host-limit 16G --disk 2)\n"), false;
-  if (!raw.disk.empty()) {
-    char *end = nullptr;
-    double gbps = strtod(raw.disk.c_str(), &end);
-    if (*end || !(gbps >= 1e-3 && gbps <= 1e6))
-      return fprintf(stderr, "vramcache: --disk needs GB/s, from 0.001 to 1000000, e.g. --disk 2\n"), false;
-    args->disk_bps = gbps * 1e9;
-  }
-  if (args->page_size &&
-      (args->page_size < kMinPageSize || args->page_size > kMaxPageSize || (args->page_size & (args->page_size - 1))))
-    return fprintf(stderr, "vramcache: --page-size must be a power of two from 64K to 1G\n"), false;
-  if (!raw.link.empty()) {
-    char *end = nullptr;
-    double gbps = strtod(raw.link.c_str(), &end);
-    if (*end || !(gbps >= 1e-3 && gbps <= 1e6))
-      return fprintf(stderr, "vramcache: --link needs GB/s each way, from 0.001 to 1000000, e.g. --link 55\n"), false;
-    args->link.h2d_bytes_per_s = args->link.d2h_bytes_per_s = gbps * 1e9;
-    args->link.both_bytes_per_s = std::min(args->link.both_bytes_per_s, 2 * gbps * 1e9);
+  double disk = 0, link = 0;
+  if (!number_value("--disk", raw.disk, 1e-3, 1e6, "GB/s, from 0.001 to 1000000, e.g. --disk 2", &disk) ||
+      !number_value("--link", raw.link, 1e-3, 1e6, "GB/s each way, from 0.001 to 1000000, e.g. --link 55", &link))
+    return false;
+  args->disk_bps = disk * 1e9;
+  if (link) {
+    args->link.h2d_bytes_per_s = args->link.d2h_bytes_per_s = link * 1e9;
+    args->link.both_bytes_per_s = std::min(args->link.both_bytes_per_s, 2 * link * 1e9);
   }
   for (auto [flag, text, out] : {std::tuple{"--remap-us", &raw.remap_us, &args->remap_us},
-                                 std::tuple{"--remap-us-per-mib", &raw.remap_us_per_mib, &args->remap_us_per_mib}}) {
-    if (text->empty()) continue;
-    char *end = nullptr;
-    double us = strtod(text->c_str(), &end);
-    if (*end || !(us >= 0 && us <= 1e6))
-      return fprintf(stderr, "vramcache: %s needs microseconds from 0 to 1000000, e.g. %s 60\n", flag, flag), false;
-    *out = us;
-  }
+                                 std::tuple{"--remap-us-per-mib", &raw.remap_us_per_mib, &args->remap_us_per_mib}})
+    if (!number_value(flag, *text, 0, 1e6, std::string("microseconds from 0 to 1000000, e.g. ") + flag + " 60", out))
+      return false;
   if (args->trace.empty()) return fprintf(stderr, "vramcache %s: no trace file given\n", name_of(cmd)), false;
   if (cmd != TraceCommand::kReport && !args->budget)
     return fprintf(stderr, "vramcache %s: --budget SIZE is required (for example --budget 16G)\n", name_of(cmd)), false;
