@@ -90,7 +90,8 @@ FrameMover::Frame *FrameMover::spill_victim(const Frame *keep, uint64_t at) {
   Frame *best = nullptr;
   for (auto &[va, a] : allocs_)
     for (Frame &f : a->frames)
-      if (&f != keep && f.home && !f.reading && !f.mapped && f.where == Where::kHome && !f.move && !f.lost &&
+      // (f.move first: a frame the worker is remapping has one, and its `mapped` changes without the lock)
+      if (&f != keep && !f.move && f.home && !f.reading && !f.mapped && f.where == Where::kHome && !f.lost &&
           (!at || (f.next && f.next > at)) &&
           (!best || key(f) > key(*best) || (key(f) == key(*best) && f.used < best->used)))
         best = &f;
