@@ -166,20 +166,47 @@ int advise_main(int argc, char **argv) {
   }
 
   // Note [Host limit in the advice]: below the bytes of the frames' homes, the explicit backend keeps
-  // the rest in a swap file (docs/paging.md, the third level). Neither the simulator nor the pager
-  // replay models that level, so the advice says so instead of sweeping figures it does not have.
+  // the rest in a swap file (docs/paging.md, the third level). With --disk the best setting (with
+  // bypass: the three-level replay follows the library's default policy) is replayed on three levels
+  // at the host limit given, at half of it and at twice it (up to the homes needed), each priced as
+  // max(compute, link, disk) (Note [Three levels in the replay] in commands.h); without --disk the
+  // advice only says whether the homes fit.
   std::string host_text;
   json host_json = nullptr;
   if (args.host_limit) {
     const bool holds = args.host_limit >= a.peak_allocated;
-    host_text = holds ? format_bytes(args.host_limit) + " holds every frame's home (the peak allocated is " +
-                            format_bytes(a.peak_allocated) + "): nothing goes to disk, the figures above stand"
-                      : format_bytes(args.host_limit) + " is below the " + format_bytes(a.peak_allocated) +
-                            " of homes the job needs at its peak; the rest would be paged to a swap file (VRAMCACHE_SWAP_DIR), "
-                            "a level neither the simulator nor the pager replay models yet, so the figures above leave out "
-                            "the disk's reads and writes";
-    host_json = {{"bytes", args.host_limit}, {"homes_needed", a.peak_allocated}, {"holds_homes", holds},
-                 {"disk_modelled", false}, {"message", host_text}};
+    host_json = {{"bytes", args.host_limit}, {"homes_needed", a.peak_allocated}, {"holds_homes", holds}, {"levels", json::array()}};
+    auto best = std::find_if(cands.begin(), cands.end(), [](const Candidate &c) { return c.bypass; });
+    if (holds) {
+      host_text = format_bytes(args.host_limit) + " holds every frame's home (the peak allocated is " +
+                  format_bytes(a.peak_allocated) + "): nothing goes to disk, the figures above stand";
+    } else if (!args.disk_bps || best == cands.end()) {
+      host_text = format_bytes(args.host_limit) + " is below the " + format_bytes(a.peak_allocated) +
+                  " of homes the job needs at its peak; the rest would be paged to a swap file (VRAMCACHE_SWAP_DIR)" +
+                  (args.disk_bps ? std::string(": no setting to replay on three levels")
+                                 : std::string("; give the disk's rate (--disk GBPS) to price it"));
+    } else {
+      PagerReplay settings;
+      settings.frame = best->frame, settings.window = best->window;
+      settings.planned = budget - std::min(budget / 2, frame_headroom(budget, best->frame));
+      host_text = format_bytes(args.host_limit) + " is below the " + format_bytes(a.peak_allocated) +
+                  " of homes the job needs at its peak; the rest in a swap file on a disk of " +
+                  json(args.disk_bps / 1e9).dump() + " GB/s, with " + flags_of(budget, *best) + ":";
+      for (uint64_t limit : {args.host_limit / 2, args.host_limit, std::min(2 * args.host_limit, a.peak_allocated)}) {
+        const DiskReplay d = replay_disk(a, settings, sim.bound, limit, args.disk_bps);
+        if (!d.iterations) continue;
+        const double step = std::max(best->step_s, d.disk_s);
+        char buf[300];
+        snprintf(buf, sizeof buf, " host limit %s: disk %s read, %s written per iteration, step %.4f s (disk %.4f s);",
+                 format_bytes(limit).c_str(), format_bytes(uint64_t(d.read)).c_str(), format_bytes(uint64_t(d.written)).c_str(),
+                 step, d.disk_s);
+        host_text += buf;
+        host_json["levels"].push_back({{"host_limit", limit}, {"disk_read_bytes", d.read}, {"disk_written_bytes", d.written},
+                                       {"disk_s", d.disk_s}, {"step_s", step}});
+      }
+      if (host_text.back() == ';') host_text.back() = '.';
+    }
+    host_json["message"] = host_text;
   }
   const size_t shown = std::min<size_t>(cands.size(), 5);
   if (args.json) {

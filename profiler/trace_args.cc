@@ -60,7 +60,7 @@ void declare_options(CLI::App *app, TraceCommand cmd, Raw *raw, TraceArgs *args)
                     "or --page-size if given); the simulator's pages stay the trace's");
   if (simulate) app->add_option("--prefetch-ahead", raw->prefetch_ahead, "the pager replay's prefetch window (default 1/32 of the budget)");
   if (!advise) app->add_option("--host-limit", raw->host_limit, report ? "host memory for frames' homes, the rest on disk: the report charts the three levels (with --disk)" : "host memory for frames' homes, the rest on disk: the three-level replay (with --disk)");
-  if (!advise) app->add_option("--disk", raw->disk, "the swap disk's rate in GB/s, reads and writes sharing it (with --host-limit)");
+  app->add_option("--disk", raw->disk, "the swap disk's rate in GB/s, reads and writes sharing it (with --host-limit)");
   if (!advise) app->add_option("-o", args->out, report ? "the HTML report's file (default: TRACE with .html)" : "write the figures as JSON to this file");
   if (report) app->add_option("--perfetto", args->perfetto, "also write the timeline as Chrome trace-event JSON (Perfetto UI, chrome://tracing)");
   if (advise) {
@@ -69,7 +69,7 @@ void declare_options(CLI::App *app, TraceCommand cmd, Raw *raw, TraceArgs *args)
     app->add_option("--remap-us-per-mib", raw->remap_us_per_mib, "and its cost per MiB of the frame (default 2.2)");
     app->add_option("--host-limit", raw->host_limit,
                     "pinned host memory for frames' homes (VRAMCACHE_HOST_LIMIT, e.g. 64G); below the peak a swap file "
-                    "takes the rest, a level not modelled: the advice says so");
+                    "takes the rest: with --disk the best setting is replayed on three levels at this limit, half and twice it");
   }
   app->add_option("TRACE", args->trace, "the trace file (.vctrace)");
 }

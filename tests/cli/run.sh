@@ -167,7 +167,21 @@ check 0 "verdict: vramcache --budget 12G --frame-size 8M" -- advise --budget 12G
 check 2 "--remap-us needs microseconds from 0 to 1000000" -- advise --budget 12G --remap-us -1 "$trace"
 check 2 "--host-limit 3Q is not a size" -- advise --budget 12G --host-limit 3Q "$trace"
 # A host limit: the disk level is not modelled, and the advice says so rather than pricing it.
-check 0 "host limit: 16.00 GiB is below the 26.11 GiB of homes the job needs at its peak; the rest would be paged to a swap file (VRAMCACHE_SWAP_DIR), a level neither the simulator nor the pager replay models yet" -- advise --budget 12G --host-limit 16G "$trace"
+check 0 "host limit: 16.00 GiB is below the 26.11 GiB of homes the job needs at its peak; the rest would be paged to a swap file (VRAMCACHE_SWAP_DIR); give the disk's rate (--disk GBPS) to price it" -- advise --budget 12G --host-limit 16G "$trace"
+# With the disk's rate, the best setting on three levels at half, once and twice the host limit (up to
+# the homes needed): each step is the larger of the setting's own and the disk's time for its bytes.
+check 0 "host limit 16.00 GiB: disk 28.16 GiB read, 28.14 GiB written per iteration" -- advise --budget 12G --host-limit 16G --disk 2 "$trace"
+"$cli" advise --budget 12G --host-limit 16G --disk 2 --json "$trace" > "$tmp/advise-disk.json" || bad "advise --disk --json failed"
+python3 - "$tmp/advise-disk.json" <<'PY' || bad "advise --host-limit --disk: the three-level figures do not add up"
+import json, sys
+d = json.load(open(sys.argv[1]))
+h, best = d["host_limit"], next(c for c in d["candidates"] if c["bypass"])
+assert [l["host_limit"] for l in h["levels"]] == [8 << 30, 16 << 30, h["homes_needed"]], h["levels"]
+for l in h["levels"]:
+    assert abs(l["disk_s"] - (l["disk_read_bytes"] + l["disk_written_bytes"]) / 2e9) < 1e-6, l
+    assert l["step_s"] == max(best["step_s"], l["disk_s"]), (l, best["step_s"])
+assert h["levels"][0]["disk_s"] > h["levels"][1]["disk_s"] > h["levels"][2]["disk_s"] == 0, h["levels"]
+PY
 check 0 "host limit: 64.00 GiB holds every frame's home" -- advise --budget 12G --host-limit 64G "$trace"
 check 2 "--budget SIZE is required" -- advise "$trace"
 check 2 "unexpected argument --page-size" -- advise --budget 12G --page-size 1M "$trace"
