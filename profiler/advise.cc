@@ -120,9 +120,7 @@ int advise_main(int argc, char **argv) {
     message = "the budget is too small for this job: " + sim.predictive.why;
   } else {
     // The frames the explicit backend would pick for the budget, and powers of two around it.
-    Options o;
-    o.num[kBudget] = int64_t(budget);
-    const uint64_t own = frame_size(o);
+    const uint64_t own = default_frame_size(budget);
     std::vector<uint64_t> frames = {8 * kMiB, 32 * kMiB, 128 * kMiB, own};
     std::sort(frames.begin(), frames.end());
     frames.erase(std::unique(frames.begin(), frames.end()), frames.end());

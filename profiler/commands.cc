@@ -161,9 +161,8 @@ std::string budget_json(const Analysis &a, const BudgetResult &r) {
 
 PagerReplay replay_policies(const Analysis &a, uint64_t budget, uint64_t prefetch_ahead, uint64_t frame) {
   PagerReplay out;
-  Options o;
-  o.num[kBudget] = int64_t(budget), o.num[kFrameSize] = int64_t(frame);
-  out.frame = frame_size(o), out.planned = budget - std::min(budget / 2, frame_headroom(budget, out.frame));
+  out.frame = frame ? frame : default_frame_size(budget);
+  out.planned = budget - std::min(budget / 2, frame_headroom(budget, out.frame));
   out.window = prefetch_ahead ? prefetch_ahead : out.planned / 32;
   out.write_piece = a.trace.writes.piece_bytes;
   if (!replay_figures(a, out.planned, out.frame, out.window, PagingPolicy::kReactive, false, &out.reactive, &out.iterations) ||

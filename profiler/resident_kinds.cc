@@ -53,9 +53,7 @@ ResidentByKind resident_by_kind(const Analysis &a, uint64_t budget, uint64_t hos
     out.allocated[kind] += al.size;
   }
 
-  Options o;
-  o.num[kBudget] = int64_t(budget);
-  out.frame = frame_size(o);
+  out.frame = default_frame_size(budget);
   const uint64_t planned = budget - std::min(budget / 2, frame_headroom(budget, out.frame));
   const uint64_t period = a.iterations.period;
   out.resident.reserve(n);
