@@ -6,7 +6,7 @@ library, compares what it measured with a threshold written down below (THRESHOL
 fails. Each check's verdict, threshold and figures become a record in results/gpu_suite.json
 (scripts/records.py); the logs go to --logs. A check whose program exits 77 is a skip. The exit
 status is 1 when any check failed.
-Usage: python3 scripts/gpu_suite.py [--quick] [--only mlp,gpt,jax,timing,profile,extra] [--logs DIR]
+Usage: python3 scripts/gpu_suite.py [--quick] [--only mlp,gpt,jax,timing,profile,extra,own] [--logs DIR]
 """
 
 import argparse
@@ -323,6 +323,17 @@ def extra_checks(s, py):
                  " ".join(["check ok"] + expects), status="SKIP" if rc == SKIP else None)
 
 
+def own_checks(s):
+    """vramcache's own device code against the host's reference: the piece hash kernel (every hash
+    equal) and the low-rank factorization (within the reference's tolerance), each a program of
+    scripts/gpu_checks run without the library."""
+    for name in ("piece_hash_check", "lowrank_check"):
+        rc, out, _ = s.run(name, [os.path.join(ROOT, "build", "samples", name)])
+        lines = out.strip().splitlines()
+        s.record(name, rc == 0, lines[-1] if lines else "no output", {"exit": rc},
+                 "exit 0: every result matches the host reference", status="SKIP" if rc == SKIP else None)
+
+
 def versions():
     v = {}
     for module in ("torch", "jax"):
@@ -337,9 +348,9 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--logs", default=os.path.join(ROOT, "build", "logs", "gpu_suite"))
     ap.add_argument("--quick", action="store_true", help="tiny sizes only (smoke test)")
-    ap.add_argument("--only", default="", help="comma-separated: mlp,gpt,jax,timing,profile,extra")
+    ap.add_argument("--only", default="", help="comma-separated: mlp,gpt,jax,timing,profile,extra,own")
     args = ap.parse_args()
-    groups = ["mlp", "gpt", "jax", "timing", "profile", "extra"]
+    groups = ["mlp", "gpt", "jax", "timing", "profile", "extra", "own"]
     only = [g for g in groups if not args.only or g in args.only.split(",")]
     records.require_clean()  # before any device time is spent
     s = Suite(args.logs, args.quick, versions())
@@ -360,6 +371,8 @@ def main():
             profile_checks(s, size, py)
         elif group == "extra":
             extra_checks(s, py)
+        elif group == "own":
+            own_checks(s)
     failed = [n for n, status in s.checks if status == "FAIL"]
     print(f"suite: {len(s.checks)} checks, {len(failed)} failed" + (": " + "; ".join(failed) if failed else "")
           + f"; records in {records.path('gpu_suite')}, logs in {args.logs}")

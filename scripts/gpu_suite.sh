@@ -2,7 +2,7 @@
 # Runs the GPU suite (scripts/gpu_suite.py) on the GPU machine: builds what is missing, runs every
 # check within 580 seconds. The records go to results/gpu_suite.json; under the device tool ($OUT
 # set) that file and the logs (build/logs/gpu_suite) are copied into $OUT.
-# Usage: bash scripts/gpu_suite.sh [--quick] [--only mlp,gpt,jax,timing,profile,extra]
+# Usage: bash scripts/gpu_suite.sh [--quick] [--only mlp,gpt,jax,timing,profile,extra,own]
 set -u
 cd "$(dirname "$0")/.."
 if [ ! -f build/libvramcache.so ] || [ ! -x build/vramcache ] || [ ! -x build/samples/mlp ]; then
