@@ -10,6 +10,9 @@ BUILD     ?= build
 CUDA_INC  := -I$(CUDA)/include $(if $(wildcard $(CUDA)/extras/CUPTI/include),-I$(CUDA)/extras/CUPTI/include)
 WARN      := -Wall -Wextra -Werror
 CXXFLAGS  ?= -O2 -g
+# The tests' own code: macro-heavy, compiled for speed of the build (line tables still there for
+# their failures); what they test is built with CXXFLAGS. Later -O/-g flags win over CXXFLAGS'.
+TESTOPT   ?= -O1 -g1
 BASEFLAGS := -std=c++17 -fPIC -fvisibility=hidden $(WARN) -I. -MMD -MP
 
 RUNTIME_SRC   := $(shell find runtime -name '*.cc')
@@ -60,7 +63,7 @@ $(BUILD)/obj/profiler/%.o: profiler/%.cc
 
 $(BUILD)/obj/tests/%.o: tests/%.cc
 	@mkdir -p $(@D)
-	$(CXX) $(BASEFLAGS) $(CXXFLAGS) $(CUDA_INC) -c $< -o $@
+	$(CXX) $(BASEFLAGS) $(CXXFLAGS) $(TESTOPT) $(CUDA_INC) -c $< -o $@
 
 # vramcache's own device code: the piece hash kernel (interpose/piece_hash.cu) as a fat binary for
 # the architectures the explicit backend runs on, with PTX for newer ones, embedded in the library
@@ -155,7 +158,7 @@ $(BUILD)/obj/scripts/%.o: scripts/%.cc
 # checksums written anew after each mutation; trace_raw: the same with libFuzzer's mutations only;
 # cubin: the code image reader.
 FUZZ_CXX   ?= clang++-14
-FUZZ_FLAGS := -O1 -g -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
+FUZZ_FLAGS := -O1 -g1 -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
 FUZZ_OBJ   := $(patsubst %.cc,$(BUILD)/fuzz/obj/%.o,$(RUNTIME_SRC) $(PROFILER_SRC))
 FUZZ_SEEDS := $(BUILD)/fuzz/seeds/trace/training.vctrace $(BUILD)/fuzz/seeds/cubin/kernels.fatbin
 .PHONY: fuzz
@@ -190,7 +193,7 @@ layering: $(CLI)
 
 asan-test:
 	$(MAKE) BUILD=$(BUILD)/asan LDSAN="-fsanitize=address,undefined" \
-	  CXXFLAGS="-O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all" \
+	  CXXFLAGS="-O1 -g1 -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all" TESTOPT="-O0 -g1" \
 	  $(BUILD)/asan/unit_tests
 	$(BUILD)/asan/unit_tests
 
@@ -203,7 +206,7 @@ TSAN_UNIT := main test_frames test_disk_store test_runtime
 $(BUILD)/thread_tests: $(TSAN_UNIT:%=$(BUILD)/obj/tests/unit/%.o) $(RUNTIME_OBJ)
 	$(CXX) $(LDSAN) -o $@ $^ -l:libzstd.a -l:liburing.a -lpthread
 tsan-test:
-	$(MAKE) BUILD=$(BUILD)/tsan LDSAN="-fsanitize=thread" CXXFLAGS="-O1 -g -fsanitize=thread -fno-omit-frame-pointer" \
+	$(MAKE) BUILD=$(BUILD)/tsan LDSAN="-fsanitize=thread" CXXFLAGS="-O1 -g1 -fsanitize=thread -fno-omit-frame-pointer" TESTOPT="-O0 -g1" \
 	  $(BUILD)/tsan/thread_tests
 	TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 suppressions=$(CURDIR)/tests/unit/tsan.supp" \
 	  $(BUILD)/tsan/thread_tests -tce='*device call failing at any point*'
