@@ -12,6 +12,7 @@
 
 #include "profiler/analysis.h"
 #include "profiler/perfetto.h"
+#include "profiler/compress_prediction.h"
 #include "profiler/replay_timeline.h"
 #include "profiler/resident_kinds.h"
 #include "profiler/trace_args.h"
@@ -271,6 +272,10 @@ int simulate_main(int argc, char **argv) {
   std::string text = summary_text(a, {r}) + replay_text(replay);
   DiskReplay disk;
   if (args.host_limit) disk = replay_disk(a, replay, r.bound, args.host_limit, args.disk_bps), text += disk_text(disk);
+  CompressPrediction compress;
+  if (args.compress_rank)
+    compress = predict_compression(a, replay, r.bound, args.link, args.budget, args.compress_rank),
+    text += compression_text(compress);
   fputs(text.c_str(), stdout);
   std::string json = budget_json(a, r);
   if (replay.iterations) {
@@ -292,6 +297,10 @@ int simulate_main(int argc, char **argv) {
             json_num(disk.host_peak) + ",\"on_disk_bytes\":" + json_num(disk.on_disk) + ",\"compute_s\":" +
             json_num(disk.compute_s) + ",\"link_s\":" + json_num(disk.link_s) + ",\"disk_s\":" + json_num(disk.disk_s) +
             ",\"bound_s\":" + json_num(disk.bound_s) + "}}\n";
+  }
+  if (compress.iterations) {  // Note [Compression in the replay]
+    json.resize(json.size() - 2);
+    json += ",\"compression\":" + compression_json(compress) + "}\n";
   }
   if (!args.out.empty() && !write_file(args.out, json)) return 1;
   return 0;

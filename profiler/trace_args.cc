@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <tuple>
 
+#include "runtime/compress/rank.h"
 #include "runtime/options.h"
 #include "runtime/trace_validate.h"
 
@@ -44,7 +45,7 @@ const char *about(TraceCommand cmd) {
 
 // The values as typed, checked by check_options.
 struct Raw {
-  std::string budget, page_size, frame_size, prefetch_ahead, link, remap_us, remap_us_per_mib, host_limit, disk;
+  std::string budget, page_size, frame_size, prefetch_ahead, link, remap_us, remap_us_per_mib, host_limit, disk, compress;
 };
 
 void declare_options(CLI::App *app, TraceCommand cmd, Raw *raw, TraceArgs *args) {
@@ -60,6 +61,10 @@ void declare_options(CLI::App *app, TraceCommand cmd, Raw *raw, TraceArgs *args)
                     "or --page-size if given); the simulator's pages stay the trace's");
   if (simulate) app->add_option("--prefetch-ahead", raw->prefetch_ahead, "the pager replay's prefetch window (default 1/32 of the budget)");
   if (!advise) app->add_option("--host-limit", raw->host_limit, report ? "host memory for frames' homes, the rest on disk: the report charts the three levels (with --disk)" : "host memory for frames' homes, the rest on disk: the three-level replay (with --disk)");
+  if (simulate)
+    app->add_option("--compress", raw->compress,
+                    "predict compression of GEMM outputs at this rank (as VRAMCACHE_COMPRESS_RANK: a whole number or "
+                    "h/N), from the trace's GEMM records");
   app->add_option("--disk", raw->disk, "the swap disk's rate in GB/s, reads and writes sharing it (with --host-limit)");
   if (!advise) app->add_option("-o", args->out, report ? "the HTML report's file (default: TRACE with .html)" : "write the figures as JSON to this file");
   if (report) app->add_option("--perfetto", args->perfetto, "also write the timeline as Chrome trace-event JSON (Perfetto UI, chrome://tracing)");
@@ -121,6 +126,9 @@ bool check_options(TraceCommand cmd, const Raw &raw, TraceArgs *args) {
                                  std::tuple{"--remap-us-per-mib", &raw.remap_us_per_mib, &args->remap_us_per_mib}})
     if (!number_value(flag, *text, 0, 1e6, std::string("microseconds from 0 to 1000000, e.g. ") + flag + " 60", out))
       return false;
+  std::string why;
+  if (!raw.compress.empty() && !parse_compress_rank(raw.compress, &args->compress_rank, &why))
+    return fprintf(stderr, "vramcache: --compress %s: %s\n", raw.compress.c_str(), why.c_str()), false;
   if (args->trace.empty()) return fprintf(stderr, "vramcache %s: no trace file given\n", name_of(cmd)), false;
   if (cmd != TraceCommand::kReport && !args->budget)
     return fprintf(stderr, "vramcache %s: --budget SIZE is required (for example --budget 16G)\n", name_of(cmd)), false;

@@ -20,6 +20,7 @@ struct TraceArgs {
   LinkModel link;               // --link GBPS each way
   uint64_t host_limit = 0;      // --host-limit SIZE: simulate and report, three levels (0: two); advise, see below
   double disk_bps = 0;          // --disk GBPS (simulate, with --host-limit), bytes per second
+  int64_t compress_rank = 0;    // --compress RANK (simulate): VRAMCACHE_COMPRESS_RANK's encoding, 0 = off
   std::string out;              // -o FILE
   std::string perfetto;         // --perfetto FILE.json (report)
   bool json = false;            // --json (advise)

@@ -9,6 +9,7 @@
 #include "runtime/iterations.h"
 #include "runtime/log.h"
 #include "runtime/access_model.h"
+#include "runtime/compress/candidates.h"
 
 namespace vc {
 
@@ -132,6 +133,23 @@ bool Recorder::alloc_extent(uint64_t alloc_id, uint64_t *base, uint64_t *size) c
   return true;
 }
 
+void Recorder::record_gemm(const RecordedOp &r, const std::vector<Ref> &unique, uint32_t first_ref) {
+  // Note [GEMM records] in trace.h: the operand the call writes, matched to its exact ref.
+  const bool kernel = r.kind == OpKind::kKernel || r.kind == OpKind::kGraphKernel;
+  const GemmOperand *w = kernel && r.gemm ? gemm_written_operand(r.gemm, r.gemm_count) : nullptr;
+  const uint64_t bytes = w ? gemm_operand_bytes(*w) : 0;
+  for (size_t k = unique.size(); bytes && k-- > 0;) {
+    const Ref &ref = unique[k];
+    if (ref.bytes != bytes || (ref.role != Role::kWritten && ref.role != Role::kReadWritten)) continue;
+    GemmWrite g;
+    g.op = uint32_t(trace_.ops.size()), g.ref = first_ref + uint32_t(k);
+    g.rows = w->rows, g.cols = w->cols, g.ld = w->ld, g.type = w->type, g.row_major = w->row_major;
+    g.batch = w->batch, g.stride = w->stride;
+    trace_.gemms.push_back(g);
+    return;
+  }
+}
+
 uint64_t Recorder::on_op(const RecordedOp &r, const std::vector<Ref> &unique) {
   const uint64_t host_ns = now_ns();
   std::lock_guard lock(mu_);
@@ -150,6 +168,7 @@ uint64_t Recorder::on_op(const RecordedOp &r, const std::vector<Ref> &unique) {
   op.first_ref = uint32_t(trace_.refs.size());
   op.ref_count = uint32_t(unique.size());
   trace_.refs.insert(trace_.refs.end(), unique.begin(), unique.end());
+  record_gemm(r, unique, op.first_ref);
   trace_.ops.push_back(op);
   graph_nodes_.push_back(r.graph_node);
   const uint64_t index = trace_.ops.size() - 1;

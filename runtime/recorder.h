@@ -90,6 +90,9 @@ class Recorder {
 
  private:
   void check_iterations();  // with mu_ held
+  // mu_ held, before the op is appended: its GEMM record, if a BLAS call's written operand has an
+  // exact written ref among `unique` (at first_ref in the trace).
+  void record_gemm(const RecordedOp &r, const std::vector<Ref> &unique, uint32_t first_ref);
   void reset();              // an empty trace (mu_ held)
   void add_alloc(const Allocation &a, uint64_t stream, uint32_t site);  // mu_ held
 

@@ -192,11 +192,12 @@ void Runtime::page_op(const RecordedOp &op, bool captured) {
   // Note [Offers from the program] in runtime/compress/compress_offers.cc: what the op may write
   // ends its offers before the pager sees it; a GEMM's output is offered after.
   CompressOffers *compress = pg ? compress_.get() : nullptr;
-  if (compress) compress->before_op(refs, wildcard);
+  if (compress) compress->before_op(refs, wildcard, op.stream, !captured && !capture_open);
   if (pg && !captured && !capture_open && op.kind != OpKind::kSync) {
     op_entered = true;
     pg->on_op({op.kind, op.name, wildcard, op.batch}, op.stream, refs);
-    if (compress && op.gemm && op.gemm_count && !wildcard) compress->after_gemm_op(op.gemm, op.gemm_count, "gemm");
+    if (compress && op.gemm && op.gemm_count && !wildcard)
+      compress->after_gemm_op(op.gemm, op.gemm_count, "gemm", op.stream);
   }
   // Note [Learning again] in runtime/pager/plan.cc: the profile thread learns from it once it has
   // enough.

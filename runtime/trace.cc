@@ -34,4 +34,11 @@ uint32_t Trace::intern(const std::string &name) {
   return uint32_t(names.size() - 1);
 }
 
+GemmOperand GemmWrite::operand(uint64_t ptr) const {
+  GemmOperand o;
+  o.name = 'D', o.ptr = ptr, o.rows = rows, o.cols = cols, o.ld = ld, o.row_major = row_major, o.type = type;
+  o.batch = batch, o.stride = stride, o.role = OperandRole::kWritten;
+  return o;
+}
+
 }  // namespace vc

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "runtime/alloc_map.h"
+#include "runtime/gemm.h"
 
 namespace vc {
 
@@ -85,6 +86,21 @@ struct WriteRecords {
   bool present() const { return piece_bytes != 0; }
 };
 
+// Note [GEMM records]: the operand each kernel op of a recognized BLAS call writes (C or D), as
+// the call described it: the op's exact written ref of it, and its stored shape and type. This is
+// what the compression of GEMM outputs needs to judge an output (compress_shape in
+// runtime/compress/candidates.h), so that `vramcache simulate --compress` can predict it. A trace
+// recorded before the section existed has none, and nothing is predicted from it.
+struct GemmWrite {
+  uint32_t op = 0;   // index into Trace::ops
+  uint32_t ref = 0;  // index into Trace::refs, one of the op's: written or read-written, exact
+  uint64_t rows = 0, cols = 0, ld = 0;  // as stored (GemmOperand)
+  int32_t type = 0;                     // cudaDataType_t value
+  bool row_major = false;
+  int64_t batch = 1, stride = 0;
+  GemmOperand operand(uint64_t ptr) const;  // as the BLAS call gave it (role written)
+};
+
 // Call stack of an allocation, symbolized when the trace was written.
 struct CallSite {
   std::vector<std::string> frames;  // innermost first, "module!symbol+0xoff"
@@ -100,6 +116,7 @@ struct Trace {
   std::vector<Op> ops;
   std::vector<Ref> refs;
   WriteRecords writes;  // optional (Note [Write records])
+  std::vector<GemmWrite> gemms;  // optional (Note [GEMM records]): in op order, each op at most once
 
   // Index of `name` in names, adding it if new.
   uint32_t intern(const std::string &name);

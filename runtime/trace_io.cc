@@ -35,7 +35,8 @@ uint32_t crc32(const uint8_t *data, size_t size) {
 namespace {
 
 constexpr char kMagic[8] = {'V', 'C', 'T', 'R', 'A', 'C', 'E', '\0'};
-constexpr size_t kAllocRecord = 54, kOpRecord = 84, kRefRecord = 25, kOpWritesRecord = 8, kPieceRecord = 16;
+constexpr size_t kAllocRecord = 54, kOpRecord = 84, kRefRecord = 25, kOpWritesRecord = 8, kPieceRecord = 16,
+                 kGemmRecord = 56;
 
 constexpr uint32_t tag(const char (&s)[5]) {
   return uint32_t(uint8_t(s[0])) | uint32_t(uint8_t(s[1])) << 8 | uint32_t(uint8_t(s[2])) << 16 |
@@ -44,6 +45,7 @@ constexpr uint32_t tag(const char (&s)[5]) {
 constexpr uint32_t kMeta = tag("META"), kNames = tag("NAME"), kSites = tag("CSIT"), kAllocs = tag("ALOC"),
                    kOps = tag("OPS_"), kRefs = tag("REFS");
 constexpr uint32_t kWrites = tag("WRIT");  // optional: Note [Write records] in trace.h
+constexpr uint32_t kGemms = tag("GEMM");   // optional: Note [GEMM records] in trace.h
 
 std::string tag_name(uint32_t t) {
   std::string s(4, '?');
@@ -249,6 +251,34 @@ void encode_writes(Writer &file, const WriteRecords &w) {
   section(file, kWrites, p);
 }
 
+// The optional GEMM section: the written operand of each recognized BLAS call's kernel op.
+bool decode_gemms(Reader &r, std::vector<GemmWrite> *g) {
+  uint64_t n = r.u64();
+  if (!r.count_fits(n, kGemmRecord)) return false;
+  g->resize(n);
+  for (GemmWrite &w : *g) {
+    w.op = r.u32(), w.ref = r.u32();
+    w.rows = r.u64(), w.cols = r.u64(), w.ld = r.u64();
+    w.type = int32_t(r.u32());
+    uint8_t row_major = r.u8();
+    r.u8(), r.u8(), r.u8();
+    w.batch = int64_t(r.u64()), w.stride = int64_t(r.u64());
+    if (row_major > 1) r.fail("GEMM record of op " + std::to_string(w.op) + ": layout " + std::to_string(row_major));
+    w.row_major = row_major;
+  }
+  return r.ok();
+}
+
+void encode_gemms(Writer &file, const std::vector<GemmWrite> &g) {
+  Writer p;
+  p.u64(g.size());
+  for (const GemmWrite &w : g) {
+    p.u32(w.op), p.u32(w.ref), p.u64(w.rows), p.u64(w.cols), p.u64(w.ld), p.u32(uint32_t(w.type));
+    p.u8(w.row_major), p.u8(0), p.u8(0), p.u8(0), p.u64(uint64_t(w.batch)), p.u64(uint64_t(w.stride));
+  }
+  section(file, kGemms, p);
+}
+
 // The first 16 bytes: magic and version. False: `error` says why.
 bool check_header(const uint8_t *data, size_t size, std::string *error) {
   if (size < 16 || memcmp(data, kMagic, 8) != 0) return *error = "not a vramcache trace (bad magic)", false;
@@ -268,7 +298,7 @@ std::vector<uint8_t> encode_trace(const Trace &t) {
   Writer file;
   file.raw(kMagic, sizeof kMagic);
   file.u32(kTraceVersion);
-  file.u32(t.writes.present() ? 7 : 6);
+  file.u32(6 + t.writes.present() + !t.gemms.empty());
   Writer meta;
   meta.u64(t.page_size), meta.u64(t.start_ns), meta.str(t.command);
   section(file, kMeta, meta);
@@ -306,6 +336,7 @@ std::vector<uint8_t> encode_trace(const Trace &t) {
   for (const auto &r : t.refs) refs.u64(r.alloc_id), refs.u64(r.offset), refs.u64(r.bytes), refs.u8(uint8_t(r.role));
   section(file, kRefs, refs);
   if (t.writes.present()) encode_writes(file, t.writes);
+  if (!t.gemms.empty()) encode_gemms(file, t.gemms);
   return std::move(file.out);
 }
 
@@ -315,6 +346,7 @@ bool decode_trace(const uint8_t *data, size_t size, Trace *out, std::string *err
   memcpy(&sections, data + 12, 4);
   Trace t;
   uint32_t seen = 0;  // bit per required section
+  bool gemms_seen = false;
   const uint32_t tags[] = {kMeta, kNames, kSites, kAllocs, kOps, kRefs};
   size_t at = 16;
   for (uint32_t s = 0; s < sections; ++s) {
@@ -348,6 +380,11 @@ bool decode_trace(const uint8_t *data, size_t size, Trace *out, std::string *err
     } else if (t_tag == kWrites) {
       if (t.writes.present()) return *error = where + " appears twice", false;
       if (!decode_writes(r, &t.writes)) return *error = r.error(), false;
+      if (!r.done()) return *error = where + " has trailing bytes", false;
+    } else if (t_tag == kGemms) {
+      if (gemms_seen) return *error = where + " appears twice", false;
+      gemms_seen = true;
+      if (!decode_gemms(r, &t.gemms)) return *error = r.error(), false;
       if (!r.done()) return *error = where + " has trailing bytes", false;
     }
     at += len;

@@ -117,8 +117,31 @@ bool validate_trace(const Trace &t, std::string *error) {
                                " of allocation " + num(a.id) + ", which has " + num(a.size) + " bytes");
     }
   }
-  if (!validate_writes(t, error)) return false;
+  if (!validate_writes(t, error) || !validate_gemms(t, error)) return false;
   return check_trace_cost(t, 0, error);
+}
+
+bool validate_gemms(const Trace &t, std::string *error) {
+  constexpr uint64_t kMaxDim = uint64_t(1) << 24;  // so that the operand's extent cannot overflow
+  for (size_t i = 0; i < t.gemms.size(); ++i) {
+    const GemmWrite &g = t.gemms[i];
+    const std::string name = "GEMM record of op " + num(g.op);
+    if (g.op >= t.ops.size()) return fail(error, name + " is past the trace's " + num(t.ops.size()) + " ops");
+    if (i && g.op <= t.gemms[i - 1].op) return fail(error, name + " is listed after op " + num(t.gemms[i - 1].op));
+    const Op &op = t.ops[g.op];
+    if (op.kind != OpKind::kKernel && op.kind != OpKind::kGraphKernel) return fail(error, name + ": the op is not a kernel");
+    if (g.ref < op.first_ref || g.ref >= uint64_t(op.first_ref) + op.ref_count)
+      return fail(error, name + ": ref " + num(g.ref) + " is not one of the op's");
+    if (g.rows > kMaxDim || g.cols > kMaxDim || g.ld > kMaxDim || g.batch < 1 || g.batch > int64_t(kMaxDim) ||
+        g.stride < 0 || g.stride > int64_t(kMaxTraceBytes))
+      return fail(error, name + ": a shape no GEMM has");
+    const Ref &r = t.refs[g.ref];
+    if (r.role != Role::kWritten && r.role != Role::kReadWritten) return fail(error, name + ": its ref is not written");
+    const uint64_t bytes = gemm_operand_bytes(g.operand(0));
+    if (bytes == 0 || bytes != r.bytes)
+      return fail(error, name + ": its shape spans " + num(bytes) + " bytes, its ref " + num(r.bytes));
+  }
+  return true;
 }
 
 bool validate_writes(const Trace &t, std::string *error) {

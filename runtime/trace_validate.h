@@ -48,6 +48,10 @@ bool validate_trace(const Trace &t, std::string *error);
 // and inside what its refs reach. Part of validate_trace.
 constexpr uint64_t kMaxWritePiece = uint64_t(2) << 20;
 bool validate_writes(const Trace &t, std::string *error);
+// The GEMM records (Note [GEMM records] in trace.h) of a trace whose other tables are valid: ops in
+// order, each a kernel; the ref one of the op's, written, exact, of the bytes the shape spans;
+// dimensions up to 2^24 and a batch of at least one. Part of validate_trace.
+bool validate_gemms(const Trace &t, std::string *error);
 
 // The cost at `page_size` (0: the trace's own) is within the bounds above; false: `error` says
 // which is exceeded and what to do.

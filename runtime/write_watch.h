@@ -29,6 +29,8 @@ class PieceHashes {
   // 1: done, its `n` hashes in `out`; 0: not yet (only without `block`); -1: failed. The token is
   // spent unless 0.
   virtual int read(uint64_t token, PieceHash *out, size_t n, bool block) = 0;
+  // The token will not be read: what it holds is given back (nothing, where read is always called).
+  virtual void drop(uint64_t /*token*/) {}
 };
 
 // A range an op may reach: [lo, hi) of the allocation `alloc_id` at `base` of `size` bytes.

@@ -65,8 +65,19 @@ bool CudaCompressDevice::start(const DriverApi *api, CUcontext ctx) {
   if (CUresult r = api->cuMemAllocHost(&p, sizeof(LowRankDeviceResult))) return off("pinned memory for its results", r);
   result_ = static_cast<LowRankDeviceResult *>(p);
   if (CUresult r = dev_.load(d, vc_lowrank_image)) return off("its device code did not load", r);
+  // Without hashes compression goes on, but an offer ends at the first op of unknown role that
+  // reaches it (Note [Offers past ops of unknown role]).
+  hashing_ = hashes_.start(api);
+  if (!hashing_)
+    VC_WARN("compression of GEMM outputs: the piece hash could not start on the device; an output is not "
+            "compressed once an op of unknown role reaches it");
   VC_INFO("compression of GEMM outputs: vramcache's low-rank kernels loaded");
   return true;
+}
+
+bool CudaCompressDevice::wait_program() {
+  OwnCalls own;
+  return current() && VC_CU(api_->cuCtxSynchronize());  // Note [Compress device order]
 }
 
 CudaCompressDevice::~CudaCompressDevice() = default;

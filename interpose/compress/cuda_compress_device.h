@@ -7,6 +7,7 @@
 
 #include <cstdint>
 
+#include "interpose/backends/device_hashes.h"
 #include "interpose/compress/lowrank_device.h"
 #include "interpose/cuda_api.h"
 #include "runtime/compress/compressor.h"
@@ -30,6 +31,8 @@ class CudaCompressDevice final : public CompressDevice {
   bool to_host(void *dst, uint64_t src, uint64_t bytes) override;
   bool to_device(uint64_t dst, const void *src, uint64_t bytes) override;
   uint64_t now_ns() override;
+  PieceHashes *hashes() override { return hashing_ ? &hashes_ : nullptr; }
+  bool wait_program() override;
 
  private:
   bool current();             // ctx_ current on this thread
@@ -42,6 +45,8 @@ class CudaCompressDevice final : public CompressDevice {
   CUstream stream_ = nullptr;
   LowRankDeviceResult *result_ = nullptr;  // pinned host memory the device writes
   LowRankDevice dev_;
+  DeviceHashes hashes_;  // Note [Offers past ops of unknown role] in runtime/compress/compress_offers.cc
+  bool hashing_ = false;
 };
 
 }  // namespace vc::interpose

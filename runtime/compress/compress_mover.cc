@@ -46,17 +46,52 @@ void CompressMover::offer(const CompressTarget &t) {
   offers_[t.addr] = t;
 }
 
-void CompressMover::withdraw(uint64_t addr, uint64_t bytes) {
+std::map<uint64_t, CompressTarget>::iterator CompressMover::end_offer(std::map<uint64_t, CompressTarget>::iterator it,
+                                                                      End why) {
+  comp_->forget(it->second.snapshot);
+  ++ended_[int(why)];
+  return offers_.erase(it);
+}
+
+void CompressMover::withdraw(uint64_t addr, uint64_t bytes, End why) {
   std::lock_guard lock(mu_);
   for (auto it = offers_.begin(); it != offers_.end();) {
     bool overlaps = it->first < addr + bytes && addr < it->first + it->second.shape.matrix_bytes;
-    it = overlaps ? offers_.erase(it) : std::next(it);
+    it = overlaps ? end_offer(it, why) : std::next(it);
   }
+}
+
+void CompressMover::reached(uint64_t addr, uint64_t bytes, uint64_t stream, bool may_issue) {
+  std::lock_guard lock(mu_);
+  for (auto it = offers_.begin(); it != offers_.end();) {
+    CompressTarget &t = it->second;
+    if (it->first >= addr + bytes || addr >= it->first + t.shape.matrix_bytes || t.snapshot) {
+      ++it;
+      continue;
+    }
+    t.snapshot = may_issue ? comp_->snapshot(t.addr, t.shape.matrix_bytes, stream) : 0;
+    if (!t.snapshot) {
+      it = end_offer(it, End::kUnhashed);
+      continue;
+    }
+    t.stream = stream;  // the check at eviction hashes behind the same stream
+    ++hashed_;
+    ++it;
+  }
+}
+
+bool CompressMover::still_output(CompressTarget &t) {
+  if (!t.snapshot) return true;  // no op of unknown role reached it: every op since was seen
+  const uint64_t token = t.snapshot;
+  t.snapshot = 0;  // spent either way
+  const bool same = comp_->unchanged(token, t.addr, t.shape.matrix_bytes, t.stream);
+  unchanged_ += same;
+  return same;
 }
 
 void CompressMover::freed(uint64_t addr, uint64_t bytes) {
   std::lock_guard lock(mu_);
-  withdraw(addr, bytes);
+  withdraw(addr, bytes, End::kFreed);
   for (auto it = away_.begin(); it != away_.end();) {
     bool overlaps = it->first < addr + bytes && addr < it->first + it->second.bytes;
     it = overlaps ? away_.erase(it) : std::next(it);
@@ -103,6 +138,10 @@ bool CompressMover::evict(uint64_t addr, uint64_t bytes, bool clean) {
     }
     uint64_t first, end;
     inner_pages(t.addr, hi, &first, &end);
+    if (end > first && !still_output(it->second)) {
+      it = end_offer(it, End::kChanged);
+      continue;
+    }
     if (end > first && comp_->factor_out(t, reserve_) == FactorResult::kFactored) {
       factored.push_back({first, end});
       Away &a = away_[t.addr];
@@ -230,6 +269,11 @@ std::vector<std::pair<std::string, uint64_t>> CompressMover::figures() const {
   std::vector<std::pair<std::string, uint64_t>> out = inner_->figures();
   for (auto &kv : comp_->figures()) out.push_back(kv);
   out.push_back({"compress_skipped_bytes", skipped_});
+  out.push_back({"compress_offers_hashed", hashed_});
+  out.push_back({"compress_offers_unchanged", unchanged_});
+  static const char *const kEnded[] = {"written", "opaque", "freed", "unhashed", "changed"};
+  static_assert(sizeof kEnded / sizeof *kEnded == size_t(End::kCount));
+  for (int k = 0; k < int(End::kCount); ++k) out.push_back({std::string("compress_offers_") + kEnded[k], ended_[k]});
   return out;
 }
 

@@ -30,15 +30,43 @@ class CompressMover final : public Mover {
   // [t.addr, t.addr + matrix bytes) holds a GEMM's result whose next access is a read; factor it if
   // it leaves the device whole before withdraw.
   void offer(const CompressTarget &t);
+  // Why an offer ended before it was factored (the summary counts each).
+  enum class End : uint8_t {
+    kWritten,   // an op of known role writes it (a later GEMM, a copy, a set)
+    kOpaque,    // a kernel that may touch anything (not decoded, or pointer arrays)
+    kFreed,     // its allocation was freed
+    kUnhashed,  // an op of unknown role reached it and no hash could be taken before it
+    kChanged,   // at its eviction it did not hash as before such an op: Note [Offers past ops of unknown role]
+    kCount
+  };
   // An op may write the range: offers of it end (a matrix factored already is still rebuilt when
   // it comes back, so an op that writes part of it finds the rest as it was).
-  void withdraw(uint64_t addr, uint64_t bytes);
+  void withdraw(uint64_t addr, uint64_t bytes, End why = End::kWritten);
+  // An op of unknown role about to be enqueued on `stream` may reach the range: each offer of it
+  // stands if its matrix is hashed before the op (or was before an earlier one), and is checked at
+  // its eviction; `may_issue` false (a capture is open) ends it. Note [Offers past ops of unknown
+  // role] in compress_offers.cc.
+  void reached(uint64_t addr, uint64_t bytes, uint64_t stream, bool may_issue);
   // The range is freed: offers and factors of it are dropped, its bytes are dead.
   void freed(uint64_t addr, uint64_t bytes);
   const Compressor &compressor() const { return *comp_; }
   uint64_t skipped_bytes() const {  // bytes of pages that left without a copy
     std::lock_guard lock(mu_);
     return skipped_;
+  }
+  // Offers that ended for `why`; offers hashed before an op of unknown role, and of them those
+  // found unchanged at their eviction (then factored, unless the compressor refused).
+  uint64_t ended(End why) const {
+    std::lock_guard lock(mu_);
+    return ended_[int(why)];
+  }
+  uint64_t hashed() const {
+    std::lock_guard lock(mu_);
+    return hashed_;
+  }
+  uint64_t unchanged() const {
+    std::lock_guard lock(mu_);
+    return unchanged_;
   }
 
   // Mover.
@@ -79,6 +107,9 @@ class CompressMover final : public Mover {
   bool move_home(uint64_t addr, uint64_t bytes, bool clean);  // inner, stale pages copied
   bool rebuild_due(uint64_t passed_fence);                    // those whose fetch has passed
   bool rebuild_where(uint64_t lo, const Away &a);              // wherever its pages are
+  // Ends the offer at `it` for `why`; the next one.
+  std::map<uint64_t, CompressTarget>::iterator end_offer(std::map<uint64_t, CompressTarget>::iterator it, End why);
+  bool still_output(CompressTarget &t);  // Note [Offers past ops of unknown role], at its eviction
 
   // The program's threads offer and withdraw while the pager moves: every call holds it (the
   // pager's lock, when the pager calls, is taken before it; the inner mover's after it).
@@ -92,6 +123,8 @@ class CompressMover final : public Mover {
   // device since): their next eviction copies them, whatever the pager says of them.
   std::set<uint64_t> stale_;
   uint64_t skipped_ = 0;
+  uint64_t ended_[int(End::kCount)] = {};
+  uint64_t hashed_ = 0, unchanged_ = 0;
 };
 
 }  // namespace vc

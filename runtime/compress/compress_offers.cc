@@ -15,13 +15,41 @@ namespace vc {
 //   stands from the call's last kernel on. An eviction in between is made inside some later op's
 //   on_op, so it factors the finished output (the device orders the factorization after the
 //   program's work: Note [Compress device order] in interpose/compress/cuda_compress_device.cc).
-// - An op may write what it reaches through a ref of any role but a read: a write, a read-write,
-//   an unknown role (a kernel-parameter pointer, its extent unknown: to its allocation's end). A
-//   wildcard (a kernel not decoded, or one reaching memory through pointer arrays) may write
-//   anything: it ends every offer. Ending an offer is always safe: the matrix then moves as with
-//   compression off. Factors made already are kept until the matrix is back (Note [Compressed
-//   moves]).
+// - A ref of known role that writes (a write, a read-write: a GEMM operand, a copy, a set) ends the
+//   offers it overlaps. A ref of unknown role (a kernel-parameter pointer, its extent unknown: to
+//   its allocation's end) may write as well: Note [Offers past ops of unknown role]. A wildcard (a
+//   kernel not decoded, or one reaching memory through pointer arrays) may write anything: it ends
+//   every offer. Ending an offer is always safe: the matrix then moves as with compression off.
+//   Factors made already are kept until the matrix is back (Note [Compressed moves]).
 // - A free drops offers and factors: the bytes are dead.
+
+// Note [Offers past ops of unknown role]
+// In PyTorch the op after a Linear is an elementwise kernel (GELU, a dropout, an addition) whose
+// pointers have no known role and reach to their allocation's end: ending the offer there would end
+// nearly every one. But such a pointer may also write the matrix: an in-place op, or the caching
+// allocator handing the block to another tensor (its frees never reach the driver). So the offer
+// stands on evidence, never on faith:
+// - At the first op of unknown role that reaches the matrix, before that op is given to the pager,
+//   the device hashes the matrix in pieces of 2 MiB with the clean check's keyed hash (Note [Piece
+//   hash]) on a stream of its own, after all the op's stream enqueued so far and before the op
+//   (the stream waits for the hash). Every op since the GEMM's was seen and none wrote it (a write
+//   of known role would have ended the offer), so these are the hashes of the GEMM's output. Later
+//   ops of unknown role take no new hash: one snapshot stands for all of them.
+// - When an eviction would factor it (Note [Compressed moves]), the device first waits for all the
+//   program's work (as the factorization does anyway) and hashes it again. Only hashes equal piece
+//   for piece let it be factored: the bytes are then the GEMM's output, whatever ran in between. If
+//   they differ, or either hash could not be had, the offer ends (counted as changed) and the matrix
+//   moves with its bytes, as with compression off. Once checked equal the offer is as fresh: the
+//   next op of unknown role takes a new snapshot.
+// - No hash, no offer: where the device has no hashes, the matrix is over 256 MiB (a slot of the
+//   hasher), a capture is open (nothing is issued into it) or the hash could not be enqueued, the
+//   offer ends at that op (counted as not hashed).
+// - If the op's stream was not ordered after the GEMM (a pointer that reaches the matrix only on
+//   paper, on another stream), the snapshot may see the GEMM half done; the check then differs and
+//   the matrix moves whole: a missed saving, never a wrong byte.
+// The cost is one hash of each offered matrix before its first such op and one at its eviction, and
+// one wait of the op's stream on the hash; the summary counts offers hashed, found unchanged, and
+// ended by each reason (CompressMover::End).
 
 CompressOffers::CompressOffers(Mover *inner, CompressDevice *dev, int64_t rank_setting, uint64_t reserve)
     : comp_(dev), mover_(inner, &comp_, inner->unit(), reserve) {
@@ -44,22 +72,23 @@ void CompressOffers::on_free(uint64_t id, uint64_t base, uint64_t size) {
   mover_.freed(base, size);
 }
 
-void CompressOffers::before_op(const std::vector<Ref> &refs, bool wildcard) {
+void CompressOffers::before_op(const std::vector<Ref> &refs, bool wildcard, uint64_t stream, bool may_issue) {
   std::lock_guard lock(mu_);
   if (wildcard) {
-    mover_.withdraw(0, ~uint64_t(0));
+    mover_.withdraw(0, ~uint64_t(0), CompressMover::End::kOpaque);
     return;
   }
   for (const Ref &r : refs) {
     if (r.role == Role::kRead) continue;
     auto a = allocs_.find(r.alloc_id);
     if (a == allocs_.end() || r.offset >= a->second.second) continue;
-    const uint64_t bytes = r.bytes ? r.bytes : a->second.second - r.offset;
-    mover_.withdraw(a->second.first + r.offset, bytes);
+    const uint64_t addr = a->second.first + r.offset, bytes = r.bytes ? r.bytes : a->second.second - r.offset;
+    if (r.role == Role::kUnknown) mover_.reached(addr, bytes, stream, may_issue);
+    else mover_.withdraw(addr, bytes, CompressMover::End::kWritten);
   }
 }
 
-void CompressOffers::after_gemm_op(const GemmOperand *ops, int n, const char *api) {
+void CompressOffers::after_gemm_op(const GemmOperand *ops, int n, const char *api, uint64_t stream) {
   const GemmOperand *w = gemm_written_operand(ops, n);
   if (!w || !w->ptr) return;
   const CompressChoice c = compress_shape(*w, policy_);
@@ -69,16 +98,24 @@ void CompressOffers::after_gemm_op(const GemmOperand *ops, int n, const char *ap
   char name[96];
   snprintf(name, sizeof name, "%s %" PRIu64 "x%" PRIu64 " %s", api, c.inner, c.outer, t < 3 ? kTypes[t] : "?");
   std::lock_guard lock(mu_);
-  mover_.offer(compress_target(w->ptr, c, name));
+  CompressTarget target = compress_target(w->ptr, c, name);
+  target.stream = stream;
+  mover_.offer(target);
   ++offered_;
 }
 
 std::string CompressOffers::summary_text() const {
   // The header even with no line under it: a run that offered nothing, or whose offers were never
   // evicted whole, says so.
-  char head[160];
-  snprintf(head, sizeof head, "compression: %" PRIu64 " offers, %.1f MB of pages left without a copy\n", offered_,
-           double(mover_.skipped_bytes()) / 1e6);
+  using End = CompressMover::End;
+  char head[512];
+  snprintf(head, sizeof head,
+           "compression: %" PRIu64 " offers, %.1f MB of pages left without a copy; %" PRIu64
+           " hashed before an op of unknown role, %" PRIu64 " of them unchanged at eviction; ended: %" PRIu64
+           " written, %" PRIu64 " changed, %" PRIu64 " not hashed, %" PRIu64 " by an opaque kernel, %" PRIu64 " freed\n",
+           offered_, double(mover_.skipped_bytes()) / 1e6, mover_.hashed(), mover_.unchanged(),
+           mover_.ended(End::kWritten), mover_.ended(End::kChanged), mover_.ended(End::kUnhashed),
+           mover_.ended(End::kOpaque), mover_.ended(End::kFreed));
   return head + comp_.summary_text();
 }
 

@@ -1,7 +1,8 @@
 // What the runtime tells the compressing mover (compress_mover.h) as the program runs, with
 // VRAMCACHE_COMPRESS_RANK set: the output of each recognized GEMM whose shape qualifies
-// (candidates.h) is offered once its kernels are enqueued, any op that may write a range ends the
-// offers of it, and a free drops offers and factors. It owns the compressor and the mover in front
+// (candidates.h) is offered once its kernels are enqueued, an op that writes a range ends the offers
+// of it (one that may, its role unknown, has them checked by hash), and a free drops offers and
+// factors. It owns the compressor and the mover in front
 // of the backend's; it decides nothing of what moves (the pager does). No CUDA here.
 #pragma once
 
@@ -33,15 +34,18 @@ class CompressOffers {
   // A paged allocation, by id (the pager's refs name allocations by id) and its end.
   void on_alloc(uint64_t id, uint64_t base, uint64_t size);
   void on_free(uint64_t id, uint64_t base, uint64_t size);
-  // Before an op is given to the pager: every range it may write ends its offers; `wildcard`: it
-  // may touch anything, so every offer ends.
-  void before_op(const std::vector<Ref> &refs, bool wildcard);
-  // After an op of a BLAS call was given to the pager: its written operand is offered if it
-  // qualifies (the summary's row is named `api` and its shape).
-  void after_gemm_op(const GemmOperand *ops, int n, const char *api);
+  // Before an op on `stream` is given to the pager: every range it writes (a ref of known role)
+  // ends its offers, a ref of unknown role has them hashed first (Note [Offers past ops of unknown
+  // role]; `may_issue` false, a capture open: it ends them too); `wildcard`: it may touch anything,
+  // so every offer ends.
+  void before_op(const std::vector<Ref> &refs, bool wildcard, uint64_t stream, bool may_issue);
+  // After an op of a BLAS call on `stream` was given to the pager: its written operand is offered
+  // if it qualifies (the summary's row is named `api` and its shape).
+  void after_gemm_op(const GemmOperand *ops, int n, const char *api, uint64_t stream);
 
   uint64_t offered() const { return offered_; }  // offers made (a multi-kernel call's once per kernel)
-  // The summary's lines: a header (offers, bytes of pages left without a copy), then
+  // The summary's lines: a header (offers, bytes of pages left without a copy, offers kept past
+  // ops of unknown role and offers ended by reason), then
   // Compressor::summary_text's, one per GEMM shape factored or moved whole.
   std::string summary_text() const;
 

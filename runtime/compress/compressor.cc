@@ -91,7 +91,10 @@ FactorResult Compressor::factor_out(const CompressTarget &t, uint64_t room) {
   k.factors.rows = s.inner;
   k.factors.cols = s.outer;
   k.factors.rank = s.rank;
-  if (ok) {
+  k.q_bytes = q_bytes, k.b_bytes = b_bytes;
+  if (ok && !dev_->keeps_bytes()) {
+    ok = dev_->to_host(nullptr, q, q_bytes) && dev_->to_host(nullptr, b, b_bytes);
+  } else if (ok) {
     k.factors.q.resize(q_bytes);
     k.factors.b.resize(b_bytes);
     ok = dev_->to_host(k.factors.q.data(), q, q_bytes) && dev_->to_host(k.factors.b.data(), b, b_bytes);
@@ -117,19 +120,22 @@ FactorResult Compressor::factor_out(const CompressTarget &t, uint64_t room) {
 
 bool Compressor::rebuild_on_device(const Kept &k) {
   const LowRankFactors &f = k.factors;
+  const bool bytes = dev_->keeps_bytes();
   uint64_t q = 0, b = 0;
-  bool ok = take(f.q.size(), &q);
-  ok = ok && take(f.b.size(), &b);
-  ok = ok && dev_->to_device(q, f.q.data(), f.q.size()) && dev_->to_device(b, f.b.data(), f.b.size());
+  bool ok = take(k.q_bytes, &q);
+  ok = ok && take(k.b_bytes, &b);
+  ok = ok && dev_->to_device(q, bytes ? f.q.data() : nullptr, k.q_bytes) &&
+       dev_->to_device(b, bytes ? f.b.data() : nullptr, k.b_bytes);
   DeviceMatrixRef a{k.target.addr, f.type, f.rows, f.cols, f.rows};
   ok = ok && dev_->rebuild(a, f.rank, q, b);
-  if (b) give(b, f.b.size());
-  if (q) give(q, f.q.size());
+  if (b) give(b, k.b_bytes);
+  if (q) give(q, k.q_bytes);
   return ok;
 }
 
 bool Compressor::rebuild_on_host(const Kept &k) {
   const LowRankFactors &f = k.factors;
+  if (!dev_->keeps_bytes()) return false;  // (no bytes to rebuild from; the device's rebuild never fails)
   std::vector<uint8_t> m(k.target.shape.matrix_bytes);
   lowrank_rebuild(f, m.data(), f.rows);
   return dev_->to_device(k.target.addr, m.data(), m.size());
@@ -146,7 +152,7 @@ bool Compressor::rebuild(uint64_t addr, uint64_t bytes, uint64_t room) {
     }
     GemmCompressStats &st = stats_[k.target.gemm];
     const uint64_t start = dev_->now_ns();
-    bool ok = k.factors.q.size() + k.factors.b.size() <= room && rebuild_on_device(k);
+    bool ok = k.bytes() <= room && rebuild_on_device(k);
     if (!ok && rebuild_on_host(k)) {
       ok = true;
       ++st.host_rebuilds;
@@ -159,7 +165,7 @@ bool Compressor::rebuild(uint64_t addr, uint64_t bytes, uint64_t room) {
     const uint64_t end = dev_->now_ns();
     ++st.rebuilds;
     st.rebuild_ns += end > start ? end - start : 0;
-    host_bytes_ -= k.factors.q.size() + k.factors.b.size();
+    host_bytes_ -= k.bytes();
     it = kept_.erase(it);
   }
   return all;
@@ -172,7 +178,7 @@ void Compressor::drop(uint64_t addr, uint64_t bytes) {
       ++it;
       continue;
     }
-    host_bytes_ -= it->second.factors.q.size() + it->second.factors.b.size();
+    host_bytes_ -= it->second.bytes();
     it = kept_.erase(it);
   }
 }
@@ -181,6 +187,31 @@ bool Compressor::factored(uint64_t addr, uint64_t bytes) const {
   for (const auto &[lo, k] : kept_)
     if (lo < addr + bytes && addr < lo + k.target.shape.matrix_bytes) return true;
   return false;
+}
+
+namespace {
+uint64_t snapshot_pieces(uint64_t bytes) { return (bytes + kMaxPiece - 1) / kMaxPiece; }
+}  // namespace
+
+uint64_t Compressor::snapshot(uint64_t addr, uint64_t bytes, uint64_t stream) {
+  PieceHashes *h = dev_->hashes();
+  const uint64_t n = snapshot_pieces(bytes);
+  if (!h || n == 0 || n > kSnapshotPieces) return 0;
+  return h->hash(stream, addr, bytes, kMaxPiece);
+}
+
+bool Compressor::unchanged(uint64_t token, uint64_t addr, uint64_t bytes, uint64_t stream) {
+  PieceHashes *h = dev_->hashes();
+  const uint64_t n = snapshot_pieces(bytes);
+  if (!h || n == 0 || n > kSnapshotPieces) return false;
+  std::vector<PieceHash> was(n), now(n);
+  if (h->read(token, was.data(), n, true) != 1 || !dev_->wait_program()) return false;
+  const uint64_t t = h->hash(stream, addr, bytes, kMaxPiece);
+  return t && h->read(t, now.data(), n, true) == 1 && was == now;
+}
+
+void Compressor::forget(uint64_t token) {
+  if (PieceHashes *h = dev_->hashes(); h && token) h->drop(token);
 }
 
 std::string Compressor::summary_text() const {

@@ -14,6 +14,7 @@
 
 #include "runtime/compress/candidates.h"
 #include "runtime/compress/lowrank.h"
+#include "runtime/write_watch.h"
 
 namespace vc {
 
@@ -43,6 +44,15 @@ class CompressDevice {
   virtual bool to_host(void *dst, uint64_t src, uint64_t bytes) = 0;
   virtual bool to_device(uint64_t dst, const void *src, uint64_t bytes) = 0;
   virtual uint64_t now_ns() { return 0; }  // a clock for the rebuild time (0: not timed)
+  // Note [Offers past ops of unknown role] in compress_offers.cc: the clean check's piece hashes
+  // (Note [Piece hash]) on a stream of the device's own, ordered against the program's streams as
+  // PieceHashes says; null where the device has none (an offer then ends at such an op).
+  virtual PieceHashes *hashes() { return nullptr; }
+  // Waits for all the program's work enqueued so far (as factorize does first).
+  virtual bool wait_program() { return true; }
+  // False for a device that models the work and keeps no bytes (the pager replay's): the compressor
+  // then keeps the factors' sizes, not their bytes.
+  virtual bool keeps_bytes() const { return true; }
 };
 
 // One output to factor: where it is, its stored shape (CompressChoice) and the GEMM it came from
@@ -51,6 +61,8 @@ struct CompressTarget {
   uint64_t addr = 0;
   CompressChoice shape;
   std::string gemm;
+  uint64_t stream = 0;    // the program's stream the GEMM ran on
+  uint64_t snapshot = 0;  // Compressor::snapshot's token, once an op of unknown role reached it
 };
 CompressTarget compress_target(uint64_t addr, const CompressChoice &choice, std::string gemm);
 
@@ -91,6 +103,18 @@ class Compressor {
   // The memory of [addr, addr + bytes) is overwritten or freed: factors of it are dropped.
   void drop(uint64_t addr, uint64_t bytes);
   bool factored(uint64_t addr, uint64_t bytes) const;  // some factored matrix overlaps it
+
+  // Note [Offers past ops of unknown role]: the hashes of [addr, addr + bytes) as the op about to
+  // be enqueued on `stream` will find it (after all that stream enqueued so far): a token for
+  // unchanged() or forget(); 0 if they cannot be made (no hashes, over kSnapshotPieces pieces, a
+  // device call failed).
+  uint64_t snapshot(uint64_t addr, uint64_t bytes, uint64_t stream);
+  // Whether the bytes there now, after all the program's work so far, hash as they did at the
+  // snapshot (made on `stream`, one of the program's). The token is spent. False as well when
+  // either hash could not be had.
+  bool unchanged(uint64_t token, uint64_t addr, uint64_t bytes, uint64_t stream);
+  void forget(uint64_t token);
+  static constexpr uint64_t kSnapshotPieces = kRunPieces;  // of kMaxPiece: 256 MiB
   size_t count() const { return kept_.size(); }
 
   // Device memory it holds now (only while it factors or rebuilds) and at most, for the budget.
@@ -107,7 +131,9 @@ class Compressor {
  private:
   struct Kept {
     CompressTarget target;
-    LowRankFactors factors;
+    LowRankFactors factors;  // their bytes empty where the device keeps none
+    uint64_t q_bytes = 0, b_bytes = 0;
+    uint64_t bytes() const { return q_bytes + b_bytes; }
   };
   bool take(uint64_t bytes, uint64_t *ptr);  // device memory, counted
   void give(uint64_t ptr, uint64_t bytes);

@@ -3,11 +3,15 @@
 
 #include <algorithm>
 #include <map>
+#include <memory>
 #include <string>
 #include <unordered_map>
 #include <unordered_set>
 #include <utility>
 
+#include "runtime/compress/compress_offers.h"
+#include "runtime/compress/replay_device.h"
+#include "runtime/piece_hash.h"
 #include "runtime/write_records.h"
 
 namespace vc {
@@ -87,15 +91,20 @@ struct InstantMover final : Mover {
     for (uint64_t p = base + (addr - base) / pb * pb; p < end; p += pb)
       f(p, std::min(p + pb, end) - std::max(p, addr));
   }
+  ReplayCompressDevice *compress = nullptr;  // told every write too (Note [Compression in the replay])
   void mark_changed(uint64_t alloc_id, uint64_t lo, uint64_t hi) {  // offsets
     auto b = base_of.find(alloc_id);
-    if (b != base_of.end() && hi > lo) each_piece(b->second + lo, hi - lo, [&](uint64_t p, uint64_t) { changed.insert(p); });
+    if (b == base_of.end() || hi <= lo) return;
+    if (compress)
+      if (auto a = live.find(b->second); a != live.end() && lo < a->second.second)
+        compress->wrote(b->second + lo, std::min(hi, a->second.second) - lo);
+    if (writes.present()) each_piece(b->second + lo, hi - lo, [&](uint64_t p, uint64_t) { changed.insert(p); });
   }
   // After op i was fed: the pieces it changed, or, not recorded, all it may have written.
   void wrote(uint64_t i) {
-    if (!writes.present()) return;
+    if (!writes.present() && !compress) return;
     const Op &o = t.ops[i];
-    if (const OpWrites *w = writes.of(i)) {
+    if (const OpWrites *w = writes.present() ? writes.of(i) : nullptr) {
       const uint64_t pb = writes.piece_bytes();
       for (uint32_t k = w->first; k < w->first + w->count; ++k)
         mark_changed(writes.piece(k).alloc_id, writes.piece(k).piece * pb, writes.piece(k).piece * pb + 1);
@@ -247,6 +256,7 @@ struct InstantMover final : Mover {
       home_maps += home * std::min(page, addr + bytes - p), home_map_frames += home, remaps += home;
     });
   }
+  uint64_t unit() const override { return page; }  // the explicit backend's frames (the compressing mover's pages)
   uint64_t mark(uint64_t) override { return 1; }
   void drop_mark(uint64_t) override {}
   bool copy_after(uint64_t) override { return true; }
@@ -259,11 +269,23 @@ struct InstantMover final : Mover {
 
 ReplayResult replay_trace(const Trace &t, uint64_t budget, uint64_t page_size, PagingPolicy policy,
                           uint64_t sample_every, uint64_t learn_at, uint64_t prefetch_ahead, bool bypass,
-                          const std::function<void(size_t, Pager &)> &before_op, const DiskLevel &disk) {
+                          const std::function<void(size_t, Pager &)> &before_op, const DiskLevel &disk,
+                          const CompressReplay &compress) {
   NextReach next(t);
   InstantMover mover(page_size, next, t);
   mover.level = disk;
-  Pager pager(&mover, budget, page_size, policy);
+  // Note [Compression in the replay].
+  std::unique_ptr<ReplayCompressDevice> cdev;
+  std::unique_ptr<CompressOffers> offers;
+  Mover *moves = &mover;
+  if (compress.rank_setting) {
+    cdev = std::make_unique<ReplayCompressDevice>(t.writes.present() ? t.writes.piece_bytes : kMaxPiece);
+    offers = std::make_unique<CompressOffers>(&mover, cdev.get(), compress.rank_setting, compress.reserve);
+    mover.compress = cdev.get();
+    moves = offers->mover();
+  }
+  size_t next_gemm = 0;
+  Pager pager(moves, budget, page_size, policy);
   if (prefetch_ahead) pager.set_prefetch_limit(prefetch_ahead);
   pager.set_bypass(bypass);
   std::vector<std::pair<uint64_t, size_t>> frees;  // (seq, index in t.allocs)
@@ -280,10 +302,12 @@ ReplayResult replay_trace(const Trace &t, uint64_t budget, uint64_t page_size, P
       mover.live[a.base] = {a.id, a.size};
       mover.placed(a.base, a.size);
       mover.base_of[a.id] = a.base;
+      if (offers) offers->on_alloc(a.id, a.base, a.size);
     }
     for (; next_free < frees.size() && frees[next_free].first <= i; ++next_free) {
       const TraceAlloc &a = t.allocs[frees[next_free].second];
       pager.on_free(a.id);
+      if (offers) offers->on_free(a.id, a.base, a.size);
       // (not an allocation made since at the same address, which the driver may reuse)
       if (auto it = mover.live.find(a.base); it != mover.live.end() && it->second.first == a.id) {
         mover.freed(a.base, a.size);
@@ -308,6 +332,14 @@ ReplayResult replay_trace(const Trace &t, uint64_t budget, uint64_t page_size, P
       r.fetched_dead.push_back(mover.fetched_dead);
       r.remaps.push_back(mover.remaps);
       r.home_map_frames.push_back(mover.home_map_frames);
+      if (offers) {
+        const CompressMover &cm = offers->compress_mover();
+        uint64_t outputs = 0;
+        for (const auto &[gemm, st] : cm.compressor().stats()) outputs += st.outputs;
+        r.offers.push_back(offers->offered()), r.compressed.push_back(outputs), r.skipped.push_back(cm.skipped_bytes());
+        r.factors_out.push_back(cdev->factors_out), r.factors_in.push_back(cdev->factors_in);
+        r.factor_ns.push_back(cdev->factor_ns), r.rebuild_ns.push_back(cdev->rebuild_ns);
+      }
       if (disk.host_limit) {
         r.host.push_back(mover.host), r.on_disk.push_back(mover.on_disk);
         r.disk_read.push_back(mover.disk_read), r.disk_written.push_back(mover.disk_written);
@@ -317,8 +349,17 @@ ReplayResult replay_trace(const Trace &t, uint64_t budget, uint64_t page_size, P
     const Op &op = t.ops[i];
     if (op.kind == OpKind::kSync || (op.flags & kOpCaptured)) continue;
     touches.assign(t.refs.begin() + op.first_ref, t.refs.begin() + op.first_ref + op.ref_count);
+    const bool kernel = op.kind == OpKind::kKernel || op.kind == OpKind::kGraphKernel;
+    if (offers) offers->before_op(touches, kernel && (!(op.flags & kOpDecoded) || (op.flags & kOpIndirect)), op.stream, true);
     pager.on_op({op.kind, t.names[op.name].c_str()}, op.stream, touches);
     mover.wrote(i);
+    for (; next_gemm < t.gemms.size() && t.gemms[next_gemm].op <= i; ++next_gemm) {
+      const GemmWrite &g = t.gemms[next_gemm];
+      auto b = mover.base_of.find(t.refs[g.ref].alloc_id);
+      if (!offers || g.op != i || b == mover.base_of.end()) continue;
+      const GemmOperand o = g.operand(b->second + t.refs[g.ref].offset);
+      offers->after_gemm_op(&o, 1, "gemm", op.stream);
+    }
   }
   if (before_op) before_op(t.ops.size(), pager);
   r.write_records = t.writes.present();

@@ -28,6 +28,20 @@ struct DiskLevel {
   double read_bps = 0;      // the disk's rate (Mover::stage_rate)
 };
 
+// Note [Compression in the replay]: with a rank, the pager moves through the compressing mover in
+// front of the replay's, fed as the library feeds it (CompressOffers, Note [Offers from the
+// program]): each op's refs before it, the output of each op with a GEMM record (Note [GEMM
+// records] in trace.h) after it. Its device (runtime/compress/replay_device.h) keeps no bytes and
+// charges the cost model's time; its hashes change where the trace says an op wrote: the pieces of
+// its write records, or, for an op without them, all it may write (a ref of unknown role to its
+// allocation's end), so without write records no output is predicted to survive an op of unknown
+// role. What the compressing mover then leaves without a copy, and the factors it moves instead,
+// are the prediction.
+struct CompressReplay {
+  int64_t rank_setting = 0;  // VRAMCACHE_COMPRESS_RANK's encoding (runtime/compress/rank.h); 0: off
+  uint64_t reserve = 0;      // device bytes kept for factors and scratch (CompressOffers::reserve_for)
+};
+
 struct ReplayResult {
   // Cumulative pager figures before op k * sample_every, for every k with k * sample_every < ops.
   std::vector<uint64_t> h2d, d2h, misses;
@@ -50,6 +64,10 @@ struct ReplayResult {
   // Note [Three levels in the replay] (with a DiskLevel): bytes of homes in host memory, of pages
   // only on disk, and the bytes read from and written to disk so far.
   std::vector<uint64_t> host, on_disk, disk_read, disk_written;
+  // Note [Compression in the replay] (with a rank): offers made, outputs factored, bytes of pages
+  // left without a copy, bytes of factors copied home and back, and the cost model's device time of
+  // the factorizations and rebuilds.
+  std::vector<uint64_t> offers, compressed, skipped, factors_out, factors_in, factor_ns, rebuild_ns;
   uint64_t host_peak = 0;
   uint64_t peak_resident = 0;
   bool write_records = false;  // copied counted from the trace's write records
@@ -66,6 +84,6 @@ struct ReplayResult {
 ReplayResult replay_trace(const Trace &t, uint64_t budget, uint64_t page_size, PagingPolicy policy,
                           uint64_t sample_every, uint64_t learn_at, uint64_t prefetch_ahead = 0, bool bypass = false,
                           const std::function<void(size_t, Pager &)> &before_op = nullptr,
-                          const DiskLevel &disk = {});
+                          const DiskLevel &disk = {}, const CompressReplay &compress = {});
 
 }  // namespace vc

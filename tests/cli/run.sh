@@ -83,6 +83,9 @@ check 2 "--link needs GB/s each way, from 0.001 to 1000000" -- simulate --budget
 check 2 "unexpected argument --bogus" -- options --bogus
 check 1 "/dev/zero is not a regular file" -- simulate --budget 12G /dev/zero
 check 0 "bound" -- simulate --budget 12G --link 0.001 -o "$tmp/slow.json" "$trace"
+# --compress: the shipped trace was recorded before GEMM records existed: said, not predicted
+check 0 "compression: not predicted (the trace has no GEMM records" -- simulate --budget 12G --compress h/4 "$trace"
+check 2 "--compress h/0: the fraction must be h/N with N from 2 to 1024" -- simulate --budget 12G --compress h/0 "$trace"
 python3 -c 'import json, sys; json.load(open(sys.argv[1]))' "$tmp/slow.json" || bad "simulate --link 0.001 -o: invalid JSON"
 check 1 "cannot open" -- report /nonexistent.vctrace
 head -c 1000 "$trace" > "$tmp/cut.vctrace"

@@ -1,6 +1,7 @@
 // What `vramcache report` and `vramcache simulate` do with a trace the reader accepted, in memory:
 // the analysis, the summary, the HTML report, the timeline (report --perfetto), the simulator and
-// its JSON at the default budgets, and the library's pager replayed under each policy. Shared by the fuzz target and the unit tests
+// its JSON at the default budgets, and the library's pager replayed under each policy, and with
+// compression. Shared by the fuzz target and the unit tests
 // of rejected traces; it writes no file and prints nothing.
 #pragma once
 
@@ -52,6 +53,11 @@ inline size_t exercise_trace(Trace trace) {
       ReplayResult r = replay_trace(a.trace, budget, a.model.page_size, policy, period, 2 * period, 0, run == 2);
       out += r.h2d.size();
     }
+    // And with compression (`simulate --compress h/4`: Note [Compression in the replay]).
+    CompressReplay compress;
+    compress.rank_setting = -4, compress.reserve = budget / 16;
+    out += replay_trace(a.trace, budget, a.model.page_size, PagingPolicy::kPredictive, period, 2 * period, 0, true,
+                        nullptr, {}, compress).compressed.size();
   }
   return out;
 }

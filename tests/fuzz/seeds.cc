@@ -88,6 +88,9 @@ Trace training() {
     std::vector<uint64_t> act;
     for (int l = 0; l < 3; ++l) {
       act.push_back(alloc(6 * mib, AllocKind::kAsync));
+      GemmWrite g;  // Note [GEMM records]: the activation written, 1536 x 2048 bf16
+      g.op = uint32_t(t.ops.size()), g.ref = uint32_t(t.refs.size() + 2), g.rows = g.ld = 1536, g.cols = 2048, g.type = 14;
+      t.gemms.push_back(g);
       op(OpKind::kKernel, "gemm_fwd", {whole(weight[l], Role::kRead), whole(l ? act[l - 1] : input, Role::kRead),
                                        whole(act.back(), Role::kWritten)});
     }

@@ -24,6 +24,21 @@ constexpr uint64_t kBase1 = 1ull << 32, kBase2 = 2ull << 32;  // allocations 1 (
 constexpr uint64_t kRows = 512, kCols = 256;                   // bf16: 4 pages of 64 KiB
 constexpr uint64_t kMatrix = kBase1 + kPage / 2;               // shares a page with other data each end
 
+struct Memory;
+
+// The device's piece hashes, on the host over Memory's bytes as they are at the call (the fake
+// device runs each op when the test says so); each call may be made to fail.
+struct HostHashes final : vc::PieceHashes {
+  Memory *m = nullptr;
+  std::map<uint64_t, std::vector<vc::PieceHash>> taken;
+  std::vector<uint64_t> streams;  // of each hash, in order
+  uint64_t next = 0;
+  int dropped = 0;
+  uint64_t hash(uint64_t stream, uint64_t va, uint64_t bytes, uint64_t piece) override;
+  int read(uint64_t token, vc::PieceHash *out, size_t n, bool) override;
+  void drop(uint64_t token) override { dropped += int(taken.erase(token)); }
+};
+
 // The fake device's memory, by the program's addresses: what an op finds there. A copy home keeps
 // the bytes (and the home copy), a clean eviction leaves what home held (0xee if it never held any).
 struct Memory : vc::CompressDevice {
@@ -31,6 +46,10 @@ struct Memory : vc::CompressDevice {
   std::map<uint64_t, std::vector<uint8_t>> home;  // page -> bytes copied home
   int calls = 0, fail_at = -1;
   uint64_t next = 0x100000;
+  HostHashes hashed;
+  Memory() { hashed.m = this; }
+  vc::PieceHashes *hashes() override { return &hashed; }
+  bool wait_program() override { return !fail(); }
 
   uint8_t *at(uint64_t p) {
     auto it = mem.upper_bound(p);
@@ -70,6 +89,26 @@ struct Memory : vc::CompressDevice {
     return !fail() && (memcpy(at(dst), src, bytes), true);
   }
 };
+
+constexpr vc::PieceKey kKey{0x1234, 0x5678};
+
+uint64_t HostHashes::hash(uint64_t stream, uint64_t va, uint64_t bytes, uint64_t piece) {
+  if (m->fail()) return 0;
+  streams.push_back(stream);
+  std::vector<vc::PieceHash> &h = taken[++next];
+  for (uint64_t at = 0; at < bytes; at += piece) h.push_back(vc::piece_hash(kKey, m->at(va + at), std::min(piece, bytes - at)));
+  return next;
+}
+
+int HostHashes::read(uint64_t token, vc::PieceHash *out, size_t n, bool) {
+  auto it = taken.find(token);
+  if (it == taken.end()) return -1;
+  const std::vector<vc::PieceHash> h = it->second;
+  taken.erase(it);
+  if (m->fail() || h.size() != n) return -1;
+  std::copy(h.begin(), h.end(), out);
+  return 1;
+}
 
 class BytesMover : public pager_test::FakeMover {
  public:
@@ -127,6 +166,11 @@ vc::CompressChoice choice() {
 
 vc::Touch touch(uint64_t alloc, uint64_t offset, uint64_t bytes, vc::Role role) { return {alloc, offset, bytes, role}; }
 
+// What runs between the GEMM and the first eviction: nothing, or an op of unknown role (a kernel
+// pointer into allocation 1, reaching to its end) that only reads the matrix or writes part of it.
+enum class Between { kNothing, kReads, kWrites };
+constexpr uint64_t kWrittenAt = 3 * kPage / 2 + 1000;  // what such a write changes, inside page 1
+
 // The pattern: op 0 writes the matrix, op 1 works on allocation 2 (evicting it), op 2 reads it,
 // op 3 works on allocation 2 again, op 4 reads it again. The budget holds one of the two.
 struct Run {
@@ -138,7 +182,7 @@ struct Run {
   std::vector<uint8_t> m = low_rank(), seen2, seen4;
   std::vector<Call> log;
 
-  Run(bool offer, uint64_t reserve, int fail_at = -1)
+  Run(bool offer, uint64_t reserve, int fail_at = -1, Between between = Between::kNothing)
       : mover(&inner, &comp, kPage, reserve), pager(&mover, 6 * kPage, kPage, vc::PagingPolicy::kReactive) {
     inner.m = &memory;
     memory.fail_at = fail_at;
@@ -151,6 +195,11 @@ struct Run {
     vc::CompressChoice c = choice();
     pager.on_op({vc::OpKind::kKernel, "gemm"}, 1, {touch(1, kMatrix - kBase1, c.matrix_bytes, vc::Role::kWritten)});
     if (offer) mover.offer(vc::compress_target(kMatrix, c, "gemm 512x256"));
+    if (between != Between::kNothing) {  // as the runtime gives it: reached before the op runs
+      mover.reached(kBase1 + kPage / 4, 5 * kPage - kPage / 4, 9, true);
+      pager.on_op({vc::OpKind::kKernel, "elementwise"}, 9, {touch(1, kPage / 4, 0, vc::Role::kUnknown)});
+      if (between == Between::kWrites) m[kWrittenAt - kPage / 2] ^= 0x5a, memory.at(kBase1 + kWrittenAt)[0] ^= 0x5a;
+    }
     pager.on_op({vc::OpKind::kKernel, "other"}, 1, {touch(2, 0, 6 * kPage, vc::Role::kReadWritten)});
     pager.on_op({vc::OpKind::kKernel, "read"}, 1, {touch(1, kMatrix - kBase1, c.matrix_bytes, vc::Role::kRead)});
     seen2.assign(memory.at(kMatrix), memory.at(kMatrix) + m.size());
@@ -225,20 +274,79 @@ TEST_CASE("compress mover: every device call failing in turn leaves the program'
   vc::CompressChoice c = choice();
   const uint64_t reserve = c.factor_bytes + c.scratch_bytes;
   const std::vector<uint8_t> m = low_rank(), want = rebuilt(m);
-  Run clean(true, reserve);
-  const int calls = clean.memory.calls;
-  CHECK(calls == 16);
-  for (int fail = 0; fail < calls; ++fail) {
-    CAPTURE(fail);
-    Run r(true, reserve, fail);
-    const vc::GemmCompressStats &s = r.comp.stats().at("gemm 512x256");
-    // A factorization that failed moved the matrix whole, exact (its next eviction is clean: not
-    // factored). A rebuild whose device calls failed was made on the host: the same bytes.
-    CHECK(s.fallbacks + s.outputs >= 1);
-    CHECK(r.seen2 == (s.fallbacks ? m : want));
-    CHECK(r.seen4 == (s.outputs ? want : m));
-    CHECK(r.mover.skipped_bytes() == s.outputs * 3 * kPage);
-    CHECK(r.comp.device_bytes() == 0);
+  for (Between between : {Between::kNothing, Between::kReads}) {
+    Run clean(true, reserve, -1, between);
+    const int calls = clean.memory.calls;
+    // Past an op of unknown role: a hash before it, then one at the eviction with its wait and reads.
+    CHECK(calls == (between == Between::kNothing ? 16 : 21));
+    for (int fail = 0; fail < calls; ++fail) {
+      CAPTURE(fail);
+      Run r(true, reserve, fail, between);
+      const vc::GemmCompressStats s = r.comp.stats().count("gemm 512x256") ? r.comp.stats().at("gemm 512x256")
+                                                                             : vc::GemmCompressStats{};
+      // A factorization that failed, or a hash not had, moved the matrix whole, exact (its next
+      // eviction is clean: not factored). A rebuild whose device calls failed was made on the host:
+      // the same bytes.
+      CHECK(s.fallbacks + s.outputs + r.mover.ended(vc::CompressMover::End::kUnhashed) +
+                r.mover.ended(vc::CompressMover::End::kChanged) >= 1);
+      CHECK(r.seen2 == (s.outputs ? want : m));
+      CHECK(r.seen4 == (s.outputs ? want : m));
+      CHECK(r.mover.skipped_bytes() == s.outputs * 3 * kPage);
+      CHECK(r.comp.device_bytes() == 0);
+    }
+  }
+}
+
+TEST_CASE("compress mover: past an op of unknown role, factored only if the output hashes the same") {
+  vc::CompressChoice c = choice();
+  const uint64_t reserve = c.factor_bytes + c.scratch_bytes;
+  const std::vector<uint8_t> m = low_rank(), want = rebuilt(m);
+  {
+    Run r(true, reserve, -1, Between::kReads);  // it only read the matrix: factored as without it
+    CHECK(r.seen2 == want);
+    CHECK(r.seen4 == want);
+    CHECK(r.comp.stats().at("gemm 512x256").outputs == 1);
+    CHECK(r.mover.hashed() == 1);
+    CHECK(r.mover.unchanged() == 1);
+    CHECK(r.mover.skipped_bytes() == 3 * kPage);
+    // Hashed before the op, behind its stream, then at the eviction behind the same stream.
+    CHECK(r.memory.hashed.streams == std::vector<uint64_t>{9, 9});
+  }
+  {
+    Run r(true, reserve, -1, Between::kWrites);  // it wrote one byte: moved with its bytes, exact
+    CHECK(r.m != m);
+    CHECK(r.seen2 == r.m);
+    CHECK(r.seen4 == r.m);
+    CHECK(r.comp.stats().count("gemm 512x256") == 0);  // never given to the compressor
+    CHECK(r.mover.hashed() == 1);
+    CHECK(r.mover.unchanged() == 0);
+    CHECK(r.mover.ended(vc::CompressMover::End::kChanged) == 1);
+    CHECK(r.mover.skipped_bytes() == 0);
+    bool saw = false;
+    for (const auto &[k, v] : r.mover.figures()) saw |= k == "compress_offers_changed" && v == 1;
+    CHECK(saw);
+  }
+  {
+    // No hash can be had (a capture open): the offer ends at the op, the matrix moves with its bytes.
+    Memory memory;
+    pager_test::FakeMover inner;
+    vc::Compressor comp(&memory);
+    vc::CompressMover mover(&inner, &comp, kPage, reserve);
+    mover.offer(vc::compress_target(kMatrix, c, "g"));
+    mover.reached(kBase1, 5 * kPage, 9, false);
+    CHECK(mover.ended(vc::CompressMover::End::kUnhashed) == 1);
+    memory.mem[kBase1] = content(5 * kPage, 1);
+    REQUIRE(mover.to_host(kBase1, 5 * kPage));
+    CHECK(comp.count() == 0);
+    CHECK(memory.hashed.streams.empty());
+    // A snapshot of an offer that a write then ends is given back.
+    mover.offer(vc::compress_target(kMatrix, c, "g"));
+    mover.reached(kBase1, 5 * kPage, 9, true);
+    mover.reached(kBase1, 5 * kPage, 9, true);  // one snapshot stands for every later such op
+    CHECK(memory.hashed.streams.size() == 1);
+    mover.withdraw(kMatrix, 1);
+    CHECK(memory.hashed.dropped == 1);
+    CHECK(mover.ended(vc::CompressMover::End::kWritten) == 1);
   }
 }
 

@@ -6,6 +6,7 @@
 #include <doctest/doctest.h>
 
 #include <cstdint>
+#include <map>
 #include <vector>
 
 #include "runtime/compress/compress_offers.h"
@@ -46,6 +47,31 @@ struct FailingFactor : vc::CompressDevice {
   bool to_device(uint64_t, const void *, uint64_t) override { return false; }
 };
 
+// FailingFactor with the device's hashes of D's bytes (kept here: the test writes them as an op
+// would); each hash notes the stream it was ordered behind.
+struct HashingFactor : FailingFactor {
+  struct Hashes final : vc::PieceHashes {
+    std::vector<uint8_t> d = std::vector<uint8_t>(kPage, 7);
+    std::map<uint64_t, vc::PieceHash> taken;
+    std::vector<uint64_t> streams;
+    uint64_t hash(uint64_t stream, uint64_t va, uint64_t bytes, uint64_t) override {
+      CHECK((va == kD && bytes == kPage));
+      streams.push_back(stream);
+      taken[streams.size()] = vc::piece_hash({1, 2}, d.data(), d.size());
+      return streams.size();
+    }
+    int read(uint64_t token, vc::PieceHash *out, size_t n, bool) override {
+      if (n != 1 || !taken.count(token)) return -1;
+      *out = taken[token];
+      taken.erase(token);
+      return 1;
+    }
+  } hashed;
+  int waits = 0;
+  vc::PieceHashes *hashes() override { return &hashed; }
+  bool wait_program() override { return ++waits, true; }
+};
+
 vc::GemmOperand output_d() {
   vc::GemmOperand d;
   d.name = 'D', d.ptr = kD, d.rows = 1024, d.cols = 1024, d.ld = 1024, d.type = 14;  // CUDA_R_16BF: 2 MiB
@@ -55,10 +81,11 @@ vc::GemmOperand output_d() {
 
 // A GEMM's kernel writing D (its operands tell the exact extent), then `between`, then an op over
 // all of the other allocation, which evicts D.
+template <class Device = FailingFactor>
 struct Program {
   std::unique_ptr<vc::Runtime> rt;
   FrameLike mover;
-  FailingFactor dev;
+  Device dev;
   std::vector<vc::ParamSlot> no_slots;
   Program(const char *rank, bool with_device, bool frames = true) {
     std::map<std::string, std::string> vars = {{"VRAMCACHE_BUDGET", "64M"}, {"VRAMCACHE_POLICY", "reactive"}};
@@ -76,6 +103,15 @@ struct Program {
     vc::Launch l;
     l.func = func, l.decoded = true, l.slots = &no_slots;
     return l;
+  }
+  // A kernel with a pointer into D on `stream`: its role is unknown.
+  void elementwise(uint64_t stream) {
+    static const std::vector<vc::ParamSlot> slots = {{0, 8}};
+    std::vector<uint8_t> buf(vc::param_buffer_size(slots), 0);
+    runtime_test::put64(buf, 0, kD + 4096);
+    vc::Launch l = kernel(2);
+    l.slots = &slots, l.params = buf.data(), l.params_size = buf.size(), l.stream = stream;
+    rt->on_launch(l);
   }
   void gemm() {
     vc::GemmOperand ops[3];
@@ -111,23 +147,21 @@ TEST_CASE("compress offers: an offered GEMM output is factored when the pager ev
   CHECK(j["compress_fallbacks"] == 1);
   CHECK(j["compress_outputs"] == 0);
   CHECK(j["compress_device_peak"] > 0);
-  CHECK(p.rt->summary_text().find("compression: 1 offers, 0.0 MB of pages left without a copy\n"
+  CHECK(p.rt->summary_text().find("compression: 1 offers, 0.0 MB of pages left without a copy; 0 hashed before an "
+                                  "op of unknown role, 0 of them unchanged at eviction; ended: 0 written, 0 changed, "
+                                  "0 not hashed, 0 by an opaque kernel, 0 freed\n"
                                   "  compressed    gemm 1024x1024 bf16: 0 outputs") != std::string::npos);
 }
 
 TEST_CASE("compress offers: an op that may write the output, a wildcard or a free ends the offer") {
   {
-    Program p("h/4", true);
+    Program p("h/4", true);  // a device without hashes: an op of unknown role ends the offer
     p.gemm();
-    std::vector<vc::ParamSlot> slots = {{0, 8}};  // a kernel with a pointer into D: its role is unknown
-    std::vector<uint8_t> buf(vc::param_buffer_size(slots), 0);
-    runtime_test::put64(buf, 0, kD + 4096);
-    vc::Launch l = p.kernel(2);
-    l.slots = &slots, l.params = buf.data(), l.params_size = buf.size();
-    p.rt->on_launch(l);
+    p.elementwise(0);
     p.sweep();
     CHECK(p.dev.factorizations == 0);
     CHECK(p.mover.out.front() == std::make_pair(kD, kPage));  // moved whole
+    CHECK(json_values(*p.rt)["compress_offers_unhashed"] == 1);
   }
   {
     Program p("h/4", true);
@@ -159,6 +193,29 @@ TEST_CASE("compress offers: an op that may write the output, a wildcard or a fre
     p.rt->on_launch(l);
     p.sweep();
     CHECK(p.dev.factorizations == 1);
+  }
+}
+
+TEST_CASE("compress offers: past an op of unknown role, an output that hashes the same is factored") {
+  for (bool writes : {false, true}) {
+    CAPTURE(writes);
+    Program<HashingFactor> p("h/4", true);
+    p.gemm();
+    p.elementwise(0x77);  // GELU reading fc1's output, or an in-place op writing it
+    if (writes) p.dev.hashed.d[4096] ^= 1;
+    p.elementwise(0x77);  // a second one takes no hash of its own
+    p.sweep();
+    CHECK(p.dev.hashed.streams == std::vector<uint64_t>{0x77, 0x77});  // before the op, then at eviction
+    CHECK(p.dev.waits == 1);  // all the program's work before the second hash
+    CHECK(p.dev.factorizations == (writes ? 0 : 1));
+    auto j = json_values(*p.rt);
+    CHECK(j["compress_offers_hashed"] == 1);
+    CHECK(j["compress_offers_unchanged"] == (writes ? 0 : 1));
+    CHECK(j["compress_offers_changed"] == (writes ? 1 : 0));
+    CHECK(p.rt->summary_text().find(writes ? "1 hashed before an op of unknown role, 0 of them unchanged at eviction; "
+                                             "ended: 0 written, 1 changed"
+                                           : "1 hashed before an op of unknown role, 1 of them unchanged at eviction; "
+                                             "ended: 0 written, 0 changed") != std::string::npos);
   }
 }
 
