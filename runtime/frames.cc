@@ -142,7 +142,8 @@ bool FrameMover::fail(const char *what) {
 }
 
 bool FrameMover::map_home(Lock *lock, Frame *f) {
-  if ((!f->home || f->reading) && !bring_home(lock, f)) return false;  // Note [Frames on disk]
+  if ((!f->home || f->reading || f->writing) && !bring_home(lock, f)) return false;  // Note [Frames on disk]
+  if (f->mapped) return true;  // mapped by another caller while bring_home waited without the lock
   f->current = false;  // the program may write it there
   const uint64_t t0 = now_ns();
   if (!dev_->map(f->va, f->bytes, f->home)) return false;
@@ -316,7 +317,9 @@ bool FrameMover::free(uint64_t va, bool synchronize) {
     stats_.freed_moves++, stats_.freed_move_bytes += f.bytes;
   }
   finish(lock, true, issued_);
-  for (Frame &f : a->frames) settle(&lock, &f);  // Note [Read-ahead from disk]: its reads complete
+  // Note [Writes without the lock]: its reads and writes complete, and no spill starts another.
+  a->freeing = true;
+  for (Frame &f : a->frames) settle(&lock, &f);
   int64_t homes = 0;
   for (const Frame &f : a->frames) homes += f.home ? int64_t(f.bytes) : 0;
   host_add(-homes);  // (before release: its homes may go to the pool)
@@ -352,6 +355,7 @@ bool FrameMover::out_busy(uint64_t seq) {
 }
 
 bool FrameMover::fetch(Lock &lock, Frame *f) {
+  Want want(f);  // Note [Writes without the lock]: not spilled while this waits (a remap, its home, a chunk)
   while (true) {
     while (f->move && move_of(f)->remapping) moved_.wait(lock);  // it is neither here nor there yet
     switch (f->where) {
@@ -369,7 +373,7 @@ bool FrameMover::fetch(Lock &lock, Frame *f) {
     // the frame is looked at anew).
     stats_.read_ahead_hits += f->staged && f->home;  // its read started ahead (done, or under way)
     f->staged = false;
-    if (f->home && !f->reading) break;
+    if (f->home && !f->reading && !f->writing) break;
     if (!bring_home(&lock, f)) return false;
   }
   f->used = ++tick_;

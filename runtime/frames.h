@@ -119,6 +119,9 @@ struct FrameStats {
   std::atomic<uint64_t> host_peak{0};
   std::atomic<uint64_t> spills{0}, clean_drops{0}, unspills{0};
   std::atomic<uint64_t> spill_failures{0}, lost{0}, over_host_limit{0}, disk_full{0};
+  // Note [Writes without the lock]: writes of homes in flight now and most at once; callers that
+  // waited for a write not yet complete, and how long.
+  std::atomic<uint64_t> writes_in_flight{0}, writes_peak{0}, write_waits{0}, write_wait_ns{0};
   // Note [Read-ahead from disk]: frames whose reads were started ahead of their fetch (stage), and of
   // those, the ones their fetch found (read, or under way); callers that waited for a read not yet
   // complete, and how long.
@@ -224,11 +227,24 @@ class FrameMover final : public Mover {
     // without the lock (collecting), and whether the read was started ahead (staged).
     uint64_t next = 0, reading = 0;
     bool collecting = false, staged = false;
+    // Note [Writes without the lock]: the store's ticket of the write of its home in flight (0:
+    // none; `collecting` as for a read), and the callers that need the frame at home meanwhile
+    // (wanted: it is not spilled, and a write in flight leaves the home in place).
+    uint64_t writing = 0;
+    uint32_t wanted = 0;
+  };
+  struct Want {  // a caller needs `f` at home while this lives (with mu_ held at both ends)
+    Frame *f;
+    explicit Want(Frame *frame) : f(frame) { ++f->wanted; }
+    ~Want() { --f->wanted; }
+    Want(const Want &) = delete;
+    Want &operator=(const Want &) = delete;
   };
   struct Alloc {
     uint64_t va = 0, reserved = 0, staging = 0;  // app and staging address space (reserved bytes each)
     std::vector<Frame> frames;
     size_t mapped = 0;  // frames fully mapped (allocate, undo)
+    bool freeing = false;  // free waits for its frames' reads and writes: none is spilled any more
   };
   struct Move {
     uint64_t seq = 0, token = 0;
@@ -273,16 +289,28 @@ class FrameMover final : public Mover {
   // Note [Frames on disk] (frames_disk.cc). A home for a frame without one, its bytes read back
   // (false: no home, or the frame is lost: logged); room for `bytes` more of homes, by spilling
   // (false: none could be made: the caller goes past the limit, counted).
-  // bring_home: a home with its bytes for `f` (its read waited for as map_home says); home_for: a
-  // home, its read started (attach_home: without making room); settle: until its read is complete.
-  // make_room and spill_victim with `at` nonzero take only frames the plan needs after position `at`.
+  // bring_home: a home with its bytes for `f` (its read or write waited for as map_home says);
+  // home_for: a home, its read started (attach_home: without making room); settle: until its read
+  // or write is complete. make_room and spill_victim with `at` nonzero take only frames the plan
+  // needs after position `at`. `lock` null: waits with mu_ held (the mover failed, or holds its
+  // mappings: rare, and the caller has no lock to give up).
   bool bring_home(Lock *lock, Frame *f);
-  bool home_for(Frame *f);
+  bool home_for(Lock *lock, Frame *f);
   bool attach_home(Frame *f);
   bool settle(Lock *lock, Frame *f);
+  bool map_if_held(Frame *f);  // its read or write collected while held_ or failed: mapped home
+  int collect(Lock *lock, Frame *f, uint64_t *at);  // its read's or write's errno (0: none), `at` the byte
   bool read_done(Frame *f, int err, uint64_t at);
-  bool make_room(uint64_t bytes, const Frame *keep, uint64_t at = 0);
+  bool make_room(Lock *lock, uint64_t bytes, const Frame *keep, uint64_t at = 0);
+  // Note [Writes without the lock]: spill starts a write (or drops a home whose disk copy is
+  // current: drop_home); write_done takes its result; reap_writes those found complete (true:
+  // some); wait_write waits for the oldest one (false: none to wait for).
   bool spill(Frame *f);
+  bool take_slot_for(Frame *f);
+  bool drop_home(Frame *f);
+  bool write_done(Frame *f, int err);
+  bool reap_writes();
+  bool wait_write(Lock *lock);
   Frame *spill_victim(const Frame *keep, uint64_t at);
   // The pool of homes: one of `bytes` from it, else made; one given back to it while homes and
   // pool fit under the host limit, else released (release_pool: all of it).
@@ -325,6 +353,9 @@ class FrameMover final : public Mover {
   DiskStore *disk_ = nullptr;
   uint64_t host_limit_ = 0;
   bool spilling_ = false;  // on while writes succeed
+  std::vector<Frame *> writes_;  // Note [Writes without the lock]: frames whose writes are in flight, oldest first
+  uint64_t leaving_ = 0;         // bytes of their homes
+  uint64_t claimed_ = 0;         // bytes of room asked for by the callers in make_room
   uint64_t tick_ = 0;      // of `used`
   uint64_t disk_probe_read_ = 0, disk_probe_write_ = 0;
   std::multimap<uint64_t, uint64_t> pool_;  // released homes kept for reuse: bytes -> chunk

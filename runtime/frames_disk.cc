@@ -2,6 +2,7 @@
 // store's slots; a frame leaves host memory by a completed write (or none, its disk copy current)
 // and comes back by a read checked against its checksums. Part of FrameMover (runtime/frames.h);
 // no CUDA here, and the I/O is the store's (runtime/disk/disk_store.h).
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
@@ -35,19 +36,20 @@ uint64_t now_ns() {
 // unspecified, as a new allocation's are).
 //
 // Leaving host memory. A fetch (or a reach) of a frame without a home makes room first: frames at
-// home, with no move in flight, no read in flight, and not mapped at their address (Note [Home mapped
-// on demand]: no op of the program can reach such a home, only the mover's own copies) are spilled,
-// the one the plan needs last first (its next use as the pager evicted it, Mover::next_use; one not
-// known counts as furthest; the least recently sent to the device among equals), until the new home
-// fits. A spill whose slot holds what home does (`current`: the frame was read back and home has not
-// changed since) writes nothing. Else the frame's home is written to its slot (a new slot if it has
-// none; with the disk full, one taken from another frame at home, whose disk copy then stops
-// counting) and the home is released only once the write completed without error: the disk copy
-// counts from then on. A write that fails (the store completed short writes and logged the errno)
-// leaves the frame at home with its data, and spilling stops for the rest of the run, with one line:
-// homes are then made past the host limit (counted, over_host_limit) rather than losing data. Home
-// changes (a copy home, or the frame mapped there for the program) make the disk copy stale
-// (`current` false).
+// home, with no move, read or write in flight, and not mapped at their address (Note [Home mapped on
+// demand]: no op of the program can reach such a home, only the mover's own copies) are spilled, the
+// one the plan needs last first (its next use as the pager evicted it, Mover::next_use; one not known
+// counts as furthest; the least recently sent to the device among equals), until the new home fits
+// (homes whose writes are in flight counted as gone). A spill whose slot holds what home does
+// (`current`: the frame was read back and home has not changed since) writes nothing and releases
+// the home at once. Else the frame's home is written to its slot (a new slot if it has none; with
+// the disk full, one taken from another frame at home, whose disk copy then stops counting) and the
+// home is released only once the write completed without error: the disk copy counts from then on.
+// The write runs without the mover's lock (Note [Writes without the lock]). A write that fails (the
+// store completed short writes and logged the errno) leaves the frame at home with its data, and
+// spilling stops for the rest of the run, with one error line: homes are then made past the host
+// limit (counted, over_host_limit) rather than losing data. Home changes (a copy home, or the frame
+// mapped there for the program) make the disk copy stale (`current` false).
 //
 // The pool of homes. Making a pinned host chunk costs the driver 0.8 ms at 2 MiB and 7.6 ms at 32 MiB
 // (the H200), so a home released by a spill or a free is kept for the next home of its size, as long
@@ -69,8 +71,36 @@ uint64_t now_ns() {
 // and the mover stops as on a failed device call: every other frame is mapped at home with its data,
 // nothing moves any more.
 //
-// What is not here yet: writes are waited for where they are made (a spill, with the mover's lock
-// held, on the thread that needed the room); a write-behind that spills ahead of need is not done.
+// What is not here yet: a write-behind that spills ahead of need; a spill is started by the caller
+// that needs the room, which then waits for it (without the lock).
+//
+// Note [Writes without the lock]
+// The swap disk writes 1.5-2.7 GB/s on the GPU machine, so a spill of a 128 MiB frame takes 50-90
+// ms. Waited for with the mover's lock held, it held up every move meanwhile: the worker's remaps of
+// the moves the program's next ops wait for, and the fetches and evictions of every other thread.
+// So spill only starts the write (`writing`: its ticket; writes_, oldest first; leaving_, their
+// bytes) and whoever needs that write's end next waits for it without the lock, as for a read
+// (settle and collect: `collecting` set meanwhile, others wait for that caller on moved_):
+//  - the caller that needed the room (make_room): it first takes the writes found complete
+//    (reap_writes), spills more only while the homes not leaving leave no room for what every
+//    caller in make_room asks (claimed_: two callers that each need a frame start two writes), then
+//    waits for the oldest write in flight (wait_write);
+//  - a caller that needs the frame itself (a fetch, a reach: `wanted` while it does, so that no
+//    spill picks the frame while the caller waits, for its write or for a device chunk);
+//  - free, for its frames (the allocation marked `freeing` first, so that no new spill starts there).
+// While its write is in flight, a home is the store's and nothing else touches it: the frame is at
+// home with no move (no copy home into it: an eviction needs the frame resident first), unmapped at
+// its address (no op of the program reaches it; map_home waits for the write first); a fetch waits
+// too (its copy would only read the home, but the store's contract is that the buffer is left alone
+// until the write is collected); no spill, read or slot taking picks the frame; and the home stays
+// counted in host_bytes until the write is collected. A home is released (drop_home: to the pool,
+// and so to another frame) only after its write was collected with no error. When the frame is
+// wanted (or the mover holds its mappings, or failed) it keeps its home instead, its disk copy
+// current. A write that failed leaves the frame at home with its data (`current` false), counted
+// (spill_failures); the first failure stops spilling with one error line (others in flight may
+// fail too: counted, not logged again), and the caller that waited for its room makes its home past
+// the limit (over_host_limit). A write found complete by no caller keeps its home counted until the
+// next make_room or free collects it.
 
 void FrameMover::set_disk(DiskStore *store, uint64_t host_limit) {
   std::lock_guard lock(mu_);
@@ -91,56 +121,110 @@ FrameMover::Frame *FrameMover::spill_victim(const Frame *keep, uint64_t at) {
   for (auto &[va, a] : allocs_)
     for (Frame &f : a->frames)
       // (f.move first: a frame the worker is remapping has one, and its `mapped` changes without the lock)
-      if (&f != keep && !f.move && f.home && !f.reading && !f.mapped && f.where == Where::kHome && !f.lost &&
-          (!at || (f.next && f.next > at)) &&
+      if (!a->freeing && &f != keep && !f.move && f.home && !f.reading && !f.writing && !f.wanted && !f.mapped &&
+          f.where == Where::kHome && !f.lost && (!at || (f.next && f.next > at)) &&
           (!best || key(f) > key(*best) || (key(f) == key(*best) && f.used < best->used)))
         best = &f;
   return best;
 }
 
-bool FrameMover::make_room(uint64_t bytes, const Frame *keep, uint64_t at) {
-  while (stats_.host_bytes + bytes > host_limit_) {
-    if (!spilling_ || stats_.failed) return false;
-    Frame *v = spill_victim(keep, at);
-    if (!v || !spill(v)) return false;
+bool FrameMover::make_room(Lock *lock, uint64_t bytes, const Frame *keep, uint64_t at) {
+  claimed_ += bytes;  // (the writes in flight make room for every caller waiting here, this one too)
+  bool room = true;
+  while (room && stats_.host_bytes + bytes > host_limit_) {
+    if (reap_writes()) continue;
+    if (stats_.host_bytes - leaving_ + claimed_ > host_limit_ && spilling_ && !stats_.failed)
+      if (Frame *v = spill_victim(keep, at); v && spill(v)) continue;
+    room = wait_write(lock);  // (false: none in flight, no room to be had)
   }
-  return true;
+  claimed_ -= bytes;
+  return room;
 }
 
 bool FrameMover::spill(Frame *f) {
   if (f->slot >= 0 && f->current && disk_->holds(uint64_t(f->slot))) {
     stats_.clean_drops++;
-  } else {
-    if (f->slot < 0) {
-      int64_t s = disk_->take_slot();
-      if (s < 0) {  // the disk is full: a slot of a frame at home, whose copy there is what counts
-        for (auto &[va, a] : allocs_)
-          for (Frame &g : a->frames)
-            if (s < 0 && &g != f && g.home && !g.reading && g.slot >= 0 && g.where != Where::kFetching)
-              s = g.slot, g.slot = -1, g.current = false;
-        if (s < 0) return false;
-      }
-      f->slot = s;
-    }
-    uint8_t *buf = dev_->host_view(f->home_va);
-    const DiskStore::Result r =
-        buf ? disk_->wait(disk_->write(uint64_t(f->slot), buf, io_bytes(f->bytes))) : DiskStore::Result{EFAULT, uint64_t(f->slot), 0};
-    if (r.err) {
-      f->current = false;
-      stats_.spill_failures++;
-      spilling_ = false;
-      VC_WARN("writing a frame to the swap file failed (%s, slot %llu): it stays in host memory with its data, and no "
-              "frame is spilled any more (host memory may pass VRAMCACHE_HOST_LIMIT)",
-              errno_name(r.err), (unsigned long long)f->slot);
-      return false;
-    }
-    stats_.spills++;
+    return drop_home(f);
   }
+  if (f->slot < 0 && !take_slot_for(f)) return false;
+  f->current = false;  // (the slot holds nothing from here until the write is collected)
+  uint8_t *buf = dev_->host_view(f->home_va);
+  if (!buf) return write_done(f, EFAULT), false;
+  f->writing = disk_->write(uint64_t(f->slot), buf, io_bytes(f->bytes));
+  writes_.push_back(f);
+  leaving_ += f->bytes;
+  if (++stats_.writes_in_flight > stats_.writes_peak) stats_.writes_peak = stats_.writes_in_flight.load();
+  return true;
+}
+
+// A new slot, or with the disk full one of a frame at home, whose copy there is what counts.
+bool FrameMover::take_slot_for(Frame *f) {
+  int64_t s = disk_->take_slot();
+  if (s < 0)
+    for (auto &[va, a] : allocs_)
+      for (Frame &g : a->frames)
+        if (s < 0 && &g != f && g.home && !g.reading && !g.writing && g.slot >= 0 && g.where != Where::kFetching)
+          s = g.slot, g.slot = -1, g.current = false;
+  if (s < 0) return false;
+  f->slot = s;
+  return true;
+}
+
+// The frame leaves host memory: its home goes to the pool (or is released). Its slot holds its bytes.
+bool FrameMover::drop_home(Frame *f) {
   if (!dev_->unmap(f->home_va, f->bytes)) return fail("unmapping a frame's home");
   const uint64_t home = f->home;
   f->home = 0, f->current = true;
   host_add(-int64_t(f->bytes));
   give_home(home, f->bytes);
+  return true;
+}
+
+// Note [Writes without the lock]: the write of `f`'s home collected, with `err`.
+bool FrameMover::write_done(Frame *f, int err) {
+  if (f->writing) {
+    f->writing = 0;
+    writes_.erase(std::find(writes_.begin(), writes_.end(), f));
+    leaving_ -= f->bytes;
+    stats_.writes_in_flight--;
+  }
+  const bool keep = f->wanted || held_ || stats_.failed;
+  if (err) {
+    f->current = false;
+    stats_.spill_failures++;
+    if (spilling_)
+      VC_ERROR("writing a frame to the swap file failed (%s, slot %lld): it stays in host memory with its data, and "
+               "no frame is spilled any more (host memory may pass VRAMCACHE_HOST_LIMIT)",
+               errno_name(err), (long long)f->slot);
+    spilling_ = false;
+    return true;
+  }
+  stats_.spills++;
+  f->current = true;
+  return keep || drop_home(f);
+}
+
+bool FrameMover::reap_writes() {
+  bool any = false;
+  for (size_t i = 0; i < writes_.size();) {
+    Frame *f = writes_[i];
+    DiskStore::Result r;
+    if (f->collecting || !disk_->poll(f->writing, &r)) {
+      ++i;
+      continue;
+    }
+    any = true;
+    if (!write_done(f, r.err) || !map_if_held(f)) break;  // (write_done takes it out of writes_)
+  }
+  if (any) moved_.notify_all();
+  return any;
+}
+
+bool FrameMover::wait_write(Lock *lock) {
+  for (Frame *f : writes_)
+    if (!f->collecting) return settle(lock, f), true;
+  if (writes_.empty() || !lock) return false;  // (with writes in flight, each waited for by another caller)
+  moved_.wait(*lock);
   return true;
 }
 
@@ -178,14 +262,17 @@ void FrameMover::release_pool() {
 }
 
 bool FrameMover::bring_home(Lock *lock, Frame *f) {
-  if (!f->home && !home_for(f)) return false;
-  return settle(lock, f);
+  Want want(f);  // Note [Writes without the lock]: a write in flight leaves the home in place
+  while (!f->home || f->reading || f->writing)
+    if (!(f->home || home_for(lock, f)) || !settle(lock, f)) return false;
+  return true;
 }
 
-bool FrameMover::home_for(Frame *f) {
+bool FrameMover::home_for(Lock *lock, Frame *f) {
   if (f->lost) return false;
-  if (!make_room(f->bytes, f)) stats_.over_host_limit++;
-  return attach_home(f);
+  if (!make_room(lock, f->bytes, f)) stats_.over_host_limit++;
+  if (f->home) return true;  // given one by another caller while make_room waited without the lock
+  return !f->lost && attach_home(f);
 }
 
 bool FrameMover::attach_home(Frame *f) {
@@ -207,36 +294,49 @@ bool FrameMover::attach_home(Frame *f) {
 }
 
 bool FrameMover::settle(Lock *lock, Frame *f) {
-  while (f->reading) {
+  while (f->reading || f->writing) {
     if (f->collecting) {  // another caller waits for it without the lock
       if (!lock) return false;
       moved_.wait(*lock);
       continue;
     }
-    const uint64_t ticket = f->reading;
-    DiskStore::Result r;
-    if (!disk_->poll(ticket, &r)) {  // not complete yet: wait for it
-      const uint64_t t0 = now_ns();
-      if (lock) {  // the frame is ours meanwhile: kHome with a read in flight is left alone by all others
-        f->collecting = true;
-        lock->unlock();
-        r = disk_->wait(ticket);
-        lock->lock();
-        f->collecting = false;
-      } else {
-        r = disk_->wait(ticket);
-      }
-      stats_.disk_waits++;
-      stats_.disk_wait_ns += now_ns() - t0;
-    }
-    const bool ok = read_done(f, r.err, r.at);
+    const bool write = f->writing != 0;
+    uint64_t at = 0;
+    const int err = collect(lock, f, &at);
+    const bool ok = write ? write_done(f, err) : read_done(f, err, at);
     moved_.notify_all();
-    if (!ok) return false;
-    // Held or failed while it was read without the lock: reachable at home after all.
-    if (lock && !f->mapped && f->where == Where::kHome && (held_ || stats_.failed) && !map_home(nullptr, f))
-      return fail("mapping a frame home");
+    if (!ok || (lock && !map_if_held(f))) return false;
   }
   return !f->lost;
+}
+
+// Held or failed while its read or write went on without the lock (map_home_all left it to its
+// collector): reachable at home after all.
+bool FrameMover::map_if_held(Frame *f) {
+  if (!f->home || f->mapped || f->where != Where::kHome || !(held_ || stats_.failed)) return true;
+  return map_home(nullptr, f) || fail("mapping a frame home");
+}
+
+int FrameMover::collect(Lock *lock, Frame *f, uint64_t *at) {
+  const bool write = f->writing != 0;
+  const uint64_t ticket = write ? f->writing : f->reading;
+  DiskStore::Result r;
+  if (!disk_->poll(ticket, &r)) {  // not complete yet: wait for it
+    const uint64_t t0 = now_ns();
+    if (lock) {  // the frame is ours meanwhile: kHome with a read or write in flight is left alone by all others
+      f->collecting = true;
+      lock->unlock();
+      r = disk_->wait(ticket);
+      lock->lock();
+      f->collecting = false;
+    } else {
+      r = disk_->wait(ticket);
+    }
+    (write ? stats_.write_waits : stats_.disk_waits)++;
+    (write ? stats_.write_wait_ns : stats_.disk_wait_ns) += now_ns() - t0;
+  }
+  *at = r.at;
+  return r.err;
 }
 
 bool FrameMover::read_done(Frame *f, int err, uint64_t at) {
@@ -268,10 +368,13 @@ uint64_t FrameMover::stage(uint64_t addr, uint64_t bytes, uint64_t at) {
   Lock lock(mu_);
   if (!disk_ || stats_.failed) return 0;
   uint64_t started = 0;
+  auto away = [&](const Frame *f) {  // on disk only, with nothing under way
+    return f->where == Where::kHome && !f->home && !f->lost && !f->move && f->slot >= 0 && disk_->holds(uint64_t(f->slot));
+  };
   each_frame(addr, bytes, [&](Frame *f) {
-    if (f->where != Where::kHome || f->home || f->lost || f->move || f->slot < 0 || !disk_->holds(uint64_t(f->slot)))
-      return true;
-    if (!make_room(f->bytes, f, at ? at : 1)) return true;  // nothing needed later than it can leave
+    if (!away(f)) return true;
+    // Nothing needed later than it can leave (make_room may wait without the lock: look again).
+    if (!make_room(&lock, f->bytes, f, at ? at : 1) || !away(f)) return !stats_.failed;
     if (!attach_home(f)) return false;
     if (f->reading) started += f->bytes, f->staged = true, stats_.read_ahead++;
     return true;
@@ -303,6 +406,9 @@ void FrameMover::disk_figures(std::vector<std::pair<std::string, uint64_t>> *out
       {"frames_read_ahead_hits", stats_.read_ahead_hits},
       {"frames_disk_waits", stats_.disk_waits},
       {"frames_disk_wait_ns", stats_.disk_wait_ns},
+      {"frames_writes_peak", stats_.writes_peak},
+      {"frames_write_waits", stats_.write_waits},
+      {"frames_write_wait_ns", stats_.write_wait_ns},
       {"host_pooled_bytes", stats_.pooled_bytes},
       {"frames_home_reuses", stats_.home_reuses}};
   out->insert(out->end(), std::begin(more), std::end(more));
@@ -310,18 +416,25 @@ void FrameMover::disk_figures(std::vector<std::pair<std::string, uint64_t>> *out
 
 std::string FrameMover::describe_disk() const {
   const DiskStats &d = disk_->stats();
-  char line[600];
+  bool spilling;
+  {
+    std::lock_guard lock(mu_);  // (the status line's thread asks)
+    spilling = spilling_;
+  }
+  char line[800];
   snprintf(line, sizeof line,
            "host memory %.2f GB (peak %.2f, limit %.2f); disk written %.2f GB, read %.2f GB, %.2f GB/s while busy "
            "(probe: write %.2f, read %.2f GB/s); %llu frames spilled, %llu dropped with their disk copy current, %llu "
-           "read back (%llu ahead of their fetch; %llu waits for the disk, %.2f s), %llu homes past the limit, %llu "
-           "taken from the pool%s",
+           "read back (%llu ahead of their fetch; %llu waits for reads, %.2f s); writes in flight %llu, at most %llu "
+           "(%llu waits for writes, %.2f s); %llu homes past the limit, %llu taken from the pool%s",
            stats_.host_bytes / 1e9, stats_.host_peak / 1e9, host_limit_ / 1e9, d.bytes_written / 1e9, d.bytes_read / 1e9,
            disk_->rate() / 1e9, disk_probe_write_ / 1e9, disk_probe_read_ / 1e9, (unsigned long long)stats_.spills.load(),
            (unsigned long long)stats_.clean_drops.load(), (unsigned long long)stats_.unspills.load(),
            (unsigned long long)stats_.read_ahead.load(), (unsigned long long)stats_.disk_waits.load(),
-           stats_.disk_wait_ns / 1e9, (unsigned long long)stats_.over_host_limit.load(),
-           (unsigned long long)stats_.home_reuses.load(), spilling_ ? "" : "; spilling stopped (a write failed)");
+           stats_.disk_wait_ns / 1e9, (unsigned long long)stats_.writes_in_flight.load(),
+           (unsigned long long)stats_.writes_peak.load(), (unsigned long long)stats_.write_waits.load(),
+           stats_.write_wait_ns / 1e9, (unsigned long long)stats_.over_host_limit.load(),
+           (unsigned long long)stats_.home_reuses.load(), spilling ? "" : "; spilling stopped (a write failed)");
   return line;
 }
 

@@ -1,7 +1,8 @@
 // A DiskIo that wraps a real one and misbehaves on request, as a failing disk would: requests cut
 // short (also ending off the 4 KiB alignment, claiming bytes it did not move), failed with an errno
 // after moving part of their bytes, the n-th call failing, a disk that fills up, completions that
-// come late or not until released, reads that come back with a byte flipped. Counts what it did, so
+// come late or not until released, writes that do not start until released (a slow disk: their
+// bytes are taken from the buffer only then), reads that come back with a byte flipped. Counts what it did, so
 // a test can show a fault was really met. For the swap store's tests only; no policy here.
 #pragma once
 
@@ -34,6 +35,9 @@ class FaultyDiskIo : public vc::DiskIo {
     double short_p = 0, fail_p = 0, corrupt_p = 0;  // the same, at random, per request
     std::chrono::microseconds delay{0};  // a completion comes this long after its submission
     bool hold = false;           // completions wait until this is cleared (release())
+    // Writes wait, not started, until this is cleared (release_writes()): they read their buffer
+    // and reach the disk only then, and complete after (a write still held shows in held_writes()).
+    bool hold_writes = false;
   };
   struct Counts {
     uint64_t calls = 0, submits = 0, completions = 0, allocates = 0;
@@ -53,6 +57,11 @@ class FaultyDiskIo : public vc::DiskIo {
     cv_.notify_all();
   }
   void release() { change([](Faults &f) { f.hold = false; }); }
+  void release_writes() { change([](Faults &f) { f.hold_writes = false; }); }
+  size_t held_writes() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return held_.size();
+  }
   Counts counts() {
     std::lock_guard<std::mutex> lock(mu_);
     return counts_;
@@ -64,40 +73,14 @@ class FaultyDiskIo : public vc::DiskIo {
     std::unique_lock<std::mutex> lock(mu_);
     ++counts_.submits;
     if (next_call_fails()) return -faults_.fail_errno;
-    Pending p;
-    p.orig = r;
-    p.due = Clock::now() + faults_.delay;
-    Request inner = r;
-    // A cut request moves at least one block and not all; a stalled one moves none.
-    bool stall = take(faults_.stall_next, 0);
-    bool cut = !stall && r.bytes >= 2 * vc::kDiskAlign && take(faults_.short_next, faults_.short_p);
-    bool fail = take(r.write ? faults_.fail_writes : faults_.fail_reads, faults_.fail_p);
-    if (!r.write) p.corrupt = take(faults_.corrupt_reads, faults_.corrupt_p);
-    if (stall || cut || fail) {
-      uint64_t blocks = r.bytes / vc::kDiskAlign;
-      uint64_t keep = stall ? 0 : std::uniform_int_distribution<uint64_t>(cut, blocks - 1)(rng_) * vc::kDiskAlign;
-      // A short answer may also end off the alignment: it claims up to 4095 bytes it never moved.
-      uint64_t odd = std::uniform_int_distribution<uint64_t>(0, 1)(rng_) *
-                     std::uniform_int_distribution<uint64_t>(1, vc::kDiskAlign - 1)(rng_);
-      ++(fail ? counts_.failed : stall ? counts_.stalled : counts_.cut);
-      p.result = fail ? -faults_.fail_errno : int32_t(keep + odd);
-      p.forced = true;
-      if (keep == 0) {
-        ready_.push_back(p);  // nothing reaches the disk
-        return 0;
-      }
-      inner.bytes = uint32_t(keep);
-    }
-    lock.unlock();
-    int rc = inner_->submit(inner);
-    lock.lock();
-    if (rc == 0) in_flight_[r.tag] = p;
-    return rc;
+    if (r.write && faults_.hold_writes) return held_.push_back(r), 0;
+    return start(lock, r);
   }
 
   int reap(Completion *out, int max, bool wait) override {
     std::unique_lock<std::mutex> lock(mu_);
     for (;;) {
+      start_held(lock);
       if (int rc = pull(lock, false)) return rc;
       if (faults_.fail_reaps > 0) {
         --faults_.fail_reaps;
@@ -109,9 +92,9 @@ class FaultyDiskIo : public vc::DiskIo {
         woken_ = false;
         return n;
       }
-      if (!ready_.empty() || faults_.hold) {
+      if (!ready_.empty() || faults_.hold || !held_.empty()) {
         // Something is stashed (late or held): wait for its time, a release or a wake-up.
-        auto until = faults_.hold ? Clock::now() + std::chrono::milliseconds(5) : earliest();
+        auto until = faults_.hold || !held_.empty() ? Clock::now() + std::chrono::milliseconds(5) : earliest();
         cv_.wait_until(lock, until);
       } else if (int rc = pull(lock, true)) {
         return rc;
@@ -147,6 +130,51 @@ class FaultyDiskIo : public vc::DiskIo {
     int32_t result = 0;
     bool forced = false, corrupt = false;
   };
+
+  // Writes held, once released: started now (one refused then completes with its errno).
+  void start_held(std::unique_lock<std::mutex> &lock) {
+    while (!faults_.hold_writes && !held_.empty()) {
+      Request r = held_.front();
+      held_.pop_front();
+      if (int rc = start(lock, r)) {
+        Pending p;
+        p.orig = r, p.result = rc, p.forced = true, p.due = Clock::now();
+        ready_.push_back(p);
+      }
+    }
+  }
+
+  int start(std::unique_lock<std::mutex> &lock, const Request &r) {
+    Pending p;
+    p.orig = r;
+    p.due = Clock::now() + faults_.delay;
+    Request inner = r;
+    // A cut request moves at least one block and not all; a stalled one moves none.
+    bool stall = take(faults_.stall_next, 0);
+    bool cut = !stall && r.bytes >= 2 * vc::kDiskAlign && take(faults_.short_next, faults_.short_p);
+    bool fail = take(r.write ? faults_.fail_writes : faults_.fail_reads, faults_.fail_p);
+    if (!r.write) p.corrupt = take(faults_.corrupt_reads, faults_.corrupt_p);
+    if (stall || cut || fail) {
+      uint64_t blocks = r.bytes / vc::kDiskAlign;
+      uint64_t keep = stall ? 0 : std::uniform_int_distribution<uint64_t>(cut, blocks - 1)(rng_) * vc::kDiskAlign;
+      // A short answer may also end off the alignment: it claims up to 4095 bytes it never moved.
+      uint64_t odd = std::uniform_int_distribution<uint64_t>(0, 1)(rng_) *
+                     std::uniform_int_distribution<uint64_t>(1, vc::kDiskAlign - 1)(rng_);
+      ++(fail ? counts_.failed : stall ? counts_.stalled : counts_.cut);
+      p.result = fail ? -faults_.fail_errno : int32_t(keep + odd);
+      p.forced = true;
+      if (keep == 0) {
+        ready_.push_back(p);  // nothing reaches the disk
+        return 0;
+      }
+      inner.bytes = uint32_t(keep);
+    }
+    lock.unlock();
+    int rc = inner_->submit(inner);
+    lock.lock();
+    if (rc == 0) in_flight_[r.tag] = p;
+    return rc;
+  }
 
   bool next_call_fails() {
     if (++counts_.calls != faults_.fail_at) return false;
@@ -207,5 +235,6 @@ class FaultyDiskIo : public vc::DiskIo {
   std::mt19937_64 rng_;
   std::map<uint64_t, Pending> in_flight_;  // by tag: submitted to the inner disk
   std::deque<Pending> ready_;              // completed (or never sent), not yet delivered
+  std::deque<Request> held_;               // writes not started (Faults::hold_writes)
   bool woken_ = false;
 };

@@ -12,16 +12,21 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <deque>
+#include <functional>
 #include <iterator>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "runtime/compress/compress_mover.h"
@@ -1304,6 +1309,216 @@ TEST_CASE("frames: with the worker, ops find their frames on the device and thei
       return 0;
     });
   }
+}
+
+// ---- Note [Writes without the lock]: a swap disk whose writes start only when the test says ----
+namespace {
+
+// Waits (at most 10 s, so that a wrong mover fails rather than hangs) until `pred` holds.
+bool eventually(const std::function<bool()> &pred) {
+  const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (!pred())
+    if (std::chrono::steady_clock::now() > end) return false;
+    else std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  return true;
+}
+
+// A mover call on a thread of its own; `done` once it returned. Left unjoined (a check failed),
+// it is let go: the disk's writes released, then joined.
+struct Call {
+  FaultyDiskIo &disk;
+  std::atomic<bool> done{false};
+  bool ok = false;
+  std::thread thread;
+  Call(FaultyDiskIo &d, std::function<bool()> op) : disk(d), thread([this, op] { ok = op(), done = true; }) {}
+  ~Call() {
+    if (thread.joinable()) disk.release_writes(), thread.join();
+  }
+  bool join() { return thread.join(), ok; }
+};
+
+// Frames of 4 KiB, homes for two, the device for four, frames mapped home on demand, no worker
+// (moves complete on the callers' threads); the device behind a lock, as several threads call.
+// a and c: at home, unmapped, with their data (a first, so it is the first to leave); b: no home.
+// `fault` holds the disk's writes until released.
+struct SlowDisk {
+  disk_test::Swap swap{kFrame, kFrame, 8};
+  LockedVmm dev;
+  vc::FrameMover mover{&dev, kFrame, kGran, 4 * kFrame, /*worker=*/false, /*home_on_demand=*/true};
+  uint64_t a = 0, b = 0, c = 0;
+
+  explicit SlowDisk(FaultyDiskIo::Faults fault) {
+    mover.set_disk(swap.store.get(), 2 * kFrame);
+    REQUIRE((mover.allocate(kFrame, &a) && mover.allocate(kFrame, &c)));
+    put(a, 1), put(c, 3);
+    REQUIRE(mover.allocate(kFrame, &b));  // past the host limit: a slot, no home
+    fault.hold_writes = true;
+    swap.faults().set(fault);
+  }
+  bool wait(uint64_t va, bool in) {  // a move, complete
+    return (in ? mover.to_device(va, kFrame) : mover.to_host(va, kFrame)) && mover.stream_wait(1, mover.fence());
+  }
+  void put(uint64_t va, int seed) {  // through the device, written there, and back home
+    REQUIRE(wait(va, true));
+    dev.with([&](FakeVmm &f) { return std::memset(f.at(va, kFrame), seed, kFrame); });
+    REQUIRE(wait(va, false));
+  }
+  bool holds(uint64_t va, int seed) {  // every byte, where the frame is now
+    return dev.with([&](FakeVmm &f) {
+      const uint8_t *p = f.at(va, kFrame);
+      return p && std::all_of(p, p + kFrame, [&](uint8_t x) { return x == uint8_t(seed); });
+    });
+  }
+  bool reached(uint64_t va, int seed) { return mover.reach(va, kFrame) && holds(va, seed); }
+  size_t homes() { return dev.with([](FakeVmm &f) { return f.live(true); }); }
+  uint64_t violations() { return dev.with([](FakeVmm &f) { return f.violations; }); }
+};
+
+// Runs `op` while the disk holds its writes: true if it returned before they were released. A
+// watchdog releases them after 10 s, so that a mover that waits for a held write with its lock held
+// fails here rather than hangs.
+bool returns_while_held(FaultyDiskIo &disk, const std::function<void()> &op) {
+  std::mutex mu;
+  std::condition_variable cv;
+  bool done = false, released = false;
+  std::thread dog([&] {
+    std::unique_lock lock(mu);
+    if (!cv.wait_for(lock, std::chrono::seconds(10), [&] { return done; })) released = true, disk.release_writes();
+  });
+  op();
+  {
+    std::lock_guard lock(mu);
+    done = true;
+  }
+  cv.notify_all();
+  dog.join();
+  return !released;
+}
+
+// Time for the other threads to reach their waits before a check that they have not returned; a
+// check of that kind never fails for want of it, it only shows less.
+void let_run() { std::this_thread::sleep_for(std::chrono::milliseconds(20)); }
+
+}  // namespace
+
+// The fetch of b needs a's home: a's write is started, and b's fetch waits for it without the
+// mover's lock: meanwhile another frame moves both ways. a's home goes to b only once the write is
+// complete (the disk takes a's bytes from it only when released: a home reused sooner would put
+// other bytes there, and a would read back wrong).
+TEST_CASE("frames: a spill's write runs without the mover's lock, and its home is reused only once written" *
+          doctest::skip(disk_test::no_uring())) {
+  SlowDisk s({});
+  Call fetch(s.swap.faults(), [&] { return s.wait(s.b, true); });
+  REQUIRE(eventually([&] { return s.swap.faults().held_writes() == 1; }));
+  CHECK(returns_while_held(s.swap.faults(), [&] {  // c: to the device, written, home again
+    CHECK(s.wait(s.c, true));
+    s.dev.with([&](FakeVmm &f) { return std::memset(f.at(s.c, kFrame), 4, kFrame); });
+    CHECK(s.wait(s.c, false));
+  }));
+  let_run();
+  CHECK((!fetch.done && s.mover.stats().writes_in_flight == 1 && s.homes() == 2));
+  CHECK(s.mover.describe().find("writes in flight 1, at most 1 (0 waits for writes") != std::string::npos);
+  s.swap.faults().release_writes();
+  REQUIRE(fetch.join());
+  const vc::FrameStats &st = s.mover.stats();
+  CHECK((st.spills == 1 && st.writes_in_flight == 0 && st.writes_peak == 1 && st.write_waits == 1));
+  CHECK((st.home_reuses == 1 && s.homes() == 2 && st.host_peak == 2 * kFrame && st.over_host_limit == 0));
+  std::map<std::string, uint64_t> fig;
+  for (const auto &[k, v] : s.mover.figures()) fig[k] = v;
+  CHECK((fig["frames_writes_peak"] == 1 && fig["frames_write_waits"] == 1 && fig.count("frames_write_wait_ns")));
+  s.dev.with([&](FakeVmm &f) { return std::memset(f.at(s.b, kFrame), 2, kFrame); });  // b written into a's old home
+  REQUIRE(s.wait(s.b, false));
+  CHECK((s.reached(s.a, 1) && s.reached(s.b, 2) && s.reached(s.c, 4)));
+  CHECK((st.unspills >= 1 && st.lost == 0 && !st.failed && s.violations() == 0));
+}
+
+// While a's write is in flight (b's fetch waits for it), another caller fetches a, reaches it, frees
+// it, or makes room for another frame: the first three wait for the write (the home is the store's
+// until then), and a fetched or reached keeps its home (no read back); the last starts c's write
+// beside it rather than waiting for a's room.
+TEST_CASE("frames: a frame wanted, freed or spilled again while its write is in flight" *
+          doctest::skip(disk_test::no_uring())) {
+  SlowDisk s({});
+  Call fetch(s.swap.faults(), [&] { return s.wait(s.b, true); });
+  REQUIRE(eventually([&] { return s.swap.faults().held_writes() == 1; }));
+  const vc::FrameStats &st = s.mover.stats();
+  SUBCASE("fetched") {
+    Call again(s.swap.faults(), [&] { return s.wait(s.a, true); });
+    let_run();
+    CHECK(!again.done);
+    s.swap.faults().release_writes();
+    REQUIRE((fetch.join() && again.join()));
+    CHECK((s.holds(s.a, 1) && s.dev.with([&](FakeVmm &f) { return f.on_device(s.a); })));
+    CHECK((st.spills == 2 && st.unspills == 0));  // a written and kept; then c written and gone
+    CHECK(s.reached(s.c, 3));
+  }
+  SUBCASE("reached") {
+    Call reach(s.swap.faults(), [&] { return s.mover.reach(s.a, kFrame); });
+    let_run();
+    CHECK(!reach.done);
+    s.swap.faults().release_writes();
+    REQUIRE((fetch.join() && reach.join()));
+    CHECK((s.holds(s.a, 1) && st.spills == 2 && st.unspills == 0));
+    CHECK(s.reached(s.c, 3));
+  }
+  SUBCASE("freed") {
+    Call free(s.swap.faults(), [&] { return s.mover.free(s.a); });
+    let_run();
+    CHECK(!free.done);
+    s.swap.faults().release_writes();
+    REQUIRE((fetch.join() && free.join()));
+    CHECK((st.spills == 1 && s.swap.store->stats().slots == 1 && s.homes() == 2));  // b's slot; b's and c's homes
+    CHECK(s.reached(s.c, 3));
+  }
+  SUBCASE("spilled again") {
+    uint64_t e = 0;
+    REQUIRE(s.mover.allocate(kFrame, &e));
+    Call other(s.swap.faults(), [&] { return s.wait(e, true); });
+    REQUIRE(eventually([&] { return s.swap.faults().held_writes() == 2; }));  // c's write, beside a's
+    CHECK((st.writes_in_flight == 2 && !fetch.done && !other.done));
+    s.swap.faults().release_writes();
+    REQUIRE((fetch.join() && other.join()));
+    CHECK((st.spills == 2 && st.writes_peak == 2 && st.over_host_limit == 0 && st.host_peak == 2 * kFrame));
+    CHECK((s.reached(s.a, 1) && s.reached(s.c, 3)));
+  }
+  CHECK((st.lost == 0 && st.spill_failures == 0 && !st.failed && s.violations() == 0));
+  CHECK((st.writes_in_flight == 0 && s.swap.store->stats().write_errors == 0));
+}
+
+// Two writes in flight fail: both frames keep their bytes at home, the homes that needed their room
+// are made past the host limit (counted), spilling stops, and one error line says so.
+TEST_CASE("frames: writes that fail in flight keep their frames at home, with one log line" *
+          doctest::skip(disk_test::no_uring())) {
+  const std::string log = "/tmp/vramcache-frames-writes-" + std::to_string(getpid()) + ".log";
+  vc::log_configure(vc::log_level(), log.c_str());
+  FaultyDiskIo::Faults fault;
+  fault.fail_writes = 2;
+  SlowDisk s(fault);
+  uint64_t e = 0;
+  REQUIRE(s.mover.allocate(kFrame, &e));
+  Call fetch(s.swap.faults(), [&] { return s.wait(s.b, true); });
+  REQUIRE(eventually([&] { return s.swap.faults().held_writes() == 1; }));
+  Call other(s.swap.faults(), [&] { return s.wait(e, true); });
+  REQUIRE(eventually([&] { return s.swap.faults().held_writes() == 2; }));
+  s.swap.faults().release_writes();
+  REQUIRE((fetch.join() && other.join()));
+  vc::log_configure(vc::log_level(), "/dev/stderr");
+  const vc::FrameStats &st = s.mover.stats();
+  CHECK((st.spill_failures == 2 && st.spills == 0 && st.over_host_limit == 2 && st.host_peak == 4 * kFrame));
+  CHECK((s.swap.faults().counts().failed == 2 && !st.failed && st.lost == 0));
+  CHECK((s.reached(s.a, 1) && s.reached(s.c, 3) && st.unspills == 0 && s.homes() == 4));
+  CHECK(s.mover.describe().find("spilling stopped (a write failed)") != std::string::npos);
+  std::string text;
+  if (FILE *fp = fopen(log.c_str(), "r")) {
+    char buf[4096];
+    for (size_t n; (n = fread(buf, 1, sizeof buf, fp)) > 0;) text.append(buf, n);
+    fclose(fp);
+  }
+  unlink(log.c_str());
+  size_t lines = 0;
+  for (size_t at = 0; (at = text.find("writing a frame to the swap file failed", at)) != std::string::npos; ++at) ++lines;
+  CHECK(lines == 1);
+  CHECK(s.violations() == 0);
 }
 
 // ---- The clean check (Note [Clean pieces]): frames of 4 pieces of 1 KiB ----
