@@ -38,6 +38,9 @@ constexpr uint64_t kFakeUnknownKernel = 0x3000;
 // fake_add(pointer a, pointer b, int n), laid out as kFakeFunction: the fake driver runs it at
 // launch, adding 1 to the first n bytes at a and at b (each unless null) in VMM-mapped memory.
 constexpr uint64_t kFakeAdd = 0x6000;
+// The kernel a program takes from a module or library it loads (fake_add, or fake_add_last: int n,
+// pointer a, pointer b): each load's gets this handle again (tests/fake/fake_cuda.cc, modules).
+constexpr uint64_t kFakeModuleKernel = 0x8000;
 // Fake graph: two kernel nodes and a child graph holding one more.
 constexpr uint64_t kFakeGraph = 0x4000;
 constexpr uint64_t kFakeChildGraph = 0x4100;

@@ -351,6 +351,25 @@ else
   [ "$(grep -c 'paged memory cannot be shared through CUDA IPC' "$out/nccl.log")" = 1 ] || bad "nccl: expected one line on the refused IPC export"
 fi
 
+# 6c. module unloads and a device reset under explicit paging (interpose_test.cc, "reset"): kernels of
+#    modules and libraries loaded and unloaded in turn, one handle reused with another parameter
+#    layout, run over frames evicted and mapped home on demand; then cudaDeviceReset, and buffers
+#    made after it. Every byte is checked by the test program; paging stops at the reset with one
+#    line (Note [Device reset] in interpose/backends/paged_alloc.cc) and no other warning: no call of
+#    vramcache's own fails after it (the reset took its streams, events and frames).
+TC='reset*' explicit reset VC_TEST_RESET=1 FAKE_CUDA_BACKED=1; rc=$?
+if [ $rc != 0 ]; then
+  bad "reset: test program failed (rc $rc)"; tail -20 "$out/reset.log"
+else
+  expect_json "$out/reset.json" paging_failed=1 paged_allocs=0 resident=0 launches=13
+  [ "$(grep -c 'paging stopped' "$out/reset.log")" = 1 ] &&
+    [ "$(grep -c 'paging stopped: the program resets the device (cuDevicePrimaryCtxReset)' "$out/reset.log")" = 1 ] ||
+    bad "reset: expected one line saying paging stopped at the reset, got: $(grep 'stopped' "$out/reset.log")"
+  [ "$(grep -c 'WARN\|ERROR' "$out/reset.log")" = "$(grep -c 'activity records\|paging stopped' "$out/reset.log")" ] ||
+    bad "reset: other warnings than the one saying paging stopped: $(grep 'WARN\|ERROR' "$out/reset.log" | grep -v 'activity records\|paging stopped' | head -3)"
+  [ "$(json_num "$out/reset.json" paging_d2h_bytes)" -gt 0 ] || bad "reset: nothing was evicted before the reset"
+fi
+
 # 7. configuration errors stop the program before main, with one line naming the variable.
 msg=$(env LD_PRELOAD="$lib" VRAMCACHE_MODE=fast true 2>&1); rc=$?
 [ $rc = 2 ] && [ "$msg" = "vramcache: VRAMCACHE_MODE=fast is not valid: expected one of off, count, profile (for example VRAMCACHE_MODE=count)" ] ||
