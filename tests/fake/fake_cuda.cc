@@ -1000,47 +1000,67 @@ CUresult unexported_launch(CUfunction f, unsigned gx, unsigned gy, unsigned gz, 
 // the driver functions vramcache resolves for itself (VC_DRIVER_API, interpose/cuda_api.h): the
 // lookup hands out a wrapper for it that counts the calls whose caller is the library, so the
 // program's own calls of the same function (through the hooks, or through a pointer it looked up)
-// are never failed.
-std::atomic<long> g_own_calls{0};
+// are never failed. FAKE_CUDA_COUNT_OWN=1: every such function is wrapped, and at exit the fake
+// says how many calls of each the library made ("fake: own calls NAME K", those made at all), so
+// that a test can pick a later call to fail.
+enum OwnIndex : int {
+#define FAKE_OWN_INDEX(name, version) kOwn_##name,
+  VC_DRIVER_API(FAKE_OWN_INDEX)
+#undef FAKE_OWN_INDEX
+  kOwnCount
+};
+const char *const kOwnNames[] = {
+#define FAKE_OWN_NAME(name, version) #name,
+    VC_DRIVER_API(FAKE_OWN_NAME)
+#undef FAKE_OWN_NAME
+};
+std::atomic<long> g_own_calls[kOwnCount];
+int g_fail_own = -1;  // the index of the function to fail
 long g_fail_own_at = 0;
-char g_fail_own_name[64] = "";
 
-bool fail_own_call(void *caller) {
+bool fail_own_call(int index, void *caller) {
   Dl_info info;
   if (!dladdr(caller, &info) || !info.dli_fname || !strstr(info.dli_fname, "libvramcache")) return false;
-  if (++g_own_calls != g_fail_own_at) return false;
-  fprintf(stderr, "fake: %s failed\n", g_fail_own_name);
+  if (++g_own_calls[index] != g_fail_own_at || index != g_fail_own) return false;
+  fprintf(stderr, "fake: %s failed\n", kOwnNames[index]);
   return true;
 }
 
-template <class F>
+template <int Index, class F>
 struct FailOwn;
-template <class... A>
-struct FailOwn<CUresult (*)(A...)> {
+template <int Index, class... A>
+struct FailOwn<Index, CUresult (*)(A...)> {
   static inline CUresult (*real)(A...) = nullptr;
   __attribute__((noinline)) static CUresult call(A... a) {
-    if (fail_own_call(__builtin_return_address(0))) return CUDA_ERROR_UNKNOWN;
+    if (fail_own_call(Index, __builtin_return_address(0))) return CUDA_ERROR_UNKNOWN;
     return real(a...);
   }
 };
 
-// The wrapper of `symbol` when FAKE_CUDA_FAIL_OWN names it (one name per process: the wrappers of
-// functions of one type share their pointer to the real one).
+struct OwnCounts {
+  bool on = getenv("FAKE_CUDA_COUNT_OWN") != nullptr;
+  ~OwnCounts() {
+    for (int i = 0; on && i < kOwnCount; ++i)
+      if (long n = g_own_calls[i].load()) fprintf(stderr, "fake: own calls %s %ld\n", kOwnNames[i], n);
+  }
+} g_own_counts;
+
+// The wrapper of `symbol` when FAKE_CUDA_FAIL_OWN names it, or FAKE_CUDA_COUNT_OWN is set.
 void *fail_own(const char *symbol, void *fn) {
   static bool parsed = [] {
     const char *v = getenv("FAKE_CUDA_FAIL_OWN");
     const char *colon = v ? strchr(v, ':') : nullptr;
-    if (!colon || size_t(colon - v) >= sizeof g_fail_own_name) return false;
-    memcpy(g_fail_own_name, v, size_t(colon - v));
-    g_fail_own_at = atol(colon + 1);
-    return true;
+    for (int i = 0; colon && i < kOwnCount; ++i)
+      if (!strncmp(v, kOwnNames[i], size_t(colon - v)) && !kOwnNames[i][colon - v]) g_fail_own = i;
+    g_fail_own_at = colon ? atol(colon + 1) : 0;
+    return g_fail_own >= 0 || g_own_counts.on;
   }();
-  if (!parsed || !fn || strcmp(symbol, g_fail_own_name) != 0) return fn;
-#define FAKE_FAIL_OWN(name, version)                                                     \
-  if (!strcmp(symbol, #name)) {                                                          \
-    using Fn = PFN_##name##_v##version;                                                  \
-    FailOwn<Fn>::real = reinterpret_cast<Fn>(fn);                                        \
-    return reinterpret_cast<void *>(&FailOwn<Fn>::call);                                 \
+  if (!parsed || !fn) return fn;
+#define FAKE_FAIL_OWN(name, version)                                                           \
+  if (!strcmp(symbol, #name) && (g_own_counts.on || g_fail_own == kOwn_##name)) {               \
+    using Fn = PFN_##name##_v##version;                                                        \
+    FailOwn<kOwn_##name, Fn>::real = reinterpret_cast<Fn>(fn);                                 \
+    return reinterpret_cast<void *>(&FailOwn<kOwn_##name, Fn>::call);                          \
   }
   VC_DRIVER_API(FAKE_FAIL_OWN)
 #undef FAKE_FAIL_OWN

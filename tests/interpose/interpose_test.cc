@@ -727,7 +727,8 @@ TEST_CASE("explicit paging: frames under a budget keep every byte") {
   if (!getenv("VRAMCACHE_BUDGET") || !backend || strcmp(backend, "explicit") != 0) return;
   // A call of vramcache's own failing (FAKE_CUDA_FAIL_REMAP, FAKE_CUDA_FAIL_OWN): only what the
   // program sees is checked (its calls' results and its bytes), not how much was paged.
-  const bool failing = getenv("FAKE_CUDA_FAIL_REMAP") || getenv("FAKE_CUDA_FAIL_OWN");
+  const bool own_failing = getenv("FAKE_CUDA_FAIL_OWN") || getenv("FAKE_CUPTI_FAIL_OWN");
+  const bool failing = getenv("FAKE_CUDA_FAIL_REMAP") || own_failing;
   const size_t mib = size_t(1) << 20, size = 48 * mib;
   REQUIRE(libcuda());
   auto vmm = control<uint64_t (*)(const char *)>("libcuda.so.1", "fake_vmm_stat");
@@ -738,7 +739,7 @@ TEST_CASE("explicit paging: frames under a budget keep every byte") {
   void *buf[3] = {};
   for (void *&b : buf) REQUIRE(cudaMalloc(&b, size) == cudaSuccess);
   // Frames of VMM address space, pinned host memory at home: no real allocation was made.
-  if (!getenv("FAKE_CUDA_FAIL_OWN")) {
+  if (!own_failing) {
     CHECK(calls("libcudart.so.13", "cudart", "cudaMalloc") == real_mallocs);
     CHECK(calls("libcudart.so.13", "cudart", "cudaMallocManaged") == managed);
     for (void *b : buf) CHECK(reachable(uint64_t(b)));
@@ -845,7 +846,8 @@ TEST_CASE("explicit paging: frames under a budget keep every byte") {
   }
 
   // Device chunks never took more than the budget; copies were made, unless paging stopped at once.
-  CHECK(vmm("device_peak") <= 64 * mib);
+  // (Where an own call's failure left nothing paged, the budget is said not to hold.)
+  if (!own_failing) CHECK(vmm("device_peak") <= 64 * mib);
   if (!failing) {
     CHECK(vmm("device_peak") > 0);
     CHECK(calls("libcuda.so.1", "cuda", "cuMemcpyAsync") > 0);
@@ -873,9 +875,9 @@ TEST_CASE("explicit paging: frames under a budget keep every byte") {
   }
   const int real_frees = calls("libcudart.so.13", "cudart", "cudaFree");
   for (void *b : buf) CHECK(cudaFree(b) == cudaSuccess);
-  CHECK(calls("libcudart.so.13", "cudart", "cudaFree") == real_frees);  // paged: freed by vramcache
+  if (!failing) CHECK(calls("libcudart.so.13", "cudart", "cudaFree") == real_frees);  // paged: freed by vramcache
   for (void *b : buf) CHECK(!reachable(uint64_t(b)));
-  CHECK(vmm("host_bytes") == 0);  // every frame's home given back
+  if (!failing) CHECK(vmm("host_bytes") == 0);  // every frame's home given back (a release failing keeps one)
 }
 
 // Module unloads and a device reset under paging (run.sh runs it with the explicit backend, a 64 MiB
