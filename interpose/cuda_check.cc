@@ -1,4 +1,4 @@
-// The names of driver and CUPTI errors, and the one line a failed call of vramcache's own logs
+// The names of driver, CUPTI, cuBLAS and NCCL errors, and the one line a failed call of vramcache's own logs
 // (Note [Checked calls] in cuda_check.h). Nothing here allocates: it runs in hooks and callbacks.
 #include "interpose/cuda_check.h"
 
@@ -58,6 +58,35 @@ const char *cupti_error_name(CUptiResult r) {
   return unnamed;
 }
 
+const char *blas_status_name(int status) {
+  // cublasStatus_t (cublas_api.h), the same in cuBLAS and cuBLASLt.
+  switch (status) {
+    case 1: return "CUBLAS_STATUS_NOT_INITIALIZED";
+    case 3: return "CUBLAS_STATUS_ALLOC_FAILED";
+    case 7: return "CUBLAS_STATUS_INVALID_VALUE";
+    case 8: return "CUBLAS_STATUS_ARCH_MISMATCH";
+    case 11: return "CUBLAS_STATUS_MAPPING_ERROR";
+    case 13: return "CUBLAS_STATUS_EXECUTION_FAILED";
+    case 14: return "CUBLAS_STATUS_INTERNAL_ERROR";
+    case 15: return "CUBLAS_STATUS_NOT_SUPPORTED";
+    case 16: return "CUBLAS_STATUS_LICENSE_ERROR";
+    default: break;
+  }
+  thread_local char unnamed[32];
+  snprintf(unnamed, sizeof unnamed, "cublasStatus_t %d", status);
+  return unnamed;
+}
+
+const char *nccl_result_name(int result) {
+  static const char *const kNames[] = {"ncclSuccess",        "ncclUnhandledCudaError", "ncclSystemError",
+                                       "ncclInternalError",  "ncclInvalidArgument",    "ncclInvalidUsage",
+                                       "ncclRemoteError",    "ncclInProgress"};
+  if (result >= 0 && result < int(sizeof kNames / sizeof *kNames)) return kNames[result];
+  thread_local char unnamed[32];
+  snprintf(unnamed, sizeof unnamed, "ncclResult_t %d", result);
+  return unnamed;
+}
+
 bool cu_checked(CUresult r, const char *call, const char *file, int line, std::atomic<int> &seen) {
   if (r == CUDA_SUCCESS) return true;
   log_failure(call, cu_error_name(r), file, line, seen);
@@ -67,6 +96,18 @@ bool cu_checked(CUresult r, const char *call, const char *file, int line, std::a
 bool cupti_checked(CUptiResult r, const char *call, const char *file, int line, std::atomic<int> &seen) {
   if (r == CUPTI_SUCCESS) return true;
   log_failure(call, cupti_error_name(r), file, line, seen);
+  return false;
+}
+
+bool blas_checked(int status, const char *call, const char *file, int line, std::atomic<int> &seen) {
+  if (status == 0) return true;
+  log_failure(call, blas_status_name(status), file, line, seen);
+  return false;
+}
+
+bool nccl_checked(int result, const char *call, const char *file, int line, std::atomic<int> &seen) {
+  if (result == 0) return true;
+  log_failure(call, nccl_result_name(result), file, line, seen);
   return false;
 }
 

@@ -1,4 +1,4 @@
-// Checked driver and CUPTI calls (Note [Checked calls]): a call of vramcache's own that fails is
+// Checked driver, CUPTI, cuBLAS and NCCL calls (Note [Checked calls]): a call of vramcache's own that fails is
 // logged once, where it failed, with the function and the error's name. This file decides nothing
 // about what happens next: the caller degrades (and says what it stops doing). It must never call
 // a public cu* name: names come from the resolved tables (cuda_api.h), never through our hooks.
@@ -35,6 +35,12 @@ const char *cupti_error_name(CUptiResult r);
 // call expression, or the function's name) and the error, at `file`:`line`, capped by `seen`.
 bool cu_checked(CUresult r, const char *call, const char *file, int line, std::atomic<int> &seen);
 bool cupti_checked(CUptiResult r, const char *call, const char *file, int line, std::atomic<int> &seen);
+// The same for cuBLAS's and cuBLASLt's cublasStatus_t and NCCL's ncclResult_t (as ints: this file
+// includes neither library's header), named as their headers spell them.
+const char *blas_status_name(int status);
+const char *nccl_result_name(int result);
+bool blas_checked(int status, const char *call, const char *file, int line, std::atomic<int> &seen);
+bool nccl_checked(int result, const char *call, const char *file, int line, std::atomic<int> &seen);
 
 }  // namespace vc::interpose
 
@@ -50,6 +56,10 @@ bool cupti_checked(CUptiResult r, const char *call, const char *file, int line, 
 #define VC_CU_RESULT(r, name) VC_CHECKED_(cu_checked, (r), (name))
 // True if `call` (a CUPTI call) succeeded; false after logging its failure.
 #define VC_CUPTI(call) VC_CHECKED_(cupti_checked, (call), #call)
+// The same for a cuBLAS or cuBLASLt call, and for an NCCL call, of the function named `name` (their
+// functions are called through pointers with names of their own).
+#define VC_BLAS(name, call) VC_CHECKED_(blas_checked, int(call), name)
+#define VC_NCCL(name, call) VC_CHECKED_(nccl_checked, int(call), name)
 // In a function returning bool: returns false (the failure logged) unless `call` succeeds.
 #define VC_CU_CHECK(call)          \
   do {                             \

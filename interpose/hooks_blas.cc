@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "interpose/cuda_check.h"
 #include "interpose/library.h"
 #include "interpose/symbols.h"
 #include "runtime/gemm.h"
@@ -48,7 +49,8 @@ bool host_pointer_mode(cublasHandle_t handle) {
   using Fn = cublasStatus_t (*)(cublasHandle_t, cublasPointerMode_t *);
   static Fn get = helper<Fn>(Lib::kCublas, "cublasGetPointerMode_v2");
   cublasPointerMode_t mode;
-  return get && get(handle, &mode) == CUBLAS_STATUS_SUCCESS && mode == CUBLAS_POINTER_MODE_HOST;
+  // Unknown (the call failed, logged) is not host mode: beta is then taken as maybe non-zero.
+  return get && VC_BLAS("cublasGetPointerMode_v2", get(handle, &mode)) && mode == CUBLAS_POINTER_MODE_HOST;
 }
 
 int compute_scalar_bytes(cublasComputeType_t compute, cudaDataType c_type) {
@@ -183,15 +185,19 @@ VC_EXPORT cublasStatus_t cublasGemmBatchedEx(cublasHandle_t h, cublasOperation_t
 
 namespace {
 
+// An attribute of a matrix layout; `fallback`, and *known false, when it cannot be read (a failed
+// call is logged): the operand's extent is then unknown, never guessed.
 template <class T>
-T layout_attr(cublasLtMatrixLayout_t layout, cublasLtMatrixLayoutAttribute_t attr, T fallback) {
+T layout_attr(cublasLtMatrixLayout_t layout, cublasLtMatrixLayoutAttribute_t attr, T fallback, bool *known) {
   using Fn = cublasStatus_t (*)(cublasLtMatrixLayout_t, cublasLtMatrixLayoutAttribute_t, void *,
                                 size_t, size_t *);
   static Fn get = helper<Fn>(Lib::kCublasLt, "cublasLtMatrixLayoutGetAttribute");
   T value{};
   size_t written = 0;
-  if (!get || !layout || get(layout, attr, &value, sizeof value, &written) != CUBLAS_STATUS_SUCCESS)
+  if (!get || !layout || !VC_BLAS("cublasLtMatrixLayoutGetAttribute", get(layout, attr, &value, sizeof value, &written))) {
+    *known = false;
     return fallback;
+  }
   return value;
 }
 
@@ -202,8 +208,7 @@ T desc_attr(cublasLtMatmulDesc_t desc, cublasLtMatmulDescAttributes_t attr, T fa
   static Fn get = helper<Fn>(Lib::kCublasLt, "cublasLtMatmulDescGetAttribute");
   T value{};
   size_t written = 0;
-  if (!get || get(desc, attr, &value, sizeof value, &written) != CUBLAS_STATUS_SUCCESS)
-    return fallback;
+  if (!get || !VC_BLAS("cublasLtMatmulDescGetAttribute", get(desc, attr, &value, sizeof value, &written))) return fallback;
   return value;
 }
 
@@ -212,15 +217,17 @@ GemmOperand lt_operand(char name, const void *ptr, cublasLtMatrixLayout_t layout
   op.name = name;
   op.ptr = addr(ptr);
   op.role = role;
-  op.type = int(layout_attr<uint32_t>(layout, CUBLASLT_MATRIX_LAYOUT_TYPE, ~0u));
-  int32_t order = layout_attr<int32_t>(layout, CUBLASLT_MATRIX_LAYOUT_ORDER, CUBLASLT_ORDER_COL);
+  bool known = true;
+  op.type = int(layout_attr<uint32_t>(layout, CUBLASLT_MATRIX_LAYOUT_TYPE, ~0u, &known));
+  int32_t order = layout_attr<int32_t>(layout, CUBLASLT_MATRIX_LAYOUT_ORDER, CUBLASLT_ORDER_COL, &known);
   op.row_major = order == CUBLASLT_ORDER_ROW;
-  op.rows = layout_attr<uint64_t>(layout, CUBLASLT_MATRIX_LAYOUT_ROWS, 0);
-  op.cols = layout_attr<uint64_t>(layout, CUBLASLT_MATRIX_LAYOUT_COLS, 0);
-  op.ld = uint64_t(layout_attr<int64_t>(layout, CUBLASLT_MATRIX_LAYOUT_LD, 0));
-  op.batch = layout_attr<int32_t>(layout, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, 1);
-  op.stride = layout_attr<int64_t>(layout, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, 0);
-  if (order != CUBLASLT_ORDER_COL && order != CUBLASLT_ORDER_ROW) op.type = ~0;  // tiled: extent unknown
+  op.rows = layout_attr<uint64_t>(layout, CUBLASLT_MATRIX_LAYOUT_ROWS, 0, &known);
+  op.cols = layout_attr<uint64_t>(layout, CUBLASLT_MATRIX_LAYOUT_COLS, 0, &known);
+  op.ld = uint64_t(layout_attr<int64_t>(layout, CUBLASLT_MATRIX_LAYOUT_LD, 0, &known));
+  op.batch = layout_attr<int32_t>(layout, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, 1, &known);
+  op.stride = layout_attr<int64_t>(layout, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, 0, &known);
+  // Tiled, or an attribute not read: the extent is unknown.
+  if (!known || (order != CUBLASLT_ORDER_COL && order != CUBLASLT_ORDER_ROW)) op.type = ~0;
   return op;
 }
 

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "interpose/cuda_check.h"
 #include "interpose/library.h"
 #include "interpose/own_calls.h"
 #include "interpose/symbols.h"
@@ -35,12 +36,14 @@ uint64_t element_bytes(int type) {
   return type >= 0 && type < int(sizeof kBytes) ? kBytes[type] : 0;
 }
 
-// Ranks of a communicator (for the gathered side of all-gather and reduce-scatter), or 1.
-int ranks_of(NcclComm comm) {
+// The gathered side of an all-gather or reduce-scatter: `part` bytes from each rank of `comm`; 0 (to
+// its allocation's end) when the ranks cannot be counted (a failed count is logged): a side taken
+// too short would leave some of it where the collective cannot reach it.
+uint64_t gathered(uint64_t part, NcclComm comm) {
   using Fn = NcclResult (*)(NcclComm, int *);
   static Fn count = reinterpret_cast<Fn>(vc::interpose::real_symbol(vc::interpose::Lib::kNccl, "ncclCommCount"));
-  int n = 1;
-  return count && count(comm, &n) == 0 && n > 0 ? n : 1;
+  int n = 0;
+  return count && VC_NCCL("ncclCommCount", count(comm, &n)) && n > 0 ? part * uint64_t(n) : 0;
 }
 
 // The collectives of the group open on this thread, with their streams.
@@ -110,11 +113,11 @@ VC_NCCL_COLLECTIVE(ncclReduce, (const void *send, void *recv, size_t count, int 
 // The gathered side holds every rank's part.
 VC_NCCL_COLLECTIVE(ncclAllGather, (const void *send, void *recv, size_t count, int type, NcclComm comm, cudaStream_t stream),
                    (send, recv, count, type, comm, stream),
-                   {read(send, count * element_bytes(type)), written(recv, count * element_bytes(type) * ranks_of(comm))})
+                   {read(send, count * element_bytes(type)), written(recv, gathered(count * element_bytes(type), comm))})
 VC_NCCL_COLLECTIVE(ncclReduceScatter, (const void *send, void *recv, size_t count, int type, int op, NcclComm comm,
                                        cudaStream_t stream),
                    (send, recv, count, type, op, comm, stream),
-                   {read(send, count * element_bytes(type) * ranks_of(comm)), written(recv, count * element_bytes(type))})
+                   {read(send, gathered(count * element_bytes(type), comm)), written(recv, count * element_bytes(type))})
 VC_NCCL_COLLECTIVE(ncclSend, (const void *send, size_t count, int type, int peer, NcclComm comm, cudaStream_t stream),
                    (send, count, type, peer, comm, stream), {read(send, count * element_bytes(type))})
 VC_NCCL_COLLECTIVE(ncclRecv, (void *recv, size_t count, int type, int peer, NcclComm comm, cudaStream_t stream),

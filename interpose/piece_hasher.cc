@@ -79,12 +79,12 @@ uint64_t PieceHasher::hash(CUstream s, uint64_t va, uint64_t bytes, uint64_t pie
   if (!fn_ || !piece || piece > kMaxPiece || piece % 16 || (bytes + piece - 1) / piece > kSlotPieces) return 0;
   std::lock_guard lock(mu_);
   harvest();
-  if (free_.empty() && grow() != CUDA_SUCCESS) return 0;
+  if (free_.empty() && (blocks_.size() >= kMaxBlocks || !VC_CU_RESULT(grow(), "cuMemAllocHost"))) return 0;
   const uint32_t i = free_.back();
   auto event = [&] {
     CUevent e = nullptr;
     if (!spare_.empty()) e = spare_.back(), spare_.pop_back();
-    else if (!api_->cuEventElapsedTime || api_->cuEventCreate(&e, CU_EVENT_DEFAULT) != CUDA_SUCCESS) e = nullptr;
+    else if (!api_->cuEventElapsedTime || !VC_CU(api_->cuEventCreate(&e, CU_EVENT_DEFAULT))) e = nullptr;
     return e;
   };
   Timed t{event(), event(), (bytes + piece - 1) / piece};
@@ -92,9 +92,11 @@ uint64_t PieceHasher::hash(CUstream s, uint64_t va, uint64_t bytes, uint64_t pie
     for (CUevent e : {t.start, t.end})
       if (e) spare_.push_back(e);
   };
-  const bool timed = t.start && t.end && api_->cuEventRecord(t.start, s) == CUDA_SUCCESS;
-  if (launch(s, va, bytes, piece, slot(i)) != CUDA_SUCCESS) return recycle(), 0;
-  if (timed && api_->cuEventRecord(t.end, s) == CUDA_SUCCESS) timed_.push_back(t);
+  // A failure here costs a hash (its piece is copied home as if changed) or a timing, never a byte:
+  // each is logged where it failed (Note [Checked calls]).
+  const bool timed = t.start && t.end && VC_CU(api_->cuEventRecord(t.start, s));
+  if (!VC_CU_RESULT(launch(s, va, bytes, piece, slot(i)), "cuLaunchKernel")) return recycle(), 0;
+  if (timed && VC_CU(api_->cuEventRecord(t.end, s))) timed_.push_back(t);
   else recycle();
   free_.pop_back();
   taken_[++next_token_] = i;
@@ -140,7 +142,7 @@ void PieceHasher::harvest() {
     const CUresult r = api_->cuEventQuery(t.end);
     if (r == CUDA_ERROR_NOT_READY) return;
     float ms = 0;
-    if (r == CUDA_SUCCESS && api_->cuEventElapsedTime(&ms, t.start, t.end) == CUDA_SUCCESS && ms > 0)
+    if (VC_CU_RESULT(r, "cuEventQuery") && VC_CU(api_->cuEventElapsedTime(&ms, t.start, t.end)) && ms > 0)
       pieces_ += t.pieces, ns_ += uint64_t(double(ms) * 1e6);
     spare_.push_back(t.start), spare_.push_back(t.end);
     timed_.pop_front();

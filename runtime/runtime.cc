@@ -69,9 +69,11 @@ void Runtime::on_alloc(uint64_t ptr, uint64_t size, AllocKind kind, uint64_t str
 
 // Under a budget, device memory the pager cannot move is worth a word (once) when it passes half
 // the budget: the budget is then mostly not the pager's to keep (Note [Memory outside the pager]).
+// Once paging has stopped (said already) every allocation is outside, and no budget is kept.
 void Runtime::warn_outside() {
   const uint64_t budget = uint64_t(options_.num[kBudget]), outside = outside_bytes_.load();
-  if (!budget || outside <= budget / 2 || outside_warned_.exchange(true)) return;
+  const Pager *pg = pager();
+  if (!budget || outside <= budget / 2 || (pg && pg->stats().failed) || outside_warned_.exchange(true)) return;
   VC_WARN("%.2f GB of device memory is allocated where vramcache does not page it (the VMM API, a stream "
           "capture, NCCL's own, or before paging could start), past half the %.2f GB budget: the pager keeps to "
           "what is left, and the budget holds only if the rest stays small (JAX is paged only with "
@@ -105,6 +107,11 @@ void Runtime::on_free(uint64_t ptr) {
   counters_.frees++;
   if (auto gone = allocs_.erase(ptr)) forget(*gone);
   else counters_.frees_untracked++;
+}
+
+void Runtime::on_device_reset() {
+  for (const Allocation &a : allocs_.all())
+    if (auto gone = allocs_.erase(a.base)) forget(*gone);
 }
 
 void Runtime::on_free_range(uint64_t ptr, uint64_t size) {

@@ -83,6 +83,9 @@ class Runtime {
   // A VMM unmap: every mapping that overlaps [ptr, ptr + size) goes (a partly unmapped one whole).
   void on_free_range(uint64_t ptr, uint64_t size);
   void on_vmm_create() { counters_.vmm_creates++; }
+  // The device was reset: every allocation is gone, none of them freed by the program (Note [Device
+  // reset] in interpose/backends/paged_alloc.cc).
+  void on_device_reset();
   void on_launch(const Launch &launch);
   // The call that passed a batch of ops on `stream` (a graph launch) returned: they are enqueued.
   void on_batch_end(uint64_t stream);

@@ -285,13 +285,42 @@ PagedAlloc paged_alloc(Runtime *rt, uint64_t size, uint64_t *ptr, const AllocApi
 }
 
 bool paged_free(uint64_t ptr) {
-  if (!ptr || !g_explicit) return false;
+  if (!ptr || !g_explicit || g_state.load() != 1) return false;
   OwnCalls own;
   return g_explicit->mover->free(ptr);
 }
 
 void stop_paging() {
   if (g_explicit) g_explicit->mover->stop();
+}
+
+// Note [Device reset]
+// A reset of the primary context (cudaDeviceReset, which the runtime makes as cuDevicePrimaryCtxReset
+// through a lookup, so the driver's hook sees both) destroys every allocation, stream, event and
+// module of the context: the program's paged allocations, and what vramcache made for them, frames,
+// homes, copy streams, events, its kernels' modules. The program may go on (its next call makes
+// the context again), but nothing of vramcache's survives, and a mover left running would copy
+// through dead streams into memory that is gone. So before the reset is passed on, paging stops for
+// good: one line; the pager stops as at any stop (the moves in flight are waited for); the mover's
+// thread and the status thread end; the frees waiting for their stream are dropped (the reset frees
+// their memory); the runtime forgets every allocation (an address may come back for another); and
+// from then on allocations are made as the program asks, outside the budget, and the memory
+// figures are the device's own. A budget is for one context's life: paging does not start again.
+// A reset of a device not paged changes nothing here.
+void before_device_reset(Runtime *rt, int device) {
+  std::lock_guard lock(g_start_mu);
+  if (g_state.load() != 1 || device != g_device) return;
+  rt->pager()->stop("the program resets the device (cuDevicePrimaryCtxReset), which takes its memory and "
+                    "vramcache's; allocations after it are not paged");
+  stop_status_thread();
+  if (g_explicit) g_explicit->mover->stop();
+  {
+    std::lock_guard deferred(g_deferred_mu);
+    for (const DeferredFree &d : g_deferred) rt->release_held(d.held);
+    g_deferred.clear();
+  }
+  rt->on_device_reset();
+  g_state = 2;
 }
 
 void budget_mem_info(Runtime *rt, size_t *free_bytes, size_t *total_bytes) {

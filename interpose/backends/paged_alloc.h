@@ -50,6 +50,10 @@ bool managed_admitted(Runtime *rt, uint64_t size);
 // At exit, before the driver goes: the explicit backend's mover thread stops.
 void stop_paging();
 
+// Before the primary context of `device` is reset (Note [Device reset] in paged_alloc.cc): paging
+// stops for good, and the runtime forgets every allocation.
+void before_device_reset(Runtime *rt, int device);
+
 // cudaMemGetInfo/cuMemGetInfo under a budget, given the real figures: the card's size becomes the
 // budget, free what the pager has not used (neither more than the real figure). Unchanged when
 // paging is not wanted or could not start.

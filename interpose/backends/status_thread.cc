@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <ctime>
 #include <string>
+#include <mutex>
 #include <thread>
 
 #include "interpose/cuda_api.h"
@@ -18,6 +19,10 @@
 namespace vc::interpose {
 namespace {
 
+// Held while the thread calls the driver; `g_ended` set under it ends the thread.
+std::mutex g_mu;
+bool g_ended = false;
+
 double seconds_since(const timespec &t0) {
   timespec t;
   clock_gettime(CLOCK_MONOTONIC, &t);
@@ -26,7 +31,8 @@ double seconds_since(const timespec &t0) {
 
 void status_thread(Runtime *rt, CUcontext ctx, const ExplicitBackend *explicit_backend) {
   const DriverApi *api = driver_api();
-  if (!api->cuCtxSetCurrent || !api->cuMemGetInfo || !VC_CU(api->cuCtxSetCurrent(ctx))) return;
+  std::unique_lock lock(g_mu);
+  if (g_ended || !api->cuCtxSetCurrent || !api->cuMemGetInfo || !VC_CU(api->cuCtxSetCurrent(ctx))) return;
   auto used = [&]() -> uint64_t {
     size_t f = 0, t = 0;
     return VC_CU(api->cuMemGetInfo(&f, &t)) ? uint64_t(t - f) : 0;
@@ -45,8 +51,10 @@ void status_thread(Runtime *rt, CUcontext ctx, const ExplicitBackend *explicit_b
   uint64_t unseen_before = 0;
   const uint64_t headroom = uint64_t(rt->options().num[kBudget]) / 256;  // Note [Memory outside the pager]
   for (int tick = 1; !stopping(); ++tick) {
+    lock.unlock();
     usleep(100 * 1000);
-    if (stopping()) break;
+    lock.lock();
+    if (stopping() || g_ended) break;
     uint64_t u = used(), above = u > baseline ? u - baseline : 0;
     if (above > c.device_used_peak) c.device_used_peak = above;
     if (explicit_backend) {  // Note [Memory outside the pager]: what no allocation explains
@@ -74,6 +82,11 @@ void status_thread(Runtime *rt, CUcontext ctx, const ExplicitBackend *explicit_b
 
 void start_status_thread(Runtime *rt, CUcontext ctx, const ExplicitBackend *explicit_backend) {
   std::thread(status_thread, rt, ctx, explicit_backend).detach();
+}
+
+void stop_status_thread() {
+  std::lock_guard lock(g_mu);
+  g_ended = true;
 }
 
 }  // namespace vc::interpose

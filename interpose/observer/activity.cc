@@ -74,13 +74,14 @@ void start_activity(Runtime *rt, const CuptiApi *cupti) {
                          (rt->paging_wanted() && PagingPolicy(rt->options().num[kPolicy]) == PagingPolicy::kPredictive);
   const bool coverage = rt->options().flag(kActivity);
   if (!profiling && !coverage) return;
+  const char *call = "cuptiActivityRegisterCallbacks";
   CUptiResult r = cupti->cuptiActivityRegisterCallbacks(activity_buffer_requested, activity_buffer_completed);
-  if (r == CUPTI_SUCCESS) r = cupti->cuptiActivityEnable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL);
+  if (r == CUPTI_SUCCESS) call = "cuptiActivityEnable", r = cupti->cuptiActivityEnable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL);
   if (r == CUPTI_SUCCESS && profiling) r = cupti->cuptiActivityEnable(CUPTI_ACTIVITY_KIND_MEMCPY);
   if (r == CUPTI_SUCCESS && profiling) r = cupti->cuptiActivityEnable(CUPTI_ACTIVITY_KIND_MEMSET);
   if (r == CUPTI_SUCCESS && coverage) r = cupti->cuptiActivityEnable(CUPTI_ACTIVITY_KIND_MEMORY2);
   if (r == CUPTI_SUCCESS) rt->counters().activity_on = true;
-  else VC_WARN("cannot enable CUPTI activity records (%s): no device times, no coverage figures", cupti_error_name(r));
+  else VC_WARN("cannot enable CUPTI activity records (%s: %s): no device times, no coverage figures", call, cupti_error_name(r));
 }
 
 void count_migrations(Runtime *rt, int device) {

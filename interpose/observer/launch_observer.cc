@@ -243,40 +243,60 @@ void start_launch_observer(Runtime *rt) {
   params.subscriberName = "vramcache";
   params.oldSubscriberName = holder;
   params.oldSubscriberSize = sizeof holder;
+  const char *call = "cuptiSubscribe_v2";
   CUptiResult r = cupti->cuptiSubscribe_v2(&o->subscriber, on_callback, nullptr, &params);
-  if (r != CUPTI_SUCCESS && r != CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED)
-    r = cupti->cuptiSubscribe(&o->subscriber, on_callback, nullptr);  // a CUPTI that refuses the parameters
+  if (r != CUPTI_SUCCESS && r != CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED) {  // a CUPTI that refuses the parameters
+    VC_WARN("cuptiSubscribe_v2 failed: %s; subscribing without its parameters", cupti_error_name(r));
+    r = cupti->cuptiSubscribe(&o->subscriber, on_callback, nullptr), call = "cuptiSubscribe";
+  }
   if (r != CUPTI_SUCCESS) {
     // Another tool (Nsight, compute-sanitizer, a profiler started first) holds CUPTI: our wrappers
     // report the calls instead (Note [Observing without CUPTI]).
     holder[sizeof holder - 1] = '\0';
-    VC_WARN("cannot subscribe to CUPTI (%s%s%s): launches are observed through vramcache's wrappers of the "
-            "driver's functions instead (no device times)", cupti_error_name(r), *holder ? ", held by " : "", holder);
+    VC_WARN("cannot subscribe to CUPTI (%s%s%s%s%s): launches are observed through vramcache's wrappers of the "
+            "driver's functions instead (no device times)", r == CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED ? "" : call,
+            r == CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED ? "" : " failed: ", cupti_error_name(r),
+            *holder ? ", held by " : "", holder);
     observe_with_wrappers(o);
     g_observer.store(o, std::memory_order_release);
     return;
   }
   o->subscribed = true;
   int enabled = 0;
+  // A callback that cannot be enabled leaves calls unseen that the pager must see (a launch, a copy,
+  // a module unload that makes a kernel's layout stale): the observer then counts what it sees, but
+  // nothing is paged (one line for each callback, naming the call and its error).
+  bool complete = true;
   for (CUpti_CallbackId cbid = 1; cbid < CUPTI_DRIVER_TRACE_CBID_SIZE; ++cbid) {
     const char *name = nullptr;
-    // A refusal names no callback of that id: an answer.
-    if (cupti->cuptiGetCallbackName(CUPTI_CB_DOMAIN_DRIVER_API, cbid, &name) != CUPTI_SUCCESS) continue;
+    // A refusal (an invalid parameter) names no callback of that id: an answer. Another error leaves
+    // an id unknown that may be one the pager needs.
+    if (CUptiResult e = cupti->cuptiGetCallbackName(CUPTI_CB_DOMAIN_DRIVER_API, cbid, &name); e != CUPTI_SUCCESS) {
+      if (e == CUPTI_ERROR_INVALID_PARAMETER) continue;
+      VC_WARN("cuptiGetCallbackName for callback %u failed: %s; it is not observed, and nothing is paged", cbid,
+              cupti_error_name(e));
+      complete = false;
+      continue;
+    }
     ApiClass cls = classify_driver_api(name);
     if (cls == ApiClass::kNone) continue;
     if (CUptiResult e = cupti->cuptiEnableCallback(1, o->subscriber, CUPTI_CB_DOMAIN_DRIVER_API, cbid); e != CUPTI_SUCCESS) {
-      VC_WARN("cannot enable the CUPTI callback for %s (%s): those calls are not observed", name, cupti_error_name(e));
+      VC_WARN("cuptiEnableCallback for %s failed: %s; those calls are not observed, and nothing is paged", name,
+              cupti_error_name(e));
+      complete = false;
       continue;
     }
     o->observe(cbid, name, cls);
     ++enabled;
   }
   for (CUpti_CallbackId cbid : kResourceEvents)
-    if (CUptiResult e = cupti->cuptiEnableCallback(1, o->subscriber, CUPTI_CB_DOMAIN_RESOURCE, cbid); e != CUPTI_SUCCESS)
-      VC_WARN("cannot enable CUPTI resource callback %u (%s): graph kernels or module unloads are not seen", cbid,
-              cupti_error_name(e));
+    if (CUptiResult e = cupti->cuptiEnableCallback(1, o->subscriber, CUPTI_CB_DOMAIN_RESOURCE, cbid); e != CUPTI_SUCCESS) {
+      VC_WARN("cuptiEnableCallback for resource callback %u failed: %s; graph kernels or module unloads are not seen, "
+              "and nothing is paged", cbid, cupti_error_name(e));
+      complete = false;
+    }
   g_observer.store(o, std::memory_order_release);
-  rt->counters().launch_observer_on = true;
+  rt->counters().launch_observer_on = complete;
   VC_INFO("launch observer on: %d driver callbacks", enabled);
   start_activity(rt, cupti);
 }

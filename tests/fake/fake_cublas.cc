@@ -1,6 +1,7 @@
 // Fake libcublas.so.13: the hooked GEMM entry points count their calls and return the settable
 // result. cublasGemmEx runs through cublasLtMatmul, as the real library does for many shapes, so
-// the test sees that a GEMM is reported once, by the outermost hook.
+// the test sees that a GEMM is reported once, by the outermost hook. FAKE_CUBLAS_FAIL_OWN=NAME:N
+// fails the Nth call of NAME made by vramcache (fake.h; in libcublasLt.so.13 too).
 #include <cublasLt.h>
 #include <cublas_v2.h>
 #include <dlfcn.h>
@@ -15,6 +16,7 @@ FAKE_STATE(cublas)
   return cublasStatus_t(g_fake_result);
 
 DEF(cublasStatus_t, cublasGetPointerMode_v2, cublasHandle_t, cublasPointerMode_t *mode) {
+  if (FAKE_FAILS_OWN("FAKE_CUBLAS_FAIL_OWN", "cublasGetPointerMode_v2")) return CUBLAS_STATUS_INTERNAL_ERROR;
   *mode = CUBLAS_POINTER_MODE_HOST;
   return CUBLAS_STATUS_SUCCESS;
 }

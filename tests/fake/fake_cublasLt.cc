@@ -30,6 +30,7 @@ cublasStatus_t give(const T &v, void *buf, size_t size, size_t *written) {
 
 DEF(cublasStatus_t, cublasLtMatrixLayoutGetAttribute, cublasLtMatrixLayout_t layout,
     cublasLtMatrixLayoutAttribute_t attr, void *buf, size_t size, size_t *written) {
+  if (FAKE_FAILS_OWN("FAKE_CUBLAS_FAIL_OWN", "cublasLtMatrixLayoutGetAttribute")) return CUBLAS_STATUS_INTERNAL_ERROR;
   auto *l = reinterpret_cast<const FakeLtLayout *>(layout);
   switch (attr) {
     case CUBLASLT_MATRIX_LAYOUT_TYPE: return give(l->type, buf, size, written);
@@ -45,6 +46,7 @@ DEF(cublasStatus_t, cublasLtMatrixLayoutGetAttribute, cublasLtMatrixLayout_t lay
 
 DEF(cublasStatus_t, cublasLtMatmulDescGetAttribute, cublasLtMatmulDesc_t desc,
     cublasLtMatmulDescAttributes_t attr, void *buf, size_t size, size_t *written) {
+  if (FAKE_FAILS_OWN("FAKE_CUBLAS_FAIL_OWN", "cublasLtMatmulDescGetAttribute")) return CUBLAS_STATUS_INTERNAL_ERROR;
   auto *d = reinterpret_cast<const FakeLtDesc *>(desc);
   if (!d) return CUBLAS_STATUS_INVALID_VALUE;
   switch (attr) {

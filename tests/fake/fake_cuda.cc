@@ -428,11 +428,16 @@ DEF(CUresult, cuMemSetAccess, CUdeviceptr p, size_t size, const CUmemAccessDesc 
 namespace {
 uint64_t g_prefetched[2] = {0, 0};  // [to the host, to the device]
 std::set<uint64_t> g_on_device;  // 64 KiB granules prefetched to the device
-uint64_t g_next_handle = 0x9000;
+constexpr uint64_t kFirstHandle = 0x9000;
+uint64_t g_next_handle = kFirstHandle;
+std::atomic<uint64_t> g_reset_floor{kFirstHandle};  // handles up to it died with a device reset
 uint64_t handle() {
   std::lock_guard<std::mutex> lock(g_fake_mu);
   return ++g_next_handle;
 }
+// A stream, event or module the fake made before the last device reset: gone, as the driver's are.
+// (The legacy and per-thread streams, 0 to 2, are not made.)
+bool dead(const void *h) { return uint64_t(h) > kFirstHandle && uint64_t(h) <= g_reset_floor.load(); }
 }  // namespace
 FAKE_EXPORT uint64_t fake_prefetched_bytes(int to_device) { return g_prefetched[to_device != 0]; }
 DEF(CUresult, cuCtxGetDevice, CUdevice *d) { *d = 0; return counted("cuCtxGetDevice"); }
@@ -459,6 +464,7 @@ uint64_t g_unordered_fetches = 0;
 }  // namespace
 FAKE_EXPORT uint64_t fake_unordered_fetches() { return g_unordered_fetches; }
 DEF(CUresult, cuEventRecord, CUevent e, CUstream s) {
+  if (dead(e) || dead(s)) return counted("cuEventRecord"), CUDA_ERROR_INVALID_HANDLE;
   {
     std::lock_guard<std::mutex> lock(g_fake_mu);
     g_event_at[uint64_t(e)] = {uint64_t(s), g_stream_moves[uint64_t(s)]};
@@ -468,14 +474,22 @@ DEF(CUresult, cuEventRecord, CUevent e, CUstream s) {
 // fake_events_pending(1): every event reads as not yet passed (a wait for one still ends).
 std::atomic<bool> g_events_pending{false};
 FAKE_EXPORT void fake_events_pending(int pending) { g_events_pending = pending != 0; }
-DEF(CUresult, cuEventQuery, CUevent) {
+DEF(CUresult, cuEventQuery, CUevent e) {
   if (CUresult r = counted("cuEventQuery")) return r;
+  if (dead(e)) return CUDA_ERROR_INVALID_HANDLE;
   return g_events_pending ? CUDA_ERROR_NOT_READY : CUDA_SUCCESS;
 }
-DEF(CUresult, cuEventSynchronize, CUevent) { return counted("cuEventSynchronize"); }
-DEF(CUresult, cuStreamSynchronize, CUstream) { return counted("cuStreamSynchronize"); }
+DEF(CUresult, cuEventSynchronize, CUevent e) {
+  if (CUresult r = counted("cuEventSynchronize")) return r;
+  return dead(e) ? CUDA_ERROR_INVALID_HANDLE : CUDA_SUCCESS;
+}
+DEF(CUresult, cuStreamSynchronize, CUstream s) {
+  if (CUresult r = counted("cuStreamSynchronize")) return r;
+  return dead(s) ? CUDA_ERROR_INVALID_HANDLE : CUDA_SUCCESS;
+}
 DEF(CUresult, cuEventElapsedTime_v2, float *ms, CUevent, CUevent) { *ms = 1.0f; return counted("cuEventElapsedTime"); }
 DEF(CUresult, cuStreamWaitEvent, CUstream s, CUevent e, unsigned) {
+  if (dead(e) || dead(s)) return counted("cuStreamWaitEvent"), CUDA_ERROR_INVALID_HANDLE;
   {
     std::lock_guard<std::mutex> lock(g_fake_mu);
     if (auto it = g_event_at.find(uint64_t(e)); it != g_event_at.end()) {
@@ -521,13 +535,55 @@ DEF(CUresult, cuMemPrefetchBatchAsync, CUdeviceptr *p, size_t *n, size_t count, 
   return CUDA_SUCCESS;
 }
 
-// ---- modules: loads succeed; vramcache reads the images (tests/fake/fake_kernels.cu) ----
+// ---- modules: loads succeed; vramcache reads the images (tests/fake/fake_kernels.cu). The kernel a
+// program takes from a loaded module or library (fake_add, or fake_add_last: the same kernel with
+// its count first) gets the handle kFakeModuleKernel, and after an unload the next one gets it
+// again, as a driver may reuse a handle: what a handle's parameters are must be asked anew. An
+// unload raises CUPTI's module-unload callback first, as the driver does. ----
+namespace {
+std::atomic<const char *> g_module_kernel{nullptr};  // the kernel kFakeModuleKernel is now, or none
+// Raises the unload callback and forgets the module's kernel.
+void unload_module() {
+  CUpti_ModuleResourceData module = {};
+  CUpti_ResourceData rd = {};
+  rd.resourceDescriptor = &module;
+  emit(CUPTI_CB_DOMAIN_RESOURCE, CUPTI_CBID_RESOURCE_MODULE_UNLOAD_STARTING, "", &rd, 0, nullptr);
+  g_module_kernel = nullptr;
+}
+// The program's kernel `name` of a loaded module or library: kFakeModuleKernel, or 0 if it has none such.
+uint64_t module_kernel(const char *name) {
+  for (const char *k : {"fake_add", "fake_add_last"})
+    if (!strcmp(name, k)) return g_module_kernel = k, kFakeModuleKernel;
+  return 0;
+}
+}  // namespace
 DEF(CUresult, cuModuleLoadData, CUmodule *m, const void *) { *m = reinterpret_cast<CUmodule>(handle()); return counted("cuModuleLoadData"); }
 DEF(CUresult, cuModuleLoadDataEx, CUmodule *m, const void *, unsigned, CUjit_option *, void **) {
   *m = reinterpret_cast<CUmodule>(handle());
   return counted("cuModuleLoadDataEx");
 }
-DEF(CUresult, cuModuleUnload, CUmodule) { return counted("cuModuleUnload"); }
+DEF(CUresult, cuModuleUnload, CUmodule m) {
+  cuModuleUnload_params p = {m};
+  return traced(CUPTI_DRIVER_TRACE_CBID_cuModuleUnload, "cuModuleUnload", p, [m] {
+    if (dead(m)) return CUDA_ERROR_INVALID_HANDLE;
+    unload_module();
+    return CUDA_SUCCESS;
+  });
+}
+DEF(CUresult, cuLibraryUnload, CUlibrary l) {
+  cuLibraryUnload_params p = {l};
+  return traced(CUPTI_DRIVER_TRACE_CBID_cuLibraryUnload, "cuLibraryUnload", p, [l] {
+    if (dead(l)) return CUDA_ERROR_INVALID_HANDLE;
+    unload_module();
+    return CUDA_SUCCESS;
+  });
+}
+DEF(CUresult, cuLibraryGetKernel, CUkernel *k, CUlibrary l, const char *name) {
+  if (CUresult r = counted("cuLibraryGetKernel")) return r;
+  if (dead(l)) return CUDA_ERROR_INVALID_HANDLE;
+  *k = reinterpret_cast<CUkernel>(module_kernel(name));
+  return *k ? CUDA_SUCCESS : CUDA_ERROR_NOT_FOUND;
+}
 DEF(CUresult, cuModuleLoadFatBinary, CUmodule *m, const void *) { *m = reinterpret_cast<CUmodule>(handle()); return counted("cuModuleLoadFatBinary"); }
 DEF(CUresult, cuLibraryLoadData, CUlibrary *l, const void *, CUjit_option *, void **, unsigned, CUlibraryOption *, void **,
     unsigned) {
@@ -541,10 +597,11 @@ constexpr uint64_t kFakePieceHash = 0x7000;
 namespace {
 std::map<uint64_t, uint64_t> g_pinned;  // address -> bytes
 }  // namespace
-DEF(CUresult, cuModuleGetFunction, CUfunction *f, CUmodule, const char *name) {
-  if (strcmp(name, "vc_piece_hash")) return counted("cuModuleGetFunction"), CUDA_ERROR_NOT_FOUND;
-  *f = reinterpret_cast<CUfunction>(kFakePieceHash);
-  return counted("cuModuleGetFunction");
+DEF(CUresult, cuModuleGetFunction, CUfunction *f, CUmodule m, const char *name) {
+  if (CUresult r = counted("cuModuleGetFunction")) return r;
+  if (dead(m)) return CUDA_ERROR_INVALID_HANDLE;
+  *f = reinterpret_cast<CUfunction>(strcmp(name, "vc_piece_hash") ? module_kernel(name) : kFakePieceHash);
+  return *f ? CUDA_SUCCESS : CUDA_ERROR_NOT_FOUND;
 }
 DEF(CUresult, cuMemAllocHost_v2, void **p, size_t n) {
   if (CUresult r = counted("cuMemAllocHost")) return r;
@@ -563,13 +620,50 @@ DEF(CUresult, cuMemFreeHost, void *p) {
   return counted("cuMemFreeHost");
 }
 
+// ---- device reset (cudaDeviceReset reaches it): every stream, event, module and allocation of the
+// context is gone, VMM memory and pinned host memory included (their bytes stay where a caller
+// still holding a pointer reads them, but no call takes their handles or addresses any more) ----
+namespace {
+std::vector<uint64_t> g_reset_pinned;  // pinned memory the reset took: kept reachable, never reused
+}  // namespace
+DEF(CUresult, cuDevicePrimaryCtxReset_v2, CUdevice) {
+  if (CUresult r = counted("cuDevicePrimaryCtxReset")) return r;
+  g_reset_floor = handle();
+  g_module_kernel = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(g_fake_mu);
+    for (const auto &p : g_pinned) g_reset_pinned.push_back(p.first);
+    g_pinned.clear();
+    g_on_device.clear();
+  }
+  std::lock_guard<std::mutex> lock(g_vmm_mu);
+  g_reserved.clear(), g_mapped.clear(), g_chunks.clear(), g_backed.clear();
+  g_device_live = g_host_live = 0;
+  return CUDA_SUCCESS;
+}
+
 // ---- kernels: names and parameter layouts ----
+namespace {
+// The layout of the module kernel kFakeModuleKernel is now: fake_add's, or fake_add_last's (int n,
+// pointer a, pointer b). False: no module holds it.
+bool module_param(size_t i, size_t *offset, size_t *size, CUresult *r) {
+  const char *k = g_module_kernel;
+  if (!k) return *r = CUDA_ERROR_INVALID_HANDLE, true;
+  static const size_t add[][2] = {{0, 8}, {8, 8}, {16, 4}}, add_last[][2] = {{0, 4}, {8, 8}, {16, 8}};
+  if (i >= 3) return *r = CUDA_ERROR_INVALID_VALUE, true;
+  const size_t(*layout)[2] = strcmp(k, "fake_add") ? add_last : add;
+  *offset = layout[i][0], *size = layout[i][1], *r = CUDA_SUCCESS;
+  return true;
+}
+}  // namespace
 DEF(CUresult, cuFuncGetName, const char **name, CUfunction f) {
+  if (uint64_t(f) == kFakeModuleKernel) return (*name = g_module_kernel) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
   if (uint64_t(f) != kFakeFunction && uint64_t(f) != kFakeAdd) return CUDA_ERROR_INVALID_HANDLE;
   *name = uint64_t(f) == kFakeAdd ? "fake_add" : "fake_function";
   return CUDA_SUCCESS;
 }
 DEF(CUresult, cuFuncGetParamInfo, CUfunction f, size_t i, size_t *offset, size_t *size) {
+  if (CUresult r; uint64_t(f) == kFakeModuleKernel && module_param(i, offset, size, &r)) return r;
   if (uint64_t(f) != kFakeFunction && uint64_t(f) != kFakeAdd) return CUDA_ERROR_INVALID_HANDLE;
   static const size_t layout[][2] = {{0, 8}, {8, 8}, {16, 4}};
   if (i >= 3) return counted("param info past the end"), CUDA_ERROR_INVALID_VALUE;
@@ -577,11 +671,13 @@ DEF(CUresult, cuFuncGetParamInfo, CUfunction f, size_t i, size_t *offset, size_t
   return CUDA_SUCCESS;
 }
 DEF(CUresult, cuKernelGetName, const char **name, CUkernel k) {
+  if (uint64_t(k) == kFakeModuleKernel) return (*name = g_module_kernel) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
   if (uint64_t(k) != kFakeKernel) return CUDA_ERROR_INVALID_HANDLE;
   *name = "fake_kernel";
   return CUDA_SUCCESS;
 }
 DEF(CUresult, cuKernelGetParamInfo, CUkernel k, size_t i, size_t *offset, size_t *size) {
+  if (CUresult r; uint64_t(k) == kFakeModuleKernel && module_param(i, offset, size, &r)) return r;
   if (uint64_t(k) != kFakeKernel) return CUDA_ERROR_INVALID_HANDLE;
   static const size_t layout[][2] = {{0, 4}, {8, 8}};
   if (i >= 2) return counted("param info past the end"), CUDA_ERROR_INVALID_VALUE;
@@ -631,10 +727,13 @@ CUresult hash_pieces(void **params) {
 // touch memory: fake_add adds 1 to the first n bytes at each of its two pointers that is not null.
 CUresult run_kernel(CUfunction f, void **params) {
   if (uint64_t(f) == kFakePieceHash && params) return hash_pieces(params);
-  if (uint64_t(f) != kFakeAdd || !params) return CUDA_SUCCESS;
-  uint64_t n = uint64_t(*static_cast<int *>(params[2]));
+  const char *module = uint64_t(f) == kFakeModuleKernel ? g_module_kernel.load() : nullptr;
+  if (uint64_t(f) == kFakeModuleKernel && !module) return CUDA_ERROR_INVALID_HANDLE;
+  if ((uint64_t(f) != kFakeAdd && !module) || !params) return CUDA_SUCCESS;
+  const int last = module && strcmp(module, "fake_add") ? 1 : 0;  // fake_add_last: the count first
+  uint64_t n = uint64_t(*static_cast<int *>(params[last ? 0 : 2]));
   for (int i = 0; i < 2; ++i)
-    if (uint64_t p = *static_cast<uint64_t *>(params[i]))
+    if (uint64_t p = *static_cast<uint64_t *>(params[i + last]))
       if (CUresult r = each_byte(p, n, [](uint8_t &b) { b++; })) return r;
   return CUDA_SUCCESS;
 }
@@ -642,12 +741,14 @@ CUresult run_kernel(CUfunction f, void **params) {
 DEF(CUresult, cuLaunchKernel, CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
     unsigned bz, unsigned smem, CUstream s, void **params, void **extra) {
   cuLaunchKernel_params p = {f, gx, gy, gz, bx, by, bz, smem, s, params, extra};
-  return traced(CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel, "cuLaunchKernel", p, [=] { return run_kernel(f, params); });
+  return traced(CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel, "cuLaunchKernel", p,
+                [=] { return dead(s) ? CUDA_ERROR_INVALID_HANDLE : run_kernel(f, params); });
 }
 DEF(CUresult, cuLaunchKernel_ptsz, CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
     unsigned bz, unsigned smem, CUstream s, void **params, void **extra) {
   cuLaunchKernel_ptsz_params p = {f, gx, gy, gz, bx, by, bz, smem, s, params, extra};
-  return traced(CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel_ptsz, "cuLaunchKernel_ptsz", p, [=] { return run_kernel(f, params); });
+  return traced(CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel_ptsz, "cuLaunchKernel_ptsz", p,
+                [=] { return dead(s) ? CUDA_ERROR_INVALID_HANDLE : run_kernel(f, params); });
 }
 // Copies run at once (the async one too: its stream is done when it returns).
 DEF(CUresult, cuMemcpyHtoD_v2, CUdeviceptr dst, const void *src, size_t n) {
@@ -664,7 +765,7 @@ DEF(CUresult, cuMemcpyDtoH_v2, void *dst, CUdeviceptr src, size_t n) {
 DEF(CUresult, cuMemcpyAsync, CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s) {
   cuMemcpyAsync_params p = {dst, src, n, s};
   return traced(CUPTI_DRIVER_TRACE_CBID_cuMemcpyAsync, "cuMemcpyAsync", p,
-                [=] { return transfer({dst, nullptr}, {src, nullptr}, n); });
+                [=] { return dead(s) ? CUDA_ERROR_INVALID_HANDLE : transfer({dst, nullptr}, {src, nullptr}, n); });
 }
 DEF(CUresult, cuMemsetD8_v2, CUdeviceptr dst, unsigned char v, size_t n) {
   cuMemsetD8_v2_params p = {dst, v, n};
@@ -860,6 +961,9 @@ const Entry kEntries[] = {
     E("cuModuleLoadDataEx", 2010, false, cuModuleLoadDataEx),
     E("cuModuleLoadFatBinary", 2000, false, cuModuleLoadFatBinary),
     E("cuLibraryLoadData", 12000, false, cuLibraryLoadData),
+    E("cuLibraryUnload", 12000, false, cuLibraryUnload),
+    E("cuLibraryGetKernel", 12000, false, cuLibraryGetKernel),
+    E("cuDevicePrimaryCtxReset", 11000, false, cuDevicePrimaryCtxReset_v2),
     E("cuKernelGetName", 12030, false, cuKernelGetName),
     E("cuKernelGetParamInfo", 12040, false, cuKernelGetParamInfo),
     E("cuLaunchKernel", 4000, false, cuLaunchKernel),
@@ -896,47 +1000,67 @@ CUresult unexported_launch(CUfunction f, unsigned gx, unsigned gy, unsigned gz, 
 // the driver functions vramcache resolves for itself (VC_DRIVER_API, interpose/cuda_api.h): the
 // lookup hands out a wrapper for it that counts the calls whose caller is the library, so the
 // program's own calls of the same function (through the hooks, or through a pointer it looked up)
-// are never failed.
-std::atomic<long> g_own_calls{0};
+// are never failed. FAKE_CUDA_COUNT_OWN=1: every such function is wrapped, and at exit the fake
+// says how many calls of each the library made ("fake: own calls NAME K", those made at all), so
+// that a test can pick a later call to fail.
+enum OwnIndex : int {
+#define FAKE_OWN_INDEX(name, version) kOwn_##name,
+  VC_DRIVER_API(FAKE_OWN_INDEX)
+#undef FAKE_OWN_INDEX
+  kOwnCount
+};
+const char *const kOwnNames[] = {
+#define FAKE_OWN_NAME(name, version) #name,
+    VC_DRIVER_API(FAKE_OWN_NAME)
+#undef FAKE_OWN_NAME
+};
+std::atomic<long> g_own_calls[kOwnCount];
+int g_fail_own = -1;  // the index of the function to fail
 long g_fail_own_at = 0;
-char g_fail_own_name[64] = "";
 
-bool fail_own_call(void *caller) {
+bool fail_own_call(int index, void *caller) {
   Dl_info info;
   if (!dladdr(caller, &info) || !info.dli_fname || !strstr(info.dli_fname, "libvramcache")) return false;
-  if (++g_own_calls != g_fail_own_at) return false;
-  fprintf(stderr, "fake: %s failed\n", g_fail_own_name);
+  if (++g_own_calls[index] != g_fail_own_at || index != g_fail_own) return false;
+  fprintf(stderr, "fake: %s failed\n", kOwnNames[index]);
   return true;
 }
 
-template <class F>
+template <int Index, class F>
 struct FailOwn;
-template <class... A>
-struct FailOwn<CUresult (*)(A...)> {
+template <int Index, class... A>
+struct FailOwn<Index, CUresult (*)(A...)> {
   static inline CUresult (*real)(A...) = nullptr;
   __attribute__((noinline)) static CUresult call(A... a) {
-    if (fail_own_call(__builtin_return_address(0))) return CUDA_ERROR_UNKNOWN;
+    if (fail_own_call(Index, __builtin_return_address(0))) return CUDA_ERROR_UNKNOWN;
     return real(a...);
   }
 };
 
-// The wrapper of `symbol` when FAKE_CUDA_FAIL_OWN names it (one name per process: the wrappers of
-// functions of one type share their pointer to the real one).
+struct OwnCounts {
+  bool on = getenv("FAKE_CUDA_COUNT_OWN") != nullptr;
+  ~OwnCounts() {
+    for (int i = 0; on && i < kOwnCount; ++i)
+      if (long n = g_own_calls[i].load()) fprintf(stderr, "fake: own calls %s %ld\n", kOwnNames[i], n);
+  }
+} g_own_counts;
+
+// The wrapper of `symbol` when FAKE_CUDA_FAIL_OWN names it, or FAKE_CUDA_COUNT_OWN is set.
 void *fail_own(const char *symbol, void *fn) {
   static bool parsed = [] {
     const char *v = getenv("FAKE_CUDA_FAIL_OWN");
     const char *colon = v ? strchr(v, ':') : nullptr;
-    if (!colon || size_t(colon - v) >= sizeof g_fail_own_name) return false;
-    memcpy(g_fail_own_name, v, size_t(colon - v));
-    g_fail_own_at = atol(colon + 1);
-    return true;
+    for (int i = 0; colon && i < kOwnCount; ++i)
+      if (!strncmp(v, kOwnNames[i], size_t(colon - v)) && !kOwnNames[i][colon - v]) g_fail_own = i;
+    g_fail_own_at = colon ? atol(colon + 1) : 0;
+    return g_fail_own >= 0 || g_own_counts.on;
   }();
-  if (!parsed || !fn || strcmp(symbol, g_fail_own_name) != 0) return fn;
-#define FAKE_FAIL_OWN(name, version)                                                     \
-  if (!strcmp(symbol, #name)) {                                                          \
-    using Fn = PFN_##name##_v##version;                                                  \
-    FailOwn<Fn>::real = reinterpret_cast<Fn>(fn);                                        \
-    return reinterpret_cast<void *>(&FailOwn<Fn>::call);                                 \
+  if (!parsed || !fn) return fn;
+#define FAKE_FAIL_OWN(name, version)                                                           \
+  if (!strcmp(symbol, #name) && (g_own_counts.on || g_fail_own == kOwn_##name)) {               \
+    using Fn = PFN_##name##_v##version;                                                        \
+    FailOwn<kOwn_##name, Fn>::real = reinterpret_cast<Fn>(fn);                                 \
+    return reinterpret_cast<void *>(&FailOwn<kOwn_##name, Fn>::call);                          \
   }
   VC_DRIVER_API(FAKE_FAIL_OWN)
 #undef FAKE_FAIL_OWN

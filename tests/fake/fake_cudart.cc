@@ -21,6 +21,7 @@ struct Driver {
   PFN_cuMemGetInfo_v3020 mem_get_info = nullptr;
   PFN_cuMemcpyHtoD_v3020 memcpy_htod = nullptr;
   PFN_cuMemcpyDtoH_v3020 memcpy_dtoh = nullptr;
+  PFN_cuDevicePrimaryCtxReset_v11000 primary_ctx_reset = nullptr;
 };
 
 const Driver &driver() {
@@ -38,6 +39,8 @@ const Driver &driver() {
     gpa("cuMemGetInfo", reinterpret_cast<void **>(&d.mem_get_info), 13000, CU_GET_PROC_ADDRESS_DEFAULT, &status);
     gpa("cuMemcpyHtoD", reinterpret_cast<void **>(&d.memcpy_htod), 13000, CU_GET_PROC_ADDRESS_DEFAULT, &status);
     gpa("cuMemcpyDtoH", reinterpret_cast<void **>(&d.memcpy_dtoh), 13000, CU_GET_PROC_ADDRESS_DEFAULT, &status);
+    gpa("cuDevicePrimaryCtxReset", reinterpret_cast<void **>(&d.primary_ctx_reset), 13000, CU_GET_PROC_ADDRESS_DEFAULT,
+        &status);
     return d;
   }();
   return d;
@@ -115,4 +118,11 @@ DEF(cudaError_t, cudaMemcpy, void *dst, const void *src, size_t n, cudaMemcpyKin
   if (kind == cudaMemcpyDeviceToHost && driver().memcpy_dtoh)
     return from(driver().memcpy_dtoh(dst, reinterpret_cast<CUdeviceptr>(src), n));
   return cudaErrorInvalidValue;
+}
+// The reset of the current device (device 0 here): the driver's primary context reset, as the
+// runtime makes it.
+DEF(cudaError_t, cudaDeviceReset) {
+  fake_record("cudaDeviceReset");
+  if (g_fake_result) return cudaError_t(g_fake_result);
+  return from(driver().primary_ctx_reset ? driver().primary_ctx_reset(0) : CUDA_ERROR_NOT_INITIALIZED);
 }

@@ -1,6 +1,7 @@
 // Fake libcupti.so.13: one subscriber, callbacks enabled per id, names for the callback ids the
 // fake driver raises, and fake_cupti_emit() through which the fake driver calls the subscriber.
-// FAKE_CUPTI_BUSY=1 makes cuptiSubscribe fail as it does when another tool holds CUPTI.
+// FAKE_CUPTI_BUSY=1 makes cuptiSubscribe fail as it does when another tool holds CUPTI;
+// FAKE_CUPTI_FAIL_OWN=NAME:N fails the Nth call of NAME made by vramcache (fake.h).
 // Callbacks can be enabled one by one or by domain. Activity records are not supported (the call fails, as on a machine without them).
 #include <cupti.h>
 
@@ -43,6 +44,7 @@ const std::pair<CUpti_CallbackId, const char *> kDriverNames[] = {
 }  // namespace
 
 FAKE_EXPORT CUptiResult cuptiSubscribe(CUpti_SubscriberHandle *s, CUpti_CallbackFunc cb, void *userdata) {
+  if (FAKE_FAILS_OWN("FAKE_CUPTI_FAIL_OWN", "cuptiSubscribe")) return CUPTI_ERROR_UNKNOWN;
   fake_record("cuptiSubscribe");
   const char *busy = getenv("FAKE_CUPTI_BUSY");
   if ((busy && *busy == '1') || g_callback) return CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED;
@@ -51,6 +53,7 @@ FAKE_EXPORT CUptiResult cuptiSubscribe(CUpti_SubscriberHandle *s, CUpti_Callback
   return CUPTI_SUCCESS;
 }
 FAKE_EXPORT CUptiResult cuptiEnableCallback(uint32_t enable, CUpti_SubscriberHandle, CUpti_CallbackDomain d, CUpti_CallbackId id) {
+  if (FAKE_FAILS_OWN("FAKE_CUPTI_FAIL_OWN", "cuptiEnableCallback")) return CUPTI_ERROR_UNKNOWN;
   fake_record("cuptiEnableCallback");
   if (enable) g_enabled.insert({d, id});
   else g_enabled.erase({d, id});
@@ -58,6 +61,7 @@ FAKE_EXPORT CUptiResult cuptiEnableCallback(uint32_t enable, CUpti_SubscriberHan
 }
 FAKE_EXPORT CUptiResult cuptiSubscribe_v2(CUpti_SubscriberHandle *s, CUpti_CallbackFunc cb, void *userdata,
                                           CUpti_SubscriberParams *params) {
+  if (FAKE_FAILS_OWN("FAKE_CUPTI_FAIL_OWN", "cuptiSubscribe_v2")) return CUPTI_ERROR_UNKNOWN;
   CUptiResult r = cuptiSubscribe(s, cb, userdata);
   if (r == CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED && params && params->oldSubscriberName && params->oldSubscriberSize)
     snprintf(params->oldSubscriberName, params->oldSubscriberSize, "%s", "a fake tool");
@@ -71,6 +75,7 @@ FAKE_EXPORT CUptiResult cuptiUnsubscribe(CUpti_SubscriberHandle) {
   return CUPTI_SUCCESS;
 }
 FAKE_EXPORT CUptiResult cuptiEnableDomain(uint32_t enable, CUpti_SubscriberHandle, CUpti_CallbackDomain d) {
+  if (FAKE_FAILS_OWN("FAKE_CUPTI_FAIL_OWN", "cuptiEnableDomain")) return CUPTI_ERROR_UNKNOWN;
   fake_record("cuptiEnableDomain");
   for (auto it = g_enabled.begin(); it != g_enabled.end();) it = it->first == d ? g_enabled.erase(it) : std::next(it);
   if (enable) g_domain_all.insert(d);
@@ -87,6 +92,7 @@ FAKE_EXPORT CUptiResult cuptiGetCallbackState(uint32_t *enable, CUpti_Subscriber
   return CUPTI_SUCCESS;
 }
 FAKE_EXPORT CUptiResult cuptiGetCallbackName(CUpti_CallbackDomain d, uint32_t id, const char **name) {
+  if (FAKE_FAILS_OWN("FAKE_CUPTI_FAIL_OWN", "cuptiGetCallbackName")) return CUPTI_ERROR_UNKNOWN;
   if (d != CUPTI_CB_DOMAIN_DRIVER_API) return CUPTI_ERROR_INVALID_PARAMETER;
   for (const auto &[cbid, n] : kDriverNames)
     if (cbid == id) {
@@ -97,6 +103,7 @@ FAKE_EXPORT CUptiResult cuptiGetCallbackName(CUpti_CallbackDomain d, uint32_t id
 }
 // The names of the results the fake returns, as the real CUPTI gives them; another is refused.
 FAKE_EXPORT CUptiResult cuptiGetResultString(CUptiResult r, const char **s) {
+  if (FAKE_FAILS_OWN("FAKE_CUPTI_FAIL_OWN", "cuptiGetResultString")) return CUPTI_ERROR_UNKNOWN;
 #define FAKE_NAME(code) \
   case code: *s = #code; return CUPTI_SUCCESS;
   switch (r) {
@@ -105,6 +112,7 @@ FAKE_EXPORT CUptiResult cuptiGetResultString(CUptiResult r, const char **s) {
     FAKE_NAME(CUPTI_ERROR_MAX_LIMIT_REACHED)
     FAKE_NAME(CUPTI_ERROR_NOT_SUPPORTED)
     FAKE_NAME(CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED)
+    FAKE_NAME(CUPTI_ERROR_UNKNOWN)
     default: break;
   }
 #undef FAKE_NAME
@@ -137,6 +145,7 @@ struct TearDown {
 }  // namespace
 FAKE_EXPORT CUptiResult cuptiActivityRegisterCallbacks(CUpti_BuffersCallbackRequestFunc request,
                                                        CUpti_BuffersCallbackCompleteFunc complete) {
+  if (FAKE_FAILS_OWN("FAKE_CUPTI_FAIL_OWN", "cuptiActivityRegisterCallbacks")) return CUPTI_ERROR_UNKNOWN;
   if (!activity()) return CUPTI_ERROR_NOT_SUPPORTED;
   g_request = request, g_complete = complete;
   return CUPTI_SUCCESS;
@@ -145,6 +154,9 @@ FAKE_EXPORT CUptiResult cuptiActivityEnable(CUpti_ActivityKind) { return activit
 FAKE_EXPORT CUptiResult cuptiActivityDisable(CUpti_ActivityKind) { return activity() ? CUPTI_SUCCESS : CUPTI_ERROR_NOT_SUPPORTED; }
 // Buffers hold unified-memory records only, back to back.
 FAKE_EXPORT CUptiResult cuptiActivityGetNextRecord(uint8_t *buffer, size_t valid, CUpti_Activity **record) {
+  if (FAKE_FAILS_OWN("FAKE_CUPTI_FAIL_OWN", "cuptiActivityGetNextRecord")) return CUPTI_ERROR_UNKNOWN;
+  if (FAKE_FAILS_OWN("FAKE_CUPTI_FAIL_OWN", "cuptiActivityDisable")) return CUPTI_ERROR_UNKNOWN;
+  if (FAKE_FAILS_OWN("FAKE_CUPTI_FAIL_OWN", "cuptiActivityEnable")) return CUPTI_ERROR_UNKNOWN;
   uint8_t *next = *record ? reinterpret_cast<uint8_t *>(*record) + sizeof(CUpti_ActivityUnifiedMemoryCounter3) : buffer;
   if (next + sizeof(CUpti_ActivityUnifiedMemoryCounter3) > buffer + valid) return CUPTI_ERROR_MAX_LIMIT_REACHED;
   *record = reinterpret_cast<CUpti_Activity *>(next);
@@ -165,6 +177,7 @@ FAKE_EXPORT void fake_cupti_migration(int to_device, uint64_t bytes) {
   g_um_records.push_back(r);
 }
 FAKE_EXPORT CUptiResult cuptiActivityFlushAll(uint32_t) {
+  if (FAKE_FAILS_OWN("FAKE_CUPTI_FAIL_OWN", "cuptiActivityFlushAll")) return CUPTI_ERROR_UNKNOWN;
   if (g_torn_down) {
     const char msg[] = "fake cupti: cuptiActivityFlushAll called after CUPTI was torn down at exit\n";
     ssize_t w = write(2, msg, sizeof msg - 1);
@@ -190,12 +203,14 @@ FAKE_EXPORT CUptiResult cuptiActivityFlushAll(uint32_t) {
   return CUPTI_SUCCESS;
 }
 FAKE_EXPORT CUptiResult cuptiActivityConfigureUnifiedMemoryCounter(CUpti_ActivityUnifiedMemoryCounterConfig *, uint32_t) {
+  if (FAKE_FAILS_OWN("FAKE_CUPTI_FAIL_OWN", "cuptiActivityConfigureUnifiedMemoryCounter")) return CUPTI_ERROR_UNKNOWN;
   if (!activity() || !um()) return CUPTI_ERROR_NOT_SUPPORTED;
   std::lock_guard<std::mutex> lock(g_fake_mu);
   g_um_on = true;
   return CUPTI_SUCCESS;
 }
 FAKE_EXPORT CUptiResult cuptiActivityGetNumDroppedRecords(CUcontext, uint32_t, size_t *n) {
+  if (FAKE_FAILS_OWN("FAKE_CUPTI_FAIL_OWN", "cuptiActivityGetNumDroppedRecords")) return CUPTI_ERROR_UNKNOWN;
   *n = 0;
   return CUPTI_SUCCESS;
 }
@@ -219,6 +234,7 @@ FAKE_EXPORT void fake_cupti_emit(CUpti_CallbackDomain d, CUpti_CallbackId id, co
 }
 
 FAKE_EXPORT CUptiResult cuptiGetGraphNodeId(CUgraphNode node, uint64_t *id) {
+  if (FAKE_FAILS_OWN("FAKE_CUPTI_FAIL_OWN", "cuptiGetGraphNodeId")) return CUPTI_ERROR_UNKNOWN;
   *id = reinterpret_cast<uint64_t>(node);  // the fake's node handles are small unique numbers
   return CUPTI_SUCCESS;
 }

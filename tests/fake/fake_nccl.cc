@@ -1,6 +1,7 @@
 // Fake libnccl.so.2: the hooked entry points count their calls and return the settable result.
 // A communicator holds its rank count; ncclCommInitRank allocates a buffer of its own through the
-// driver (as NCCL does for its peers), which must not be paged.
+// driver (as NCCL does for its peers), which must not be paged. FAKE_NCCL_FAIL_OWN=NAME:N fails the
+// Nth call of NAME made by vramcache (fake.h).
 #include <cuda.h>
 #include <cuda_runtime_api.h>
 #include <dlfcn.h>
@@ -49,6 +50,7 @@ DEF(ncclCommSplit, void *comm, int, int, void **out, void *) {
   BODY(ncclCommSplit)
 }
 DEF(ncclCommCount, void *comm, int *n) {
+  if (FAKE_FAILS_OWN("FAKE_NCCL_FAIL_OWN", "ncclCommCount")) return 3 /* ncclInternalError */;
   *n = static_cast<Comm *>(comm)->ranks;
   return 0;
 }

@@ -4,8 +4,9 @@
 # another tool (vramcache degrades, the program still passes), in off mode (pure pass-through),
 # in profile mode, and under a budget (paging with the fake driver's prefetches, and with all of
 # them failing; explicit paging over the fake driver's VMM memory, with every byte checked, and with
-# one mapping failing, and with each driver function vramcache calls for itself failing in turn; a
-# failed call's line names the call and its error; several threads at once
+# one mapping failing, and with each driver, CUPTI, cuBLAS and NCCL function vramcache calls for
+# itself failing in turn, at its first call and at a later one; a failed call's line names the call
+# and its error; module unloads and a device reset under paging; several threads at once
 # under a budget). Also: a bad VRAMCACHE_* value stops the program before it starts, and the
 # program's exit status, signals, streams and children are its own (section 10).
 set -u
@@ -316,29 +317,66 @@ done
 own=$(sed -n '/^#define VC_DRIVER_API/,/^$/p' interpose/cuda_api.h | grep -o 'X(cu[A-Za-z0-9_]*' | cut -c3-)
 [ "$(echo "$own" | wc -w)" -gt 30 ] || bad "own calls: the list read from interpose/cuda_api.h is short: $own"
 unbacked=" cuCtxGetCurrent cuCtxGetDevice cuDeviceGetAttribute cuStreamCreate cuMemGetAllocationGranularity cuCtxSetCurrent "
-silent=" cuFuncGetParamInfo cuFuncGetName cuMemFreeHost "
+silent=" cuFuncGetParamInfo cuFuncGetName cuMemFreeHost cuptiGetResultString "
 failed_own=0 not_called=""
-for fn in $own; do
-  name=own-$fn
-  explicit "$name" FAKE_CUDA_FAIL_OWN="$fn:1"; rc=$?
-  if [ $rc = 124 ] || [ $rc = 137 ]; then bad "own call $fn failing: timed out after $deadline s"; continue; fi
-  if ! grep -q "^fake: $fn failed$" "$out/$name.log"; then not_called="$not_called $fn"; continue; fi
+# own_call VARIABLE FN N ERROR [VAR=VALUE...]: the explicit case (TC: another) with the Nth own call of
+# FN failing through the fake's VARIABLE; 1 if the call was not made that often.
+own_call() {
+  local var=$1 fn=$2 n=$3 err=$4; shift 4
+  local name=own-$fn-$n
+  explicit "$name" "$var=$fn:$n" "$@"; rc=$?
+  if [ $rc = 124 ] || [ $rc = 137 ]; then bad "own call $fn failing at call $n: timed out after $deadline s"; return 0; fi
+  grep -q "^fake: $fn failed$" "$out/$name.log" || return 1
   failed_own=$((failed_own + 1))
-  lines=$(grep -cE "^vramcache [0-9]+:[0-9]+ WARN .*$fn failed: CUDA_ERROR_UNKNOWN" "$out/$name.log")
+  lines=$(grep -cE "^vramcache [0-9]+:[0-9]+ WARN .*$fn.*$err" "$out/$name.log")
   # (cuCtxSetCurrent's first call is the mover's thread's or the status thread's, whichever runs
   # first: only the mover's stops paging.)
   stopped=$(grep -c 'the explicit backend cannot start\|paging stopped' "$out/$name.log")
   case "$unbacked" in
   *" $fn "*)
     [ "$lines" = 1 ] && [ "$stopped" -le 1 ] ||
-      bad "own call $fn failing: expected one line naming it and at most one saying what stopped: $(grep 'WARN\|ERROR' "$out/$name.log" | grep -v activity.cc | head -3)"
-    [ "$stopped" = 1 ] && continue ;;
+      bad "own call $fn failing at call $n: expected one line naming it and at most one saying what stopped: $(grep 'WARN\|ERROR' "$out/$name.log" | grep -v activity.cc | head -3)"
+    [ "$stopped" = 1 ] && return 0 ;;
   esac
-  [ $rc = 0 ] || { bad "own call $fn failing: the test program failed (rc $rc)"; grep -A3 "ERROR\|CRASHED" "$out/$name.log" | head -8; }
-  case "$silent" in *" $fn "*) continue ;; esac
-  [ "$lines" = 1 ] || bad "own call $fn failing: expected one line '$fn failed: CUDA_ERROR_UNKNOWN', got $lines: $(grep 'WARN' "$out/$name.log" | grep -v activity.cc | head -3)"
-done
+  [ $rc = 0 ] || { bad "own call $fn failing at call $n: the test program failed (rc $rc)"; grep -A3 "ERROR\|CRASHED" "$out/$name.log" | head -8; }
+  case "$silent" in *" $fn "*) return 0 ;; esac
+  [ "$lines" = 1 ] || bad "own call $fn failing at call $n: expected one line '$fn failed: $err', got $lines: $(grep 'WARN' "$out/$name.log" | grep -v activity.cc | head -3)"
+  return 0
+}
+for fn in $own; do own_call FAKE_CUDA_FAIL_OWN "$fn" 1 CUDA_ERROR_UNKNOWN || not_called="$not_called $fn"; done
 note "own calls failing in turn: $failed_own of $(echo "$own" | wc -w) failed at their first call; not called in this case:$not_called"
+# A later call of each: the case's own calls counted once (FAKE_CUDA_COUNT_OWN=1), then the second
+# call of every other function that makes three or more, and a call halfway through its calls of
+# the others (some of these counts depend on timing: a call not reached is said, not failed). The
+# program's plain allocations keep bytes here (FAKE_CUDA_BACKED=1): an allocation made as the
+# program asked after a failure is checked too.
+explicit own-counts FAKE_CUDA_COUNT_OWN=1
+i=0 failed_own=0 later=""
+while read -r fn k; do
+  [ "$k" -ge 3 ] || continue
+  i=$((i + 1)) n=$([ $((i % 2)) = 1 ] && echo 2 || echo $((k / 2 > 2 ? k / 2 : k)))
+  own_call FAKE_CUDA_FAIL_OWN "$fn" "$n" CUDA_ERROR_UNKNOWN FAKE_CUDA_BACKED=1 && later="$later $fn:$n" || note "own call $fn: call $n not reached"
+done < <(sed -n 's/^fake: own calls //p' "$out/own-counts.log")
+[ "$failed_own" -ge 15 ] || bad "own calls at a later call: only $failed_own failed:$later"
+note "own calls failing at a later call: $failed_own ($later )"
+# CUPTI's, cuBLAS's and NCCL's functions vramcache calls for itself (FAKE_CUPTI_FAIL_OWN,
+# FAKE_CUBLAS_FAIL_OWN, FAKE_NCCL_FAIL_OWN: tests/fake/fake.h), each failing at its first and at its
+# second call, in a paged case that makes them: CUPTI's in the explicit paging case, cuBLAS's in the
+# scenario's GEMMs under the same budget, NCCL's in the nccl case. The same checks: the program's
+# results and bytes (plain allocations keep bytes: a CUPTI failure may leave nothing paged), one
+# line naming the call and its error (cuptiGetResultString only names errors: silent).
+failed_own=0 not_called=""
+twice() {  # twice VARIABLE FN ERROR [VAR=VALUE...]: own_call at the first call, and at the second if the first was made
+  own_call "$1" "$2" 1 "${@:3}" && { own_call "$1" "$2" 2 "${@:3}" || not_called="$not_called $2:2"; } || not_called="$not_called $2"
+}
+cupti_own=$(sed -n '/^#define VC_CUPTI_API/,/^$/p' interpose/cuda_api.h | grep -o 'X(cupti[A-Za-z0-9_]*' | cut -c3-)
+for fn in $cupti_own; do twice FAKE_CUPTI_FAIL_OWN "$fn" CUPTI_ERROR_UNKNOWN FAKE_CUDA_BACKED=1; done
+for fn in cublasGetPointerMode_v2 cublasLtMatrixLayoutGetAttribute cublasLtMatmulDescGetAttribute; do
+  TC='scenario*' twice FAKE_CUBLAS_FAIL_OWN "$fn" CUBLAS_STATUS_INTERNAL_ERROR
+done
+TC='nccl*' twice FAKE_NCCL_FAIL_OWN ncclCommCount ncclInternalError VC_TEST_NCCL=1
+[ "$failed_own" -ge 12 ] || bad "CUPTI, cuBLAS and NCCL own calls: only $failed_own failed"
+note "CUPTI, cuBLAS and NCCL own calls failing at their first and second call: $failed_own; not called:$not_called"
 
 # 6b. NCCL under a budget (explicit backend, fake libnccl): NCCL's own memory is not paged; a
 #    collective and a group are one op each (collectives=3); a registered buffer stays resident.
@@ -349,6 +387,25 @@ else
   expect_json "$out/nccl.json" collectives=3 paging_pinned_bytes=16777216 paging_failed=0
   [ "$(json_num "$out/nccl.json" paging_h2d_bytes)" = 33554432 ] || bad "nccl: the collectives' two buffers were not paged in once each"
   [ "$(grep -c 'paged memory cannot be shared through CUDA IPC' "$out/nccl.log")" = 1 ] || bad "nccl: expected one line on the refused IPC export"
+fi
+
+# 6c. module unloads and a device reset under explicit paging (interpose_test.cc, "reset"): kernels of
+#    modules and libraries loaded and unloaded in turn, one handle reused with another parameter
+#    layout, run over frames evicted and mapped home on demand; then cudaDeviceReset, and buffers
+#    made after it. Every byte is checked by the test program; paging stops at the reset with one
+#    line (Note [Device reset] in interpose/backends/paged_alloc.cc) and no other warning: no call of
+#    vramcache's own fails after it (the reset took its streams, events and frames).
+TC='reset*' explicit reset VC_TEST_RESET=1 FAKE_CUDA_BACKED=1; rc=$?
+if [ $rc != 0 ]; then
+  bad "reset: test program failed (rc $rc)"; tail -20 "$out/reset.log"
+else
+  expect_json "$out/reset.json" paging_failed=1 paged_allocs=0 resident=0 launches=13
+  [ "$(grep -c 'paging stopped' "$out/reset.log")" = 1 ] &&
+    [ "$(grep -c 'paging stopped: the program resets the device (cuDevicePrimaryCtxReset)' "$out/reset.log")" = 1 ] ||
+    bad "reset: expected one line saying paging stopped at the reset, got: $(grep 'stopped' "$out/reset.log")"
+  [ "$(grep -c 'WARN\|ERROR' "$out/reset.log")" = "$(grep -c 'activity records\|paging stopped' "$out/reset.log")" ] ||
+    bad "reset: other warnings than the one saying paging stopped: $(grep 'WARN\|ERROR' "$out/reset.log" | grep -v 'activity records\|paging stopped' | head -3)"
+  [ "$(json_num "$out/reset.json" paging_d2h_bytes)" -gt 0 ] || bad "reset: nothing was evicted before the reset"
 fi
 
 # 7. configuration errors stop the program before main, with one line naming the variable.
