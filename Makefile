@@ -64,6 +64,8 @@ $(BUILD)/obj/profiler/%.o: profiler/%.cc
 $(BUILD)/obj/tests/%.o: tests/%.cc
 	@mkdir -p $(@D)
 	$(CXX) $(BASEFLAGS) $(CXXFLAGS) $(TESTOPT) $(CUDA_INC) -c $< -o $@
+# (the interposition test's program checks tens of MB byte by byte, many times over: built as the library is)
+$(BUILD)/obj/tests/interpose/%.o: TESTOPT :=
 
 # vramcache's own device code: the piece hash kernel (interpose/piece_hash.cu) as a fat binary for
 # the architectures the explicit backend runs on, with PTX for newer ones, embedded in the library

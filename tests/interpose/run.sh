@@ -321,10 +321,18 @@ silent=" cuFuncGetParamInfo cuFuncGetName cuMemFreeHost cuptiGetResultString "
 failed_own=0 not_called=""
 # own_call VARIABLE FN N ERROR [VAR=VALUE...]: the explicit case (TC: another) with the Nth own call of
 # FN failing through the fake's VARIABLE; 1 if the call was not made that often.
+# The runs are started ahead, as many at once as there are cores (own_start), and checked in order.
+own_start() {  # own_start VARIABLE FN N [VAR=VALUE...]
+  local name=own-$2-$3
+  { explicit "$name" "$1=$2:$3" "${@:4}"; echo $? > "$out/$name.rc"; } &
+  while [ "$(jobs -rp | wc -l)" -ge "$(nproc)" ]; do wait -n; done
+}
 own_call() {
   local var=$1 fn=$2 n=$3 err=$4; shift 4
   local name=own-$fn-$n
-  explicit "$name" "$var=$fn:$n" "$@"; rc=$?
+  [ -f "$out/$name.rc" ] || own_start "$var" "$fn" "$n" "$@"
+  wait
+  rc=$(cat "$out/$name.rc")
   if [ $rc = 124 ] || [ $rc = 137 ]; then bad "own call $fn failing at call $n: timed out after $deadline s"; return 0; fi
   grep -q "^fake: $fn failed$" "$out/$name.log" || return 1
   failed_own=$((failed_own + 1))
@@ -343,6 +351,7 @@ own_call() {
   [ "$lines" = 1 ] || bad "own call $fn failing at call $n: expected one line '$fn failed: $err', got $lines: $(grep 'WARN' "$out/$name.log" | grep -v activity.cc | head -3)"
   return 0
 }
+for fn in $own; do own_start FAKE_CUDA_FAIL_OWN "$fn" 1; done
 for fn in $own; do own_call FAKE_CUDA_FAIL_OWN "$fn" 1 CUDA_ERROR_UNKNOWN || not_called="$not_called $fn"; done
 note "own calls failing in turn: $failed_own of $(echo "$own" | wc -w) failed at their first call; not called in this case:$not_called"
 # A later call of each: the case's own calls counted once (FAKE_CUDA_COUNT_OWN=1), then the second
@@ -351,12 +360,19 @@ note "own calls failing in turn: $failed_own of $(echo "$own" | wc -w) failed at
 # program's plain allocations keep bytes here (FAKE_CUDA_BACKED=1): an allocation made as the
 # program asked after a failure is checked too.
 explicit own-counts FAKE_CUDA_COUNT_OWN=1
-i=0 failed_own=0 later=""
-while read -r fn k; do
-  [ "$k" -ge 3 ] || continue
-  i=$((i + 1)) n=$([ $((i % 2)) = 1 ] && echo 2 || echo $((k / 2 > 2 ? k / 2 : k)))
+later_calls() {  # FN N: the second call of every other function making three or more, else halfway
+  local i=0 fn k
+  while read -r fn k; do
+    [ "$k" -ge 3 ] || continue
+    i=$((i + 1))
+    echo "$fn $([ $((i % 2)) = 1 ] && echo 2 || echo $((k / 2 > 2 ? k / 2 : k)))"
+  done < <(sed -n 's/^fake: own calls //p' "$out/own-counts.log")
+}
+failed_own=0 later=""
+while read -r fn n; do own_start FAKE_CUDA_FAIL_OWN "$fn" "$n" FAKE_CUDA_BACKED=1; done < <(later_calls)
+while read -r fn n; do
   own_call FAKE_CUDA_FAIL_OWN "$fn" "$n" CUDA_ERROR_UNKNOWN FAKE_CUDA_BACKED=1 && later="$later $fn:$n" || note "own call $fn: call $n not reached"
-done < <(sed -n 's/^fake: own calls //p' "$out/own-counts.log")
+done < <(later_calls)
 [ "$failed_own" -ge 15 ] || bad "own calls at a later call: only $failed_own failed:$later"
 note "own calls failing at a later call: $failed_own ($later )"
 # CUPTI's, cuBLAS's and NCCL's functions vramcache calls for itself (FAKE_CUPTI_FAIL_OWN,
@@ -370,10 +386,13 @@ twice() {  # twice VARIABLE FN ERROR [VAR=VALUE...]: own_call at the first call,
   own_call "$1" "$2" 1 "${@:3}" && { own_call "$1" "$2" 2 "${@:3}" || not_called="$not_called $2:2"; } || not_called="$not_called $2"
 }
 cupti_own=$(sed -n '/^#define VC_CUPTI_API/,/^$/p' interpose/cuda_api.h | grep -o 'X(cupti[A-Za-z0-9_]*' | cut -c3-)
-for fn in $cupti_own; do twice FAKE_CUPTI_FAIL_OWN "$fn" CUPTI_ERROR_UNKNOWN FAKE_CUDA_BACKED=1; done
-for fn in cublasGetPointerMode_v2 cublasLtMatrixLayoutGetAttribute cublasLtMatmulDescGetAttribute; do
-  TC='scenario*' twice FAKE_CUBLAS_FAIL_OWN "$fn" CUBLAS_STATUS_INTERNAL_ERROR
+cublas_own="cublasGetPointerMode_v2 cublasLtMatrixLayoutGetAttribute cublasLtMatmulDescGetAttribute"
+for n in 1 2; do
+  for fn in $cupti_own; do own_start FAKE_CUPTI_FAIL_OWN "$fn" $n FAKE_CUDA_BACKED=1; done
+  for fn in $cublas_own; do TC='scenario*' own_start FAKE_CUBLAS_FAIL_OWN "$fn" $n; done
 done
+for fn in $cupti_own; do twice FAKE_CUPTI_FAIL_OWN "$fn" CUPTI_ERROR_UNKNOWN FAKE_CUDA_BACKED=1; done
+for fn in $cublas_own; do TC='scenario*' twice FAKE_CUBLAS_FAIL_OWN "$fn" CUBLAS_STATUS_INTERNAL_ERROR; done
 TC='nccl*' twice FAKE_NCCL_FAIL_OWN ncclCommCount ncclInternalError VC_TEST_NCCL=1
 [ "$failed_own" -ge 12 ] || bad "CUPTI, cuBLAS and NCCL own calls: only $failed_own failed"
 note "CUPTI, cuBLAS and NCCL own calls failing at their first and second call: $failed_own; not called:$not_called"
