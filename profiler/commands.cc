@@ -19,6 +19,7 @@
 #include "runtime/frames.h"
 #include "runtime/options.h"
 #include "runtime/pager/trace_replay.h"
+#include "runtime/piece_hash.h"
 #include "runtime/trace_io.h"
 #include "runtime/trace_validate.h"
 
@@ -188,6 +189,7 @@ bool replay_figures(const Analysis &a, uint64_t planned, uint64_t frame, uint64_
   f->bypassed = per_iteration(r.bypassed);
   f->home_maps = per_iteration(r.home_maps);
   f->fetched_dead = per_iteration(r.fetched_dead);
+  f->fetch_elidable = per_iteration(r.fetch_elidable);
   f->remaps = per_iteration(r.remaps);
   f->home_map_frames = per_iteration(r.home_map_frames);
   f->misses = r.misses[n - 1] - r.misses[from];
@@ -217,11 +219,14 @@ std::string replay_text(const PagerReplay &p) {
            "frame moved either way or mapped home): reactive %s; predictive without bypass (VRAMCACHE_BYPASS=0) %s; predictive "
            "with bypass (the default) %s, %s reached over the link, %s in %.1f frames mapped home for ops that may "
            "reach it there (the explicit backend's frames: Note [Home mapped on demand]); of what it brings in, %s "
-           "are pages of the trace that the next op to reach them overwrites whole\n",
+           "are pieces of %s that the next op to reach them overwrites whole, %s of them by a GEMM's output (what "
+           "fetch elision would leave uncopied, at most: the trace keeps no leading dimension)\n",
            format_bytes(p.frame).c_str(), format_bytes(p.planned).c_str(), format_bytes(p.window).c_str(), p.iterations,
            clean_from.c_str(), policy(p.reactive).c_str(), policy(p.predictive).c_str(), policy(p.bypass).c_str(),
            format_bytes(uint64_t(p.bypass.bypassed)).c_str(), format_bytes(uint64_t(p.bypass.home_maps)).c_str(),
-           p.bypass.home_map_frames, format_bytes(uint64_t(p.bypass.fetched_dead)).c_str());
+           p.bypass.home_map_frames, format_bytes(uint64_t(p.bypass.fetched_dead)).c_str(),
+           format_bytes(std::min(kMaxPiece, p.frame)).c_str(),
+           format_bytes(uint64_t(p.bypass.fetch_elidable)).c_str());
   return buf;
 }
 
@@ -286,7 +291,8 @@ int simulate_main(int argc, char **argv) {
     for (auto [name, f] : {std::pair<const char *, const PagerFigures *>{"reactive", &replay.reactive},
                            {"predictive", &replay.predictive}, {"bypass", &replay.bypass}})
       json += std::string(",\"") + name + "_h2d\":" + json_num(f->h2d, 0) + ",\"" + name + "_d2h\":" + json_num(f->d2h, 0) +
-              ",\"" + name + "_clean\":" + json_num(f->clean, 0) + ",\"" + name + "_remaps\":" + json_num(f->remaps, 2);
+              ",\"" + name + "_clean\":" + json_num(f->clean, 0) + ",\"" + name + "_remaps\":" + json_num(f->remaps, 2) +
+              ",\"" + name + "_fetch_elidable\":" + json_num(f->fetch_elidable, 0);
     json += "}}\n";
   }
   if (disk.iterations) {  // Note [Three levels in the replay]

@@ -17,29 +17,43 @@
 namespace vc {
 namespace {
 
-// Which of the trace's pages (of t.page_size) the next op to reach them overwrites whole: what a
-// fetch could leave uncopied if it filled the rest of its frame only (ReplayResult::fetched_dead).
-// An op reaches a page through an exact ref overlapping it, or a pointer of unknown extent at or
-// before it (to its allocation's end, as the pager assumes); it overwrites the page whole when an
-// exact written ref covers it and nothing else of that op reaches it.
+// Note [Fetch elision in the replay]
+// What the next op to reach each piece of a fetch does with it (ReplayResult::fetched_dead and
+// fetch_elidable), in the clean check's pieces (kMaxPiece, or the frame if smaller, from the
+// allocation's base, as frames are cut from it). An op reaches a piece through an exact ref
+// overlapping it, a pointer of unknown extent at or before it (to its allocation's end, as the pager
+// assumes), or through anything at all when it is a wildcard (a kernel not decoded or reaching
+// memory through pointer arrays, or an op recorded into a stream capture: the pager does not see
+// it, and memory is held where it is). It overwrites the piece whole when an exact written ref
+// covers it and nothing else of that op reaches it; by a GEMM when that op is a kernel (its written
+// exact refs are cuBLAS and cuBLASLt outputs with beta known to be zero). A fetch that copied only
+// the pieces not so overwritten, checking the op before it is enqueued, would leave the GEMM's
+// pieces uncopied: fetch_elidable. The trace keeps no leading dimension, so an output with gaps
+// (ld > rows) counts as if dense: the figure is an upper bound of what such an elision saves.
 class NextReach {
  public:
-  explicit NextReach(const Trace &t) : page_(t.page_size) {
-    for (uint32_t i = 0; i < t.ops.size(); ++i)
-      for (uint32_t r = t.ops[i].first_ref; r < t.ops[i].first_ref + t.ops[i].ref_count; ++r) {
+  enum Fate { kOther, kOverwritten, kOverwrittenByGemm };
+  explicit NextReach(const Trace &t) {
+    for (uint32_t i = 0; i < t.ops.size(); ++i) {
+      const Op &o = t.ops[i];
+      const bool kernel = o.kind == OpKind::kKernel || o.kind == OpKind::kGraphKernel;
+      if ((o.flags & kOpCaptured) || (kernel && (!(o.flags & kOpDecoded) || (o.flags & kOpIndirect))))
+        wild_.push_back(i);
+      for (uint32_t r = o.first_ref; r < o.first_ref + o.ref_count; ++r) {
         const Ref &ref = t.refs[r];
         events_[ref.alloc_id].push_back({i, ref.offset, ref.bytes ? ref.offset + ref.bytes : ~uint64_t(0),
-                                         ref.bytes && ref.role == Role::kWritten});
+                                         ref.bytes && ref.role == Role::kWritten, kernel});
       }
+    }
   }
-  // Whether [lo, hi) of allocation `id` is overwritten whole by the first op from `op` on that
-  // reaches it (not if no op of the trace reaches it again: past its end, that is not known).
-  bool dead(uint64_t id, uint64_t lo, uint64_t hi, uint64_t op) const {
+  // What the first op from `op` on that reaches [lo, hi) of allocation `id` does with it (kOther
+  // if no op of the trace reaches it again: past its end, that is not known).
+  Fate next(uint64_t id, uint64_t lo, uint64_t hi, uint64_t op) const {
     auto it = events_.find(id);
-    if (it == events_.end()) return false;
+    if (it == events_.end()) return kOther;
     const std::vector<Event> &ev = it->second;
     auto e = std::lower_bound(ev.begin(), ev.end(), op, [](const Event &x, uint64_t o) { return x.op < o; });
-    for (; e != ev.end(); ++e) {
+    for (; e != ev.end() && e->op < first_wild(op); ++e) {
       if (e->lo >= hi || e->hi <= lo) continue;
       bool covered = false, other = false;  // within the first op that reaches it
       for (auto f = e; f != ev.end() && f->op == e->op; ++f) {
@@ -47,20 +61,25 @@ class NextReach {
         if (f->write && f->lo <= lo && f->hi >= hi) covered = true;
         else if (!f->write) other = true;
       }
-      return covered && !other;
+      if (!covered || other) return kOther;
+      return e->kernel ? kOverwrittenByGemm : kOverwritten;
     }
-    return false;
+    return kOther;
   }
-  uint64_t page() const { return page_; }
 
  private:
   struct Event {
     uint32_t op;
     uint64_t lo, hi;  // hi ~0: to the allocation's end
     bool write;       // an exact written extent
+    bool kernel;      // of a kernel op
   };
-  uint64_t page_;
+  uint64_t first_wild(uint64_t op) const {  // the first wildcard op from `op` on (~0: none)
+    auto w = std::lower_bound(wild_.begin(), wild_.end(), op);
+    return w == wild_.end() ? ~uint64_t(0) : *w;
+  }
   std::unordered_map<uint64_t, std::vector<Event>> events_;  // by allocation, in op order
+  std::vector<uint64_t> wild_;                               // wildcard ops, ascending
 };
 
 // Copies complete at once. It keeps which pages an eviction left unmapped, as the frame mover does
@@ -74,7 +93,7 @@ struct InstantMover final : Mover {
   const NextReach &next;
   const Trace &t;
   const WriteIndex writes;
-  uint64_t fences = 0, home_maps = 0, fetched_dead = 0;
+  uint64_t fences = 0, home_maps = 0, fetched_dead = 0, fetch_elidable = 0;
   uint64_t remaps = 0, home_map_frames = 0;  // remaps (a page moved or mapped home), of them pages mapped home
   uint64_t copied = 0;                           // bytes copied home
   std::unordered_map<uint64_t, uint64_t> base_of;  // alloc id -> base, of live allocations
@@ -218,12 +237,16 @@ struct InstantMover final : Mover {
         bring_home(p);
         if (auto it = levels.find(p); it != levels.end()) it->second.resident = true, it->second.used = ++ticks;
       });
-    if (auto a = live.upper_bound(addr); a != live.begin()) {
+    if (auto a = live.upper_bound(addr); a != live.begin()) {  // Note [Fetch elision in the replay]
       --a;
       const auto [id, size] = a->second;
-      const uint64_t g = next.page();
-      for (uint64_t lo = addr - a->first; lo < std::min(addr + bytes - a->first, size); lo += g)
-        if (next.dead(id, lo, std::min(lo + g, size), op)) fetched_dead += std::min(g, size - lo);
+      const uint64_t piece = std::min(kMaxPiece, page);  // (frames are whole pieces)
+      for (uint64_t lo = addr - a->first; lo < std::min(addr + bytes - a->first, size); lo += piece) {
+        const NextReach::Fate fate = next.next(id, lo, std::min(lo + piece, size), op);
+        const uint64_t n = std::min(piece, size - lo);
+        fetched_dead += fate != NextReach::kOther ? n : 0;
+        fetch_elidable += fate == NextReach::kOverwrittenByGemm ? n : 0;
+      }
     }
     if (writes.present()) each_piece(addr, bytes, [&](uint64_t p, uint64_t) { changed.erase(p); });
     return moved(addr, bytes, true);
@@ -330,6 +353,7 @@ ReplayResult replay_trace(const Trace &t, uint64_t budget, uint64_t page_size, P
       r.bypassed.push_back(pager.stats().bypassed_bytes);
       r.home_maps.push_back(mover.home_maps);
       r.fetched_dead.push_back(mover.fetched_dead);
+      r.fetch_elidable.push_back(mover.fetch_elidable);
       r.remaps.push_back(mover.remaps);
       r.home_map_frames.push_back(mover.home_map_frames);
       if (offers) {

@@ -53,9 +53,10 @@ struct ReplayResult {
   // Bytes a mover that maps evicted pages home on demand would map there (Note [Home mapped on
   // demand] in runtime/frames.cc): what ops may reach away from the device after it left.
   std::vector<uint64_t> home_maps;
-  // Bytes fetched that the next op to reach them overwrites whole, in pages of the trace's page
-  // size (2 MiB): what a fetch that filled only the rest of its frame would leave uncopied.
-  std::vector<uint64_t> fetched_dead;
+  // Bytes fetched that the next op to reach them overwrites whole, in the clean check's pieces
+  // (2 MiB), and of them the pieces a GEMM's output overwrites: what a fetch that left those
+  // uncopied, checking the op before it is enqueued, would save (Note [Fetch elision in the replay]).
+  std::vector<uint64_t> fetched_dead, fetch_elidable;
   // Remaps the explicit backend would make (Note [Frames] in runtime/frames.cc), in pages of the
   // replay's page size (its frames): one per page fetched, one per page evicted, one per page mapped
   // home on demand; each a VMM unmap, map and set access on the mover's one worker. home_map_frames:

@@ -46,6 +46,9 @@ check 0 "predictive" -- simulate --budget 12G "$trace"
 # Each policy's remaps are its frames moved either way or mapped home; the trace has no write records, so only what
 # the pager knows to be read only is clean.
 check 0 "frames of 64.00 MiB, planned within 11.62 GiB, prefetch window 372.00 MiB), per iteration over the last 3 (clean: the trace has no write records, so frames an op may have written count as copied whole; a remap per frame moved either way or mapped home): reactive 33.06 GiB in, 33.05 GiB out (816.00 MiB clean, not copied), 1620 remaps, 2348 pages missed; predictive without bypass (VRAMCACHE_BYPASS=0) 16.28 GiB in, 16.29 GiB out (0 B clean, not copied), 749 remaps, 0 pages missed; predictive with bypass (the default) 16.21 GiB in, 16.21 GiB out (0 B clean, not copied), 744 remaps" -- simulate --budget 12G "$trace"
+# Note [Fetch elision in the replay]: of what predictive with bypass brings in, the pieces the next op to
+# reach overwrites whole, all of them GEMM outputs on this trace.
+check 0 "of what it brings in, 525.33 MiB are pieces of 2.00 MiB that the next op to reach them overwrites whole, 525.33 MiB of them by a GEMM's output" -- simulate --budget 12G "$trace"
 # --frame-size prices other frames in the replay alone (the simulator keeps the trace's pages):
 # 8 MiB frames move fewer bytes for five times the remaps.
 check 0 "frames of 8.00 MiB, planned within 11.62 GiB, prefetch window 372.00 MiB), per iteration over the last 3 (clean: the trace has no write records, so frames an op may have written count as copied whole; a remap per frame moved either way or mapped home): reactive" -- simulate --budget 12G --frame-size 8M "$trace"

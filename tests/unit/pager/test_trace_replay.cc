@@ -129,6 +129,7 @@ static Trace one_allocation(uint64_t bytes, const std::vector<std::vector<Ref>> 
   for (const auto &op_refs : ops) {
     Op op;
     op.name = t.intern("k");
+    op.flags = kOpDecoded;
     op.first_ref = uint32_t(t.refs.size()), op.ref_count = uint32_t(op_refs.size());
     t.refs.insert(t.refs.end(), op_refs.begin(), op_refs.end());
     t.ops.push_back(op);
@@ -136,22 +137,30 @@ static Trace one_allocation(uint64_t bytes, const std::vector<std::vector<Ref>> 
   return t;
 }
 
-// ReplayResult::fetched_dead on a trace of three ops over one allocation of two 2 MiB pages: op 0
-// reads page 0; op 1 writes page 1 whole through an exact extent, and, in the second trace, also
-// passes a pointer of unknown extent into page 0, which may reach page 1 (to the allocation's end).
+// ReplayResult::fetched_dead and fetch_elidable (Note [Fetch elision in the replay]) on a trace of
+// three ops over one allocation of two 2 MiB pieces, replayed as one 4 MiB frame: op 0 reads piece
+// 0, which brings in both; op 1 writes piece 1 whole through an exact extent, a GEMM's output unless
+// it is a copy, and may carry a pointer of unknown extent into piece 0 (which may reach piece 1, to
+// the allocation's end); or a wildcard op (a kernel not decoded) comes between them.
 TEST_CASE("pager replay: a fetch is dead on arrival only where the next op to reach it overwrites it whole") {
   const uint64_t mib = 1 << 20;
-  auto fetched_dead = [&](bool pointer_too) {
+  enum Variant { kGemm, kPointerToo, kCopy, kWildcardFirst };
+  auto dead_elidable = [&](Variant v) {
     std::vector<std::vector<Ref>> refs = {{{1, 0, 2 * mib, Role::kRead}}, {{1, 2 * mib, 2 * mib, Role::kWritten}}, {}};
-    if (pointer_too) refs[1].push_back({1, 0, 0, Role::kUnknown});
-    const Trace t = one_allocation(4 * mib, refs);
-    ReplayResult r = replay_trace(t, 4 * mib, t.page_size, PagingPolicy::kReactive, 1, 0);
-    REQUIRE(r.fetched_dead.size() == 3);
-    REQUIRE(r.h2d[2] == 4 * mib);  // both pages came in
-    return r.fetched_dead[2];
+    if (v == kPointerToo) refs[1].push_back({1, 0, 0, Role::kUnknown});
+    if (v == kWildcardFirst) refs.insert(refs.begin() + 1, std::vector<Ref>{});
+    Trace t = one_allocation(4 * mib, refs);
+    if (v == kCopy) t.ops[1].kind = OpKind::kCopy;
+    if (v == kWildcardFirst) t.ops[1].flags = 0;
+    ReplayResult r = replay_trace(t, 4 * mib, 4 * mib, PagingPolicy::kReactive, 1, 0);
+    REQUIRE(r.fetched_dead.size() == t.ops.size());
+    REQUIRE(r.h2d.back() == 4 * mib);  // the frame came in once
+    return std::make_pair(r.fetched_dead.back(), r.fetch_elidable.back());
   };
-  CHECK(fetched_dead(false) == 2 * mib);  // page 1
-  CHECK(fetched_dead(true) == 0);         // page 1 may be read through the pointer first
+  CHECK(dead_elidable(kGemm) == std::make_pair(2 * mib, 2 * mib));  // piece 1
+  CHECK(dead_elidable(kPointerToo) == std::make_pair(uint64_t(0), uint64_t(0)));  // may be read through the pointer
+  CHECK(dead_elidable(kCopy) == std::make_pair(2 * mib, uint64_t(0)));            // overwritten, not by a GEMM
+  CHECK(dead_elidable(kWildcardFirst) == std::make_pair(uint64_t(0), uint64_t(0)));  // may be read by the wildcard
 }
 
 // ReplayResult::clean: under a budget of two 2 MiB pages, op 2 evicts page 0 (only read: clean) and
