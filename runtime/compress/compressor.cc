@@ -135,7 +135,9 @@ bool Compressor::rebuild_on_device(const Kept &k) {
 
 bool Compressor::rebuild_on_host(const Kept &k) {
   const LowRankFactors &f = k.factors;
-  if (!dev_->keeps_bytes()) return false;  // (no bytes to rebuild from; the device's rebuild never fails)
+  // A device that keeps no bytes (the pager replay's) is told of the matrix's copy in, all that
+  // crosses the link.
+  if (!dev_->keeps_bytes()) return dev_->to_device(k.target.addr, nullptr, k.target.shape.matrix_bytes);
   std::vector<uint8_t> m(k.target.shape.matrix_bytes);
   lowrank_rebuild(f, m.data(), f.rows);
   return dev_->to_device(k.target.addr, m.data(), m.size());
