@@ -279,7 +279,7 @@ TEST_CASE("compress mover: every device call failing in turn leaves the program'
     Run clean(true, reserve, -1, between);
     const int calls = clean.memory.calls;
     // Past an op of unknown role: a hash before it, then one at the eviction with its wait and reads.
-    CHECK(calls == (between == Between::kNothing ? 16 : 21));
+    CHECK(calls == (between == Between::kNothing ? 7 : 12));
     for (int fail = 0; fail < calls; ++fail) {
       CAPTURE(fail);
       Run r(true, reserve, fail, between);
