@@ -180,7 +180,7 @@ bool replay_figures(const Analysis &a, uint64_t planned, uint64_t frame, uint64_
   if (!period) return false;
   ReplayResult r = replay_trace(a.trace, planned, frame, policy, period, 2 * period, window, bypass);
   size_t from = 3, n = r.h2d.size();  // samples at k * period; the plan is in use from 3 * period
-  if (n < from + 2) return false;
+  if (n < from + 2 || r.failed) return false;  // (stopped paging: its figures froze there)
   *iterations = int(n - 1 - from);
   auto per_iteration = [&](const std::vector<uint64_t> &v) { return double(v[n - 1] - v[from]) / *iterations; };
   f->h2d = per_iteration(r.h2d);
@@ -198,7 +198,7 @@ bool replay_figures(const Analysis &a, uint64_t planned, uint64_t frame, uint64_
 
 std::string replay_text(const PagerReplay &p) {
   if (!p.iterations)
-    return "pager replay: not shown (needs a period and at least 5 iterations of trace)\n";
+    return "pager replay: not shown (needs a period and at least 5 iterations of trace, replayed with no move failing)\n";
   // Note [Write records] in runtime/trace.h: where the trace has them, clean bytes are counted from
   // them; where not, every eviction the pager does not know to be clean counts as copied.
   const std::string clean_from =

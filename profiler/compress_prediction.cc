@@ -33,8 +33,17 @@ CompressPrediction predict_compression(const Analysis &a, const PagerReplay &p, 
   c.planned = budget - std::min(budget / 2, frame_headroom(budget, p.frame) + c.reserve);
   CompressReplay cr;
   cr.rank_setting = rank_setting, cr.reserve = c.reserve;
-  ReplayResult r = replay_trace(a.trace, c.planned, p.frame, PagingPolicy::kPredictive, period, 2 * period, p.window, true,
-                                nullptr, {}, cr);
+  const ReplayResult r = replay_trace(a.trace, c.planned, p.frame, PagingPolicy::kPredictive, period, 2 * period,
+                                      p.window, true, nullptr, {}, cr);
+  return compress_figures(c, r, p, bound.compute_s, link);
+}
+
+CompressPrediction compress_figures(CompressPrediction c, const ReplayResult &r, const PagerReplay &p, double compute_s,
+                                    const LinkModel &link) {
+  // A replay that stopped paging stopped counting there: its figures are no saving (the same
+  // bytes at the same frames would show as nothing crossing the link), so no prediction is made.
+  if (r.failed) return c.why = "the replay with compression stopped paging: a move or a rebuild failed", c;
+  if (!p.iterations) return c.why = "the replay without compression measured nothing", c;
   const size_t from = 3, n = r.h2d.size();  // as replay_figures
   if (n < from + 2) return c.why = "needs a period and at least 5 iterations of trace", c;
   c.iterations = int(n - 1 - from);
@@ -44,7 +53,7 @@ CompressPrediction predict_compression(const Analysis &a, const PagerReplay &p, 
   c.factor_s = per(r.factor_ns) / 1e9, c.rebuild_s = per(r.rebuild_ns) / 1e9;
   c.h2d_off = p.bypass.h2d, c.d2h_off = p.bypass.d2h - p.bypass.clean;
   c.h2d_on = per(r.h2d) + c.factors_in, c.d2h_on = per(r.copied) + c.factors_out;
-  c.compute_s = bound.compute_s;
+  c.compute_s = compute_s;
   c.link_off_s = link_seconds(link, c.h2d_off, c.d2h_off), c.link_on_s = link_seconds(link, c.h2d_on, c.d2h_on);
   c.step_off_s = std::max(c.compute_s, c.link_off_s);
   c.step_on_s = std::max(c.compute_s + c.factor_s + c.rebuild_s, c.link_on_s);

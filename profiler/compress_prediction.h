@@ -9,6 +9,7 @@
 #include <string>
 
 #include "profiler/commands.h"
+#include "runtime/pager/trace_replay.h"
 
 namespace vc {
 
@@ -29,6 +30,10 @@ struct CompressPrediction {
 // and rebuilds, which the program waits for.
 CompressPrediction predict_compression(const Analysis &a, const PagerReplay &p, const Bound &bound, const LinkModel &link,
                                        uint64_t budget, int64_t rank_setting);
+// The figures of `r`, the replay with compression, against `p`'s without it: per iteration over
+// the learned ones; not available (`why`) when either replay measured nothing or `r` stopped paging.
+CompressPrediction compress_figures(CompressPrediction c, const ReplayResult &r, const PagerReplay &p, double compute_s,
+                                    const LinkModel &link);
 std::string compression_text(const CompressPrediction &c);
 std::string compression_json(const CompressPrediction &c);  // an object, no newline
 

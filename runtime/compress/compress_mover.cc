@@ -26,10 +26,14 @@ namespace vc {
 // - The rebuilt pages differ from their home copy (stale, or the exact matrix at the shared ends),
 //   and the pager takes them for clean as the read does not write them: their next eviction copies
 //   them whatever the pager says.
-// - While memory is reached where it is (reach, hold_mappings: a capture, paging stopped), every
-//   factored matrix touched is rebuilt where its pages are (the compressor's host rebuild writes
-//   through the program's addresses). A page brought back and evicted again before the rebuild
-//   leaves with whatever it held; the factors still stand for it.
+// - While memory is reached where it is (reach: the pager lets an op reach a page where it is,
+//   Note [Bypass]; hold_mappings: a capture, paging stopped), every factored matrix touched is
+//   rebuilt where its pages are, written through the program's addresses. Reached one at a time
+//   by the pager, it is rebuilt by the device in the reserve (the kernel writes over the link into
+//   the pages mapped home): the host's rebuild of a 2048 x 2048 matrix at rank 512 is seconds of
+//   one core, on the program's thread. Once memory is held where it is for good, nothing of the
+//   device's memory is taken: the host rebuilds. A page brought back and evicted again before the
+//   rebuild leaves with whatever it held; the factors still stand for it.
 // - An op that may write the matrix ends its offer (withdraw, the caller's: the candidate's rules
 //   end the gap at any write), but factors made already stay until the matrix is back and rebuilt:
 //   an op that writes part of it must find the rest as it was. Only a free drops them.
@@ -227,10 +231,8 @@ bool CompressMover::stream_wait(uint64_t stream, uint64_t f) {
   return inner_->stream_wait(stream, f) && rebuild_due(f);
 }
 
-bool CompressMover::rebuild_where(uint64_t lo, const Away &a) {
-  // Its pages mapped wherever they are, then the host rebuild written through the program's
-  // addresses (no room given: no device memory taken while the program's ops reach memory as is).
-  if (!inner_->reach(lo, a.bytes) || !comp_->rebuild(lo, a.bytes, 0)) return false;
+bool CompressMover::rebuild_where(uint64_t lo, const Away &a, uint64_t room) {
+  if (!inner_->reach(lo, a.bytes) || !comp_->rebuild(lo, a.bytes, room)) return false;
   for (uint64_t p = lo / page_ * page_; p < lo + a.bytes; p += page_) stale_.insert(p);
   return true;
 }
@@ -243,7 +245,7 @@ bool CompressMover::reach(uint64_t addr, uint64_t bytes) {
       ++it;
       continue;
     }
-    if (!rebuild_where(it->first, it->second)) return false;
+    if (!rebuild_where(it->first, it->second, reserve_)) return false;
     it = away_.erase(it);
   }
   return true;
@@ -254,7 +256,7 @@ bool CompressMover::hold_mappings(bool on) {
   if (!inner_->hold_mappings(on)) return false;
   bool ok = true;
   for (auto it = away_.begin(); on && it != away_.end();) {
-    if (rebuild_where(it->first, it->second)) {
+    if (rebuild_where(it->first, it->second, 0)) {
       it = away_.erase(it);
     } else {
       ok = false;

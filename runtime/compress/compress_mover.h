@@ -106,7 +106,8 @@ class CompressMover final : public Mover {
   bool evict(uint64_t addr, uint64_t bytes, bool clean);
   bool move_home(uint64_t addr, uint64_t bytes, bool clean);  // inner, stale pages copied
   bool rebuild_due(uint64_t passed_fence);                    // those whose fetch has passed
-  bool rebuild_where(uint64_t lo, const Away &a);              // wherever its pages are
+  // Wherever its pages are, in `room` of device memory (0: on the host).
+  bool rebuild_where(uint64_t lo, const Away &a, uint64_t room);
   // Ends the offer at `it` for `why`; the next one.
   std::map<uint64_t, CompressTarget>::iterator end_offer(std::map<uint64_t, CompressTarget>::iterator it, End why);
   bool still_output(CompressTarget &t);  // Note [Offers past ops of unknown role], at its eviction

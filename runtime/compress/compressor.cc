@@ -22,6 +22,15 @@ namespace vc {
 //   off would have made. Only that copy failing too fails the call, and the factors stay for a retry.
 // - Scratch is taken only while a factorization runs, factors on the device only while one is made
 //   or a rebuild runs; both are counted (device_bytes) and refused past the room the caller gives.
+//   They are carved from one block kept from call to call: Note [The compressor's device block].
+
+// Note [The compressor's device block]
+// Device memory given back waits for the whole device (cuMemFree synchronizes), so allocating the
+// factors and scratch of each call and freeing them after cost two or three such waits per
+// factorization and per rebuild, on the program's thread, inside the pager's on_op. Instead one
+// block is allocated at the first call and kept; a call whose need is larger (a wider output)
+// gives it back and takes one of that need, which the room given allows (the caller's reserve,
+// device memory the budget keeps outside the pager's). It is given back when the compressor ends.
 
 CompressTarget compress_target(uint64_t addr, const CompressChoice &choice, std::string gemm) {
   CompressTarget t;
@@ -44,21 +53,35 @@ const char *factor_result_name(FactorResult r) {
 Compressor::Compressor(CompressDevice *dev, LowRankParams params, double max_error)
     : dev_(dev), params_(params), max_error_(max_error) {}
 
-Compressor::~Compressor() = default;  // take/give pair up within each call: nothing is held here
+Compressor::~Compressor() {
+  // A failed release leaks the device memory but not the program's data.
+  if (block_) dev_->release(block_);
+}
+
+namespace {
+uint64_t carved(uint64_t bytes) { return (bytes + 255) / 256 * 256; }  // CompressDevice::alloc's alignment
+}  // namespace
+
+bool Compressor::hold(uint64_t need) {
+  used_ = 0;
+  if (block_ && block_bytes_ >= need) return true;
+  if (block_) dev_->release(block_);
+  block_ = 0, block_bytes_ = 0;
+  if (!dev_->alloc(need, &block_)) return block_ = 0, false;
+  block_bytes_ = need;
+  return true;
+}
 
 bool Compressor::take(uint64_t bytes, uint64_t *ptr) {
-  if (!dev_->alloc(bytes, ptr)) return false;
+  if (!block_ || used_ + carved(bytes) > block_bytes_) return false;
+  *ptr = block_ + used_;
+  used_ += carved(bytes);
   device_bytes_ += bytes;
   device_peak_ = std::max(device_peak_, device_bytes_);
   return true;
 }
 
-void Compressor::give(uint64_t ptr, uint64_t bytes) {
-  // A failed release leaks the device memory but not the program's data; it is still uncounted,
-  // as the budget cannot use it either way.
-  dev_->release(ptr);
-  device_bytes_ -= bytes;
-}
+void Compressor::give(uint64_t bytes) { device_bytes_ -= bytes; }
 
 FactorResult Compressor::factor_out(const CompressTarget &t, uint64_t room) {
   const CompressChoice &s = t.shape;
@@ -79,12 +102,12 @@ FactorResult Compressor::factor_out(const CompressTarget &t, uint64_t room) {
   p.rank = s.rank;
   DeviceMatrixRef a{t.addr, s.type, s.inner, s.outer, s.inner};
   uint64_t q = 0, b = 0, scratch = 0;
-  bool ok = take(q_bytes, &q);
+  bool ok = hold(carved(q_bytes) + carved(b_bytes) + carved(s.scratch_bytes)) && take(q_bytes, &q);
   ok = ok && take(b_bytes, &b);
   ok = ok && take(s.scratch_bytes, &scratch);
   LowRankReport report;
   ok = ok && dev_->factorize(a, p, q, b, scratch, &report);
-  if (scratch) give(scratch, s.scratch_bytes);
+  if (scratch) give(s.scratch_bytes);
   Kept k;
   k.target = t;
   k.factors.type = s.type;
@@ -99,8 +122,8 @@ FactorResult Compressor::factor_out(const CompressTarget &t, uint64_t room) {
     k.factors.b.resize(b_bytes);
     ok = dev_->to_host(k.factors.q.data(), q, q_bytes) && dev_->to_host(k.factors.b.data(), b, b_bytes);
   }
-  if (b) give(b, b_bytes);
-  if (q) give(q, q_bytes);
+  if (b) give(b_bytes);
+  if (q) give(q_bytes);
   if (!ok) {
     ++st.fallbacks;
     return FactorResult::kFailed;
@@ -122,20 +145,22 @@ bool Compressor::rebuild_on_device(const Kept &k) {
   const LowRankFactors &f = k.factors;
   const bool bytes = dev_->keeps_bytes();
   uint64_t q = 0, b = 0;
-  bool ok = take(k.q_bytes, &q);
+  bool ok = hold(carved(k.q_bytes) + carved(k.b_bytes)) && take(k.q_bytes, &q);
   ok = ok && take(k.b_bytes, &b);
   ok = ok && dev_->to_device(q, bytes ? f.q.data() : nullptr, k.q_bytes) &&
        dev_->to_device(b, bytes ? f.b.data() : nullptr, k.b_bytes);
   DeviceMatrixRef a{k.target.addr, f.type, f.rows, f.cols, f.rows};
   ok = ok && dev_->rebuild(a, f.rank, q, b);
-  if (b) give(b, k.b_bytes);
-  if (q) give(q, k.q_bytes);
+  if (b) give(k.b_bytes);
+  if (q) give(k.q_bytes);
   return ok;
 }
 
 bool Compressor::rebuild_on_host(const Kept &k) {
   const LowRankFactors &f = k.factors;
-  if (!dev_->keeps_bytes()) return false;  // (no bytes to rebuild from; the device's rebuild never fails)
+  // A device that keeps no bytes (the pager replay's) is told of the matrix's copy in, all that
+  // crosses the link.
+  if (!dev_->keeps_bytes()) return dev_->to_device(k.target.addr, nullptr, k.target.shape.matrix_bytes);
   std::vector<uint8_t> m(k.target.shape.matrix_bytes);
   lowrank_rebuild(f, m.data(), f.rows);
   return dev_->to_device(k.target.addr, m.data(), m.size());

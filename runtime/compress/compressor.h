@@ -89,7 +89,7 @@ class Compressor {
   // `params`: the seed, power iterations and error samples (the rank comes from each target);
   // `max_error`: factors whose sampled relative error passes it are not kept (1 keeps any).
   explicit Compressor(CompressDevice *dev, LowRankParams params = {}, double max_error = 1.0);
-  ~Compressor();  // gives back any device memory it still holds
+  ~Compressor();  // gives back its device block
 
   // The matrix at t.addr is on the device, its bytes final. Factors it if `room` (device bytes
   // free in the budget now) holds the factors and the scratch; on kFactored its factors are kept
@@ -117,9 +117,12 @@ class Compressor {
   static constexpr uint64_t kSnapshotPieces = kRunPieces;  // of kMaxPiece: 256 MiB
   size_t count() const { return kept_.size(); }
 
-  // Device memory it holds now (only while it factors or rebuilds) and at most, for the budget.
+  // Device memory of factors and scratch in use now (only while it factors or rebuilds) and at
+  // most, for the budget; and the block they are carved from, kept between calls (Note [The
+  // compressor's device block]), never larger than the room of the call that made it.
   uint64_t device_bytes() const { return device_bytes_; }
   uint64_t device_peak() const { return device_peak_; }
+  uint64_t block_bytes() const { return block_bytes_; }
   uint64_t host_bytes() const { return host_bytes_; }  // the factors kept home
   const std::map<std::string, GemmCompressStats> &stats() const { return stats_; }
   // The summary's lines, one per recognized GEMM with outputs factored or moved whole: outputs,
@@ -135,8 +138,9 @@ class Compressor {
     uint64_t q_bytes = 0, b_bytes = 0;
     uint64_t bytes() const { return q_bytes + b_bytes; }
   };
-  bool take(uint64_t bytes, uint64_t *ptr);  // device memory, counted
-  void give(uint64_t ptr, uint64_t bytes);
+  bool hold(uint64_t need);                  // the block holds `need` bytes; nothing carved yet
+  bool take(uint64_t bytes, uint64_t *ptr);  // carved from the block, counted
+  void give(uint64_t bytes);
   bool rebuild_on_device(const Kept &k);
   bool rebuild_on_host(const Kept &k);
 
@@ -146,6 +150,7 @@ class Compressor {
   std::map<uint64_t, Kept> kept_;  // by address
   std::map<std::string, GemmCompressStats> stats_;
   uint64_t device_bytes_ = 0, device_peak_ = 0, host_bytes_ = 0;
+  uint64_t block_ = 0, block_bytes_ = 0, used_ = 0;
 };
 
 }  // namespace vc

@@ -390,6 +390,7 @@ ReplayResult replay_trace(const Trace &t, uint64_t budget, uint64_t page_size, P
   r.peak_resident = pager.stats().peak_resident;
   r.host_peak = mover.host_peak;
   r.tracking = pager.tracking();
+  r.failed = pager.stats().failed;
   r.stand_ins = pager.stats().stand_ins;
   return r;
 }

@@ -74,6 +74,9 @@ struct ReplayResult {
   bool write_records = false;  // copied counted from the trace's write records
   bool learned = false;  // predictive: the plan was installed
   bool tracking = false;  // ... and followed at the end of the trace
+  // Paging stopped (a move, or a rebuild of the compressing mover, failed: Note [Paging failures]):
+  // the figures stop growing there, so none of them measures the policy.
+  bool failed = false;
   uint64_t stand_ins = 0;  // allocations that stood for the plan's (Note [Allocations made anew])
 };
 

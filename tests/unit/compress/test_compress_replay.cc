@@ -3,12 +3,14 @@
 // reads as before, the validator names what no recording holds, the recorder writes one for a BLAS
 // call's kernel; and on a small training loop the replay predicts, to the byte and nanosecond, the
 // outputs factored, the pages left without a copy, the factors moved instead and the cost model's
-// time, and none where an op of unknown role really wrote the output.
+// time, and none where an op of unknown role really wrote the output; a replay that stopped paging
+// predicts nothing.
 #include <doctest/doctest.h>
 
 #include <string>
 #include <vector>
 
+#include "profiler/compress_prediction.h"
 #include "runtime/compress/lowrank.h"
 #include "runtime/compress/rank.h"
 #include "runtime/compress/replay_device.h"
@@ -170,4 +172,29 @@ TEST_CASE("compression in the replay: the outputs factored, pages left without a
   CHECK(last_step(wrote.skipped) == 0);
   CHECK(last_step(wrote.factors_out) == 0);
   CHECK(last_step(wrote.copied) == last_step(off.copied));
+}
+
+TEST_CASE("compression in the replay: a replay that stopped paging predicts nothing, never a saving") {
+  int64_t h4 = 0;
+  std::string why;
+  REQUIRE(parse_compress_rank("h/4", &h4, &why));
+  const ReplayResult off = replay(training(false), 0);
+  ReplayResult on = replay(training(false), h4);
+  REQUIRE_FALSE(on.failed);
+  PagerReplay p;
+  p.iterations = 2;
+  p.bypass.h2d = double(last_step(off.h2d)), p.bypass.d2h = double(last_step(off.d2h));
+  CompressPrediction c = compress_figures({}, on, p, 0.01, LinkModel{});
+  REQUIRE(c.iterations == 2);
+  CHECK(c.compressed == 1);
+  CHECK(c.h2d_on == double(last_step(on.h2d) + kMiB));  // the pages fetched and the factors back
+  CHECK(compression_text(c).find("1.0 factored") != std::string::npos);
+  // Stopped (as a failed move or rebuild stops it): its figures froze there, so it says so.
+  on.failed = true;
+  c = compress_figures({}, on, p, 0.01, LinkModel{});
+  CHECK(c.iterations == 0);
+  CHECK(compression_text(c) ==
+        "compression: not predicted (the replay with compression stopped paging: a move or a rebuild failed)\n");
+  on.failed = false, p.iterations = 0;
+  CHECK(compress_figures({}, on, p, 0.01, LinkModel{}).iterations == 0);
 }

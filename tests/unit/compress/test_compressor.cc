@@ -63,7 +63,7 @@ class HostDevice final : public vc::CompressDevice {
                  uint64_t scratch, vc::LowRankReport *report) override {
     if (fail()) return false;
     const uint32_t e = vc::lowrank_type_bytes(a.type);
-    CHECK(mem.at(scratch).size() == vc::lowrank_bytes(a.rows, a.cols, params.rank, a.type).scratch);
+    at(scratch, vc::lowrank_bytes(a.rows, a.cols, params.rank, a.type).scratch);  // inside device memory
     vc::MatrixView v{at(a.ptr, a.ld * a.cols * e), a.type, a.rows, a.cols, a.ld};
     vc::LowRankFactors f;
     if (!vc::lowrank_factorize(v, params, &f, report)) return false;
@@ -166,7 +166,9 @@ TEST_CASE("compressor: factors kept home, the matrix rebuilt in place as the ref
   CHECK_FALSE(comp.factored(kMatrix + c.matrix_bytes, 4096));
   CHECK(comp.host_bytes() == c.factor_bytes);
   CHECK(comp.device_bytes() == 0);  // scratch and factors given back once home
-  CHECK(dev.live == 0);
+  // Note [The compressor's device block]: one allocation of factors and scratch, kept.
+  CHECK(dev.live == c.factor_bytes + c.scratch_bytes);
+  CHECK(comp.block_bytes() == dev.live);
   CHECK(dev.at(kMatrix, m.size())[0] == m[0]);
   CHECK(memcmp(dev.at(kMatrix, m.size()), m.data(), m.size()) == 0);  // factoring only reads
 
@@ -250,9 +252,9 @@ TEST_CASE("compressor: every device call failing in turn leaves the matrix intac
     REQUIRE(probe.factor_out(vc::compress_target(kMatrix, c, "g"), room_for(c)) == FactorResult::kFactored);
     REQUIRE(probe.rebuild(kMatrix, 1, ~0ull));
     const int calls = clean.calls;
-    // Factoring: 3 allocations, the factorization, 3 releases, 2 copies home; rebuilding: 2
-    // allocations, 2 copies in, the rebuild, 2 releases.
-    CHECK(calls == 16);
+    // Factoring: the block's allocation, the factorization, 2 copies home; rebuilding, in the block
+    // kept: 2 copies in, the rebuild.
+    CHECK(calls == 7);
     for (int fail = 0; fail < calls; ++fail) {
       CAPTURE(fail);
       HostDevice dev;
@@ -388,4 +390,44 @@ TEST_CASE("compressor: the outputs a trace qualifies are the ones factored, rebu
   CHECK(memcmp(dev.at(kMatrix, m.size()), want.data(), want.size()) == 0);
   // A short gap does not qualify.
   CHECK(vc::compress_choice(t, out, policy("24"), vc::idle_ops(100)).verdict == CompressVerdict::kNoIdleRead);
+}
+
+TEST_CASE("compressor: one device block kept between calls, replaced by a larger need, given back at the end") {
+  // Note [The compressor's device block]: freeing device memory waits for the whole device, so
+  // factors and scratch are carved from one block, not allocated and freed per call.
+  CompressChoice small = shape("24"), large = shape("24", kR16BF, 384, 160);
+  REQUIRE(small.verdict == CompressVerdict::kCandidate);
+  REQUIRE(large.verdict == CompressVerdict::kCandidate);
+  const uint64_t at_large = kMatrix + 0x1000000;
+  const std::vector<uint8_t> m = low_rank(LowRankType::kBF16, 192, 160, 16, 1e-3),
+                             l = low_rank(LowRankType::kBF16, 384, 160, 16, 1e-3, 9);
+  const std::vector<uint8_t> want_m = reference(small, m), want_l = reference(large, l);
+  HostDevice dev;
+  dev.place(kMatrix, m);
+  dev.place(at_large, l);
+  {
+    vc::Compressor comp(&dev);
+    REQUIRE(comp.factor_out(vc::compress_target(kMatrix, small, "s"), room_for(small)) == FactorResult::kFactored);
+    CHECK(dev.live == room_for(small));
+    const int calls = dev.calls;
+    memset(dev.at(kMatrix, m.size()), 0xee, m.size());
+    REQUIRE(comp.rebuild(kMatrix, 1, room_for(small)));
+    CHECK(dev.calls == calls + 3);  // 2 copies in and the rebuild: nothing allocated or freed
+    CHECK(memcmp(dev.at(kMatrix, m.size()), want_m.data(), m.size()) == 0);
+    // A wider output: the block is replaced by one of its need, within the room given.
+    REQUIRE(comp.factor_out(vc::compress_target(at_large, large, "l"), room_for(large)) == FactorResult::kFactored);
+    CHECK(dev.live == room_for(large));
+    CHECK(comp.block_bytes() == room_for(large));
+    memcpy(dev.at(kMatrix, m.size()), m.data(), m.size());  // the GEMM writes it again
+    REQUIRE(comp.factor_out(vc::compress_target(kMatrix, small, "s"), room_for(small)) == FactorResult::kFactored);
+    CHECK(dev.live == room_for(large));  // the small one fits the block kept
+    memset(dev.at(at_large, l.size()), 0xee, l.size());
+    memset(dev.at(kMatrix, m.size()), 0xee, m.size());
+    REQUIRE(comp.rebuild(kMatrix, 1, room_for(small)));
+    REQUIRE(comp.rebuild(at_large, 1, room_for(large)));
+    CHECK(memcmp(dev.at(kMatrix, m.size()), want_m.data(), m.size()) == 0);
+    CHECK(memcmp(dev.at(at_large, l.size()), want_l.data(), l.size()) == 0);
+    CHECK(comp.device_peak() <= room_for(large));
+  }
+  CHECK(dev.live == 0);  // given back when the compressor ends
 }
