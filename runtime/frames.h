@@ -120,8 +120,10 @@ struct FrameStats {
   std::atomic<uint64_t> spills{0}, clean_drops{0}, unspills{0};
   std::atomic<uint64_t> spill_failures{0}, lost{0}, over_host_limit{0}, disk_full{0};
   // Note [Writes without the lock]: writes of homes in flight now and most at once; callers that
-  // waited for a write not yet complete, and how long.
+  // waited for a write not yet complete, and how long; callers waiting now for a read or write that
+  // another caller collects.
   std::atomic<uint64_t> writes_in_flight{0}, writes_peak{0}, write_waits{0}, write_wait_ns{0};
+  std::atomic<uint64_t> waiting_on_others{0};
   // Note [Read-ahead from disk]: frames whose reads were started ahead of their fetch (stage), and of
   // those, the ones their fetch found (read, or under way); callers that waited for a read not yet
   // complete, and how long.
@@ -298,6 +300,7 @@ class FrameMover final : public Mover {
   bool home_for(Lock *lock, Frame *f);
   bool attach_home(Frame *f);
   bool settle(Lock *lock, Frame *f);
+  void wait_on_others(Lock *lock);  // for a transfer another caller collects (counted while it waits)
   bool map_if_held(Frame *f);  // its read or write collected while held_ or failed: mapped home
   int collect(Lock *lock, Frame *f, uint64_t *at);  // its read's or write's errno (0: none), `at` the byte
   bool read_done(Frame *f, int err, uint64_t at);

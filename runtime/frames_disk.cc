@@ -224,7 +224,7 @@ bool FrameMover::wait_write(Lock *lock) {
   for (Frame *f : writes_)
     if (!f->collecting) return settle(lock, f), true;
   if (writes_.empty() || !lock) return false;  // (with writes in flight, each waited for by another caller)
-  moved_.wait(*lock);
+  wait_on_others(lock);
   return true;
 }
 
@@ -293,11 +293,17 @@ bool FrameMover::attach_home(Frame *f) {
   return f->reading || read_done(f, EFAULT, 0);
 }
 
+void FrameMover::wait_on_others(Lock *lock) {
+  stats_.waiting_on_others++;
+  moved_.wait(*lock);
+  stats_.waiting_on_others--;
+}
+
 bool FrameMover::settle(Lock *lock, Frame *f) {
   while (f->reading || f->writing) {
     if (f->collecting) {  // another caller waits for it without the lock
       if (!lock) return false;
-      moved_.wait(*lock);
+      wait_on_others(lock);
       continue;
     }
     const bool write = f->writing != 0;

@@ -1444,7 +1444,7 @@ TEST_CASE("frames: a frame wanted, freed or spilled again while its write is in 
   const vc::FrameStats &st = s.mover.stats();
   SUBCASE("fetched") {
     Call again(s.swap.faults(), [&] { return s.wait(s.a, true); });
-    let_run();
+    REQUIRE(eventually([&] { return st.waiting_on_others == 1; }));  // behind the write's collector
     CHECK(!again.done);
     s.swap.faults().release_writes();
     REQUIRE((fetch.join() && again.join()));
@@ -1454,7 +1454,7 @@ TEST_CASE("frames: a frame wanted, freed or spilled again while its write is in 
   }
   SUBCASE("reached") {
     Call reach(s.swap.faults(), [&] { return s.mover.reach(s.a, kFrame); });
-    let_run();
+    REQUIRE(eventually([&] { return st.waiting_on_others == 1; }));  // behind the write's collector
     CHECK(!reach.done);
     s.swap.faults().release_writes();
     REQUIRE((fetch.join() && reach.join()));
@@ -1463,7 +1463,7 @@ TEST_CASE("frames: a frame wanted, freed or spilled again while its write is in 
   }
   SUBCASE("freed") {
     Call free(s.swap.faults(), [&] { return s.mover.free(s.a); });
-    let_run();
+    REQUIRE(eventually([&] { return st.waiting_on_others == 1; }));  // behind the write's collector
     CHECK(!free.done);
     s.swap.faults().release_writes();
     REQUIRE((fetch.join() && free.join()));
