@@ -586,17 +586,20 @@ uint8_t pattern(int k, size_t i) {
 }
 }  // namespace
 
-// Several threads at once under a budget (run.sh runs it with VRAMCACHE_BACKEND=explicit, a 512 MiB
-// budget that holds every buffer, and 16 MiB frames; skipped without VC_TEST_THREADS): each
+// Several threads at once under a budget (run.sh runs it with VRAMCACHE_BACKEND=explicit, a 64 MiB
+// budget, and 16 MiB frames; skipped without VC_TEST_THREADS): each
 // allocates buffers of varied sizes (more than the budget together), writes a pattern, launches
 // fake_add over them on the legacy stream, synchronizes, reads every byte back and frees them, while
 // the mover's thread moves frames. A byte lost or moved to the wrong place fails the check; a
-// deadlock runs past run.sh's timeout.
+// deadlock runs past run.sh's timeout. VC_TEST_THREAD_ROUNDS (default 6) sets the rounds of each
+// thread: ThreadSanitizer's run (`make tsan-test`) makes fewer.
 TEST_CASE("threads: allocations, launches, copies and frees from several threads under a budget") {
   const char *n_env = getenv("VC_TEST_THREADS");
   if (!n_env) return;
-  const int threads = atoi(n_env), rounds = 6;
+  const char *rounds_env = getenv("VC_TEST_THREAD_ROUNDS");
+  const int threads = atoi(n_env), rounds = rounds_env ? atoi(rounds_env) : 6;
   REQUIRE(threads > 0);
+  REQUIRE(rounds > 0);
   REQUIRE(libcuda());
   using Launch = CUresult (*)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
                               CUstream, void **, void **);
