@@ -93,9 +93,12 @@ $(LOWRANK_IMAGE): interpose/compress/lowrank_image.S $(LOWRANK_FATBIN)
 	$(CXX) -c -DVC_LOWRANK_FATBIN='"$(LOWRANK_FATBIN)"' $< -o $@
 
 # The library carries its own C++ runtime (hidden by the version script), so it never clashes with
-# the application's libstdc++. CUPTI is opened at run time from the RUNPATH or the loader's path.
+# the application's libstdc++ (CXXRT; ThreadSanitizer's build links the shared one, whose guard
+# variables of static locals it intercepts). CUPTI is opened at run time from the RUNPATH or the
+# loader's path.
+CXXRT ?= -static-libstdc++ -static-libgcc
 $(LIB): $(RUNTIME_OBJ) $(INTERPOSE_OBJ) $(IMAGE_OBJ) $(LOWRANK_IMAGE) interpose/libvramcache.map
-	$(CXX) -shared -o $@ $(RUNTIME_OBJ) $(INTERPOSE_OBJ) $(IMAGE_OBJ) $(LOWRANK_IMAGE) -static-libstdc++ -static-libgcc \
+	$(CXX) -shared -o $@ $(RUNTIME_OBJ) $(INTERPOSE_OBJ) $(IMAGE_OBJ) $(LOWRANK_IMAGE) $(CXXRT) \
 	  -Wl,--version-script=interpose/libvramcache.map -Wl,-z,defs \
 	  -Wl,-rpath,'$$ORIGIN:$(CUDA)/lib64:$(CUDA)/extras/CUPTI/lib64' -l:libzstd.a -l:liburing.a -ldl -lpthread $(LDSAN)
 
@@ -201,17 +204,19 @@ asan-test:
 
 # ThreadSanitizer: the unit tests of the parts with threads of their own (the frame mover, the disk
 # store, the runtime), less the frame mover's every-call-failing case (minutes under TSan; it runs in
-# the other builds). Not the preloaded library: ThreadSanitizer's start-up looks its functions up
-# through the library's exported dlsym, whose lookups then run other objects' initializers before
-# TSan can intercept them (README, limits). Suppressions, each explained: tests/unit/tsan.supp.
+# the other builds); then the preloaded library, built with it, in the interposition test's threads
+# and explicit paging cases (tests/interpose/tsan.sh; Note [dlsym before start-up] in
+# interpose/symbols.cc says how ThreadSanitizer starts under vramcache's dlsym). Suppressions, each
+# explained: tests/unit/tsan.supp.
 TSAN_UNIT := main test_frames test_disk_store test_runtime
+TSAN_OPTS := halt_on_error=1 second_deadlock_stack=1 suppressions=$(CURDIR)/tests/unit/tsan.supp
 $(BUILD)/thread_tests: $(TSAN_UNIT:%=$(BUILD)/obj/tests/unit/%.o) $(RUNTIME_OBJ)
 	$(CXX) $(LDSAN) -o $@ $^ -l:libzstd.a -l:liburing.a -lpthread
 tsan-test:
-	$(MAKE) BUILD=$(BUILD)/tsan LDSAN="-fsanitize=thread" CXXFLAGS="-O1 -g1 -fsanitize=thread -fno-omit-frame-pointer" TESTOPT="-O0 -g1" \
-	  $(BUILD)/tsan/thread_tests
-	TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 suppressions=$(CURDIR)/tests/unit/tsan.supp" \
-	  $(BUILD)/tsan/thread_tests -tce='*device call failing at any point*'
+	$(MAKE) BUILD=$(BUILD)/tsan LDSAN="-fsanitize=thread" CXXRT= CXXFLAGS="-O1 -g1 -fsanitize=thread -fno-omit-frame-pointer" \
+	  TESTOPT="-O0 -g1" $(BUILD)/tsan/thread_tests $(BUILD)/tsan/libvramcache.so $(BUILD)/tsan/interpose_test
+	TSAN_OPTIONS="$(TSAN_OPTS)" $(BUILD)/tsan/thread_tests -tce='*device call failing at any point*'
+	TSAN_OPTIONS="$(TSAN_OPTS)" bash tests/interpose/tsan.sh $(BUILD)/tsan
 
 # A short soak (scripts/soak.sh: the long one is run by hand and recorded).
 soak-test: $(LIB) $(BUILD)/interpose_test $(FAKE_LIBS)

@@ -17,6 +17,7 @@
 #include "interpose/backends/paged_alloc.h"
 #include "interpose/observer/activity.h"
 #include "interpose/observer/launch_observer.h"
+#include "interpose/symbols.h"
 #include "runtime/log.h"
 
 extern char **environ;
@@ -201,7 +202,9 @@ __attribute__((constructor)) void library_start() {
     _exit(2);
   }
   log_configure(static_cast<LogLevel>(options.num[kLogLevel]), expand_path(options.str[kLogFile]).c_str());
-  g_runtime.store(new Runtime(options, command_line()), std::memory_order_release);
+  auto *rt = new Runtime(options, command_line());
+  g_runtime.store(rt, std::memory_order_release);
+  if (rt->observing()) wrap_lookups();
   VC_INFO("started, mode %s", options.str[kMode].c_str());
 }
 

@@ -27,9 +27,6 @@ namespace {
 
 std::atomic<void *> g_real[kHookCount];
 
-using DlsymFn = void *(*)(void *, const char *);
-std::atomic<DlsymFn> g_real_dlsym{nullptr};
-
 }  // namespace
 
 const char *lib_soname(Lib lib) {
@@ -44,16 +41,75 @@ const char *lib_soname(Lib lib) {
   return "";
 }
 
+}  // namespace vc::interpose
+
+// Note [dlsym before start-up]
+// Objects initialized before vramcache's constructor look functions up through our exported dlsym:
+// a sanitizer's runtime (ThreadSanitizer finds the C library's functions it intercepts with
+// dlsym(RTLD_NEXT, name) as it starts, before any code it instruments may run) or the constructor of
+// a library loaded ahead of us. Until the constructor has decided to hand out wrappers (and forever
+// in off mode) the exported dlsym is therefore a jump to glibc's own, written in assembly: it runs
+// no instrumented code, opens no object (a dlopen there would run initializers of objects not yet
+// ready), and since the jump leaves the caller's return address in place, glibc answers RTLD_NEXT
+// and RTLD_DEFAULT for the real caller, exactly. Once wrapping is on, it jumps to
+// vc_dlsym_wrapped, which still sees the caller's return address. x86-64 only, as the library is.
+extern "C" {
+__attribute__((visibility("hidden"))) unsigned char vc_dlsym_wraps = 0;
+__attribute__((visibility("hidden"))) void *vc_glibc_dlsym_fn = nullptr;
+
+// glibc's dlsym, found once through dlvsym (which nothing interposes): the newest version first,
+// then the x86-64 baseline. Called from the assembly below before sanitizers are ready.
+__attribute__((visibility("hidden"), used, no_sanitize("thread"))) void *vc_resolve_glibc_dlsym() {
+  void *fn = __atomic_load_n(&vc_glibc_dlsym_fn, __ATOMIC_ACQUIRE);
+  if (fn) return fn;
+  fn = dlvsym(RTLD_NEXT, "dlsym", "GLIBC_2.34");
+  if (!fn) fn = dlvsym(RTLD_NEXT, "dlsym", "GLIBC_2.2.5");
+  if (fn) __atomic_store_n(&vc_glibc_dlsym_fn, fn, __ATOMIC_RELEASE);
+  return fn;
+}
+}
+
+asm(R"(
+    .text
+    .globl dlsym
+    .type dlsym, @function
+    .p2align 4
+dlsym:
+    .cfi_startproc
+    cmpb $0, vc_dlsym_wraps(%rip)
+    jne vc_dlsym_wrapped
+    movq vc_glibc_dlsym_fn(%rip), %rax
+    testq %rax, %rax
+    jnz 1f
+    pushq %rdi
+    .cfi_adjust_cfa_offset 8
+    pushq %rsi
+    .cfi_adjust_cfa_offset 8
+    subq $8, %rsp
+    .cfi_adjust_cfa_offset 8
+    call vc_resolve_glibc_dlsym
+    addq $8, %rsp
+    .cfi_adjust_cfa_offset -8
+    popq %rsi
+    .cfi_adjust_cfa_offset -8
+    popq %rdi
+    .cfi_adjust_cfa_offset -8
+    testq %rax, %rax
+    jz 2f
+1:  jmp *%rax
+2:  ret
+    .cfi_endproc
+    .size dlsym, .-dlsym
+)");
+
+namespace vc::interpose {
+
+void wrap_lookups() { __atomic_store_n(&vc_dlsym_wraps, 1, __ATOMIC_RELEASE); }
+
 void *real_dlsym(void *handle, const char *name) {
-  DlsymFn fn = g_real_dlsym.load(std::memory_order_acquire);
-  if (!fn) {
-    // dlvsym is not interposed by us; the newest version first, then the x86-64 baseline.
-    fn = reinterpret_cast<DlsymFn>(dlvsym(RTLD_NEXT, "dlsym", "GLIBC_2.34"));
-    if (!fn) fn = reinterpret_cast<DlsymFn>(dlvsym(RTLD_NEXT, "dlsym", "GLIBC_2.2.5"));
-    if (!fn) return nullptr;
-    g_real_dlsym.store(fn, std::memory_order_release);
-  }
-  return fn(handle, name);
+  using DlsymFn = void *(*)(void *, const char *);
+  auto fn = reinterpret_cast<DlsymFn>(vc_resolve_glibc_dlsym());
+  return fn ? fn(handle, name) : nullptr;
 }
 
 namespace {
@@ -201,7 +257,9 @@ void *next_after(const void *caller, const char *name) {
 }  // namespace
 }  // namespace vc::interpose
 
-VC_EXPORT void *dlsym(void *handle, const char *name) {
+// The exported dlsym once lookups are wrapped (Note [dlsym before start-up]): reached by a jump, so
+// the return address is the caller's.
+extern "C" __attribute__((visibility("hidden"), used, noinline)) void *vc_dlsym_wrapped(void *handle, const char *name) {
   using namespace vc::interpose;
   void *caller = __builtin_return_address(0);
   void *found = handle == RTLD_NEXT ? next_after(caller, name) : real_dlsym(handle, name);
@@ -211,6 +269,5 @@ VC_EXPORT void *dlsym(void *handle, const char *name) {
     Dl_info info;
     if (dladdr(caller, &info) && info.dli_fname && *info.dli_fname) found = lookup_in(info.dli_fname, name);
   }
-  if (!hooks_enabled()) return found;
   return wrap_dlsym_result(name, found);
 }

@@ -107,6 +107,9 @@ inline uint64_t addr(const void *p) { return reinterpret_cast<uintptr_t>(p); }
 
 // glibc's own dlsym, never ours.
 void *real_dlsym(void *handle, const char *name);
+// From now on the exported dlsym hands out wrappers; until then it is glibc's (Note [dlsym before
+// start-up] in symbols.cc). Called once by the library's constructor, unless in off mode.
+void wrap_lookups();
 // A function of `lib` that is not hooked (a helper we call, such as cublasGetPointerMode_v2).
 void *real_symbol(Lib lib, const char *name);
 

@@ -291,6 +291,9 @@ bool paged_free(uint64_t ptr) {
 }
 
 void stop_paging() {
+  // The status thread may be inside a driver call when exit begins, and the driver's static objects
+  // are destroyed once exit goes on: it makes no call after this.
+  stop_status_thread();
   if (g_explicit) g_explicit->mover->stop();
 }
 

@@ -47,7 +47,7 @@ bool paged_free_async(Runtime *rt, uint64_t ptr, CUstream stream, const AllocApi
 // exceed the device's free memory at the first one.
 bool managed_admitted(Runtime *rt, uint64_t size);
 
-// At exit, before the driver goes: the explicit backend's mover thread stops.
+// At exit, before the driver goes: the status thread and the explicit backend's mover thread stop.
 void stop_paging();
 
 // Before the primary context of `device` is reset (Note [Device reset] in paged_alloc.cc): paging

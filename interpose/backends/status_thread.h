@@ -12,7 +12,7 @@
 namespace vc::interpose {
 
 // Starts it (detached) for paging on context `ctx`; `explicit_backend` null on the managed backend.
-// It ends when the library's exit begins.
+// It ends when the library's exit begins (stop_paging).
 void start_status_thread(Runtime *rt, CUcontext ctx, const ExplicitBackend *explicit_backend);
 // Ends it before its context goes (Note [Device reset] in paged_alloc.cc): once this returns, it
 // makes no driver call any more.

@@ -186,9 +186,31 @@ std::vector<std::map<uint64_t, Mapping>::iterator> covering(uint64_t va, uint64_
   }
   return out;
 }
+// Memory of chunks gone, kept for the next chunk of its size (at most kSpareLimit bytes): fresh
+// memory costs a page fault a page, and under LeakSanitizer an mmap and a munmap a chunk, most of a
+// soak's time otherwise. A chunk taken from here is filled all the same (chunk_bytes).
+constexpr uint64_t kSpareLimit = uint64_t(256) << 20;
+std::multimap<uint64_t, std::vector<uint8_t>> g_spare;  // by size
+uint64_t g_spare_bytes = 0;
+// `size` bytes of `fill` for a new chunk.
+std::vector<uint8_t> chunk_bytes(uint64_t size, uint8_t fill) {
+  std::vector<uint8_t> v;
+  if (auto s = g_spare.find(size); s != g_spare.end()) {
+    v = std::move(s->second);
+    g_spare.erase(s);
+    g_spare_bytes -= size;
+  }
+  v.assign(size, fill);
+  return v;
+}
 void forget_chunk(std::map<uint64_t, PhysChunk>::iterator c) {
   if (!c->second.released || c->second.maps) return;
-  (c->second.device ? g_device_live : g_host_live) -= c->second.bytes.size();
+  const uint64_t size = c->second.bytes.size();
+  (c->second.device ? g_device_live : g_host_live) -= size;
+  if (g_spare_bytes + size <= kSpareLimit) {
+    g_spare.emplace(size, std::move(c->second.bytes));
+    g_spare_bytes += size;
+  }
   g_chunks.erase(c);
 }
 // Host memory behind device address `va` and the bytes that follow it in the same mapping; null if
@@ -250,7 +272,7 @@ CUdeviceptr take_backed(size_t size) {
   g_next_va = va + bytes + kGranularity;
   g_reserved[va] = bytes;
   PhysChunk &c = g_chunks[h];
-  c.bytes.assign(bytes, 0);
+  c.bytes = chunk_bytes(bytes, 0);
   c.device = true, c.maps = 1;
   g_device_live += bytes;
   g_device_peak = std::max(g_device_peak, g_device_live);
@@ -272,13 +294,14 @@ bool free_backed(CUdeviceptr p) {
 }
 }  // namespace
 
-// Test controls: "host_bytes", "device_bytes" (live chunks), "device_peak", "mappings",
-// "reservations"; fake_vmm_reachable(va): 1 if `va` resolves to memory.
+// Test controls: "host_bytes", "device_bytes" (live chunks), "spare_bytes" (kept from chunks gone),
+// "device_peak", "mappings", "reservations"; fake_vmm_reachable(va): 1 if `va` resolves to memory.
 FAKE_EXPORT uint64_t fake_vmm_stat(const char *name) {
   std::lock_guard<std::mutex> lock(g_vmm_mu);
   std::string n = name;
   return n == "host_bytes" ? g_host_live
          : n == "device_bytes" ? g_device_live
+         : n == "spare_bytes" ? g_spare_bytes
          : n == "device_peak" ? g_device_peak
          : n == "mappings" ? g_mapped.size()
          : n == "reservations" ? g_reserved.size()
@@ -373,7 +396,7 @@ DEF(CUresult, cuMemCreate, CUmemGenericAllocationHandle *h, size_t size, const C
   std::lock_guard<std::mutex> lock(g_vmm_mu);
   *h = g_next_chunk++;
   PhysChunk &c = g_chunks[*h];
-  c.bytes.assign(size, uint8_t(*h * 37));  // garbage, as fresh memory may hold
+  c.bytes = chunk_bytes(size, uint8_t(*h * 37));  // garbage, as fresh memory may hold
   c.device = device;
   (device ? g_device_live : g_host_live) += size;
   g_device_peak = std::max(g_device_peak, g_device_live);

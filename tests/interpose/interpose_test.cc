@@ -586,17 +586,20 @@ uint8_t pattern(int k, size_t i) {
 }
 }  // namespace
 
-// Several threads at once under a budget (run.sh runs it with VRAMCACHE_BACKEND=explicit, a 512 MiB
-// budget that holds every buffer, and 16 MiB frames; skipped without VC_TEST_THREADS): each
+// Several threads at once under a budget (run.sh runs it with VRAMCACHE_BACKEND=explicit, a 64 MiB
+// budget, and 16 MiB frames; skipped without VC_TEST_THREADS): each
 // allocates buffers of varied sizes (more than the budget together), writes a pattern, launches
 // fake_add over them on the legacy stream, synchronizes, reads every byte back and frees them, while
 // the mover's thread moves frames. A byte lost or moved to the wrong place fails the check; a
-// deadlock runs past run.sh's timeout.
+// deadlock runs past run.sh's timeout. VC_TEST_THREAD_ROUNDS (default 6) sets the rounds of each
+// thread: ThreadSanitizer's run (`make tsan-test`) makes fewer.
 TEST_CASE("threads: allocations, launches, copies and frees from several threads under a budget") {
   const char *n_env = getenv("VC_TEST_THREADS");
   if (!n_env) return;
-  const int threads = atoi(n_env), rounds = 6;
+  const char *rounds_env = getenv("VC_TEST_THREAD_ROUNDS");
+  const int threads = atoi(n_env), rounds = rounds_env ? atoi(rounds_env) : 6;
   REQUIRE(threads > 0);
+  REQUIRE(rounds > 0);
   REQUIRE(libcuda());
   using Launch = CUresult (*)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
                               CUstream, void **, void **);
@@ -647,13 +650,14 @@ TEST_CASE("threads: allocations, launches, copies and frees from several threads
   }
 }
 
-// The soak (scripts/soak.sh; a short one in run.sh; skipped without VC_TEST_SOAK_OPS): training-like
-// iterations of allocations of varied sizes, writes, fake_add launches over one or two buffers,
-// synchronizations, reads and frees, under the budget run.sh or the script gives, until
-// VC_TEST_SOAK_OPS calls were made; halfway the iteration changes for good (other sizes, other
-// pairs), so the pager learns it again. Each buffer's first 64 KiB are read back and checked
-// before it is freed. After each iteration a line gives the process's resident memory less the
-// fake device's (its device and pinned host bytes, real memory here) and the heap in use.
+// The soak (scripts/soak.sh; a short one in `make soak-test`; skipped without VC_TEST_SOAK_OPS): training-like
+// iterations of allocations of varied sizes, writes, fake_add launches over the first 64 KiB of one
+// or two buffers, synchronizations, reads and frees, under the budget run.sh or the script gives,
+// until VC_TEST_SOAK_OPS calls were made; halfway the iteration changes for good (other sizes, other
+// pairs), so the pager learns it again. Every byte of each buffer is written when it is made and
+// read back and checked before it is freed, at the end of its iteration. After each iteration a
+// line gives the process's resident memory and the heap in use, each less the fake device's bytes
+// (its chunks of device and pinned host memory, live or kept for reuse: real memory here).
 TEST_CASE("soak: a million calls, sizes varied, learning again halfway") {
   const char *ops_env = getenv("VC_TEST_SOAK_OPS");
   if (!ops_env) return;
@@ -665,9 +669,12 @@ TEST_CASE("soak: a million calls, sizes varied, learning again halfway") {
   auto launch = driver<Launch>("cuLaunchKernel");
   auto sync = driver<CUresult (*)()>("cuCtxSynchronize");
   REQUIRE((vmm && launch && sync));
-  const size_t kib = 1024, check = 64 * kib;
+  const size_t kib = 1024, added = 64 * kib, most = 13 * 512 * kib, shift = 4097;
   const long page = sysconf(_SC_PAGESIZE);
-  std::vector<uint8_t> host(check);
+  // Buffer k holds the window of `bytes` that starts at k * shift: written with one copy, checked
+  // with one comparison past the bytes its kernels added to.
+  std::vector<uint8_t> bytes(most + 7 * shift), host(most);
+  for (size_t i = 0; i < bytes.size(); ++i) bytes[i] = pattern(0, i);
   auto sanitizer_heap = reinterpret_cast<size_t (*)()>(dlsym(RTLD_DEFAULT, "__sanitizer_get_current_allocated_bytes"));
   long ops = 0, wrong = 0, failed = 0;
   for (int iter = 0; ops < total; ++iter) {
@@ -679,13 +686,12 @@ TEST_CASE("soak: a million calls, sizes varied, learning again halfway") {
     for (int k = 0; k < nbuf; ++k) {
       sizes[size_t(k)] = (second ? 3 + (k * 5) % 11 : 1 + (k * 7) % 9) * 512 * kib;
       failed += cudaMalloc(&buf[size_t(k)], sizes[size_t(k)]) != cudaSuccess, ++ops;
-      for (size_t i = 0; i < check; ++i) host[i] = pattern(k, i);
-      failed += cudaMemcpy(buf[size_t(k)], host.data(), check, cudaMemcpyHostToDevice) != cudaSuccess, ++ops;
+      failed += cudaMemcpy(buf[size_t(k)], &bytes[size_t(k) * shift], sizes[size_t(k)], cudaMemcpyHostToDevice) != cudaSuccess, ++ops;
     }
     for (int step = 0; step < 3 * nbuf; ++step) {
       const int a = step % nbuf, b = second ? (step * 3 + 1) % nbuf : (step % 4 ? -1 : (a + 2) % nbuf);
       uint64_t x = uint64_t(buf[size_t(a)]), y = b >= 0 && b != a ? uint64_t(buf[size_t(b)]) : 0;
-      int n = int(check);
+      int n = int(added);
       void *args[] = {&x, &y, &n};
       failed += launch(reinterpret_cast<CUfunction>(kFakeAdd), 1, 1, 1, 1, 1, 1, 0, nullptr, args, nullptr) != CUDA_SUCCESS, ++ops;
       adds[size_t(a)]++;
@@ -693,8 +699,12 @@ TEST_CASE("soak: a million calls, sizes varied, learning again halfway") {
       if (step % nbuf == nbuf - 1) failed += sync() != CUDA_SUCCESS, ++ops;
     }
     for (int k = 0; k < nbuf; ++k) {
-      failed += cudaMemcpy(host.data(), buf[size_t(k)], check, cudaMemcpyDeviceToHost) != cudaSuccess, ++ops;
-      for (size_t i = 0; i < check; ++i) wrong += host[i] != uint8_t(pattern(k, i) + adds[size_t(k)]);
+      const size_t size = sizes[size_t(k)];
+      const uint8_t *want = &bytes[size_t(k) * shift];
+      failed += cudaMemcpy(host.data(), buf[size_t(k)], size, cudaMemcpyDeviceToHost) != cudaSuccess, ++ops;
+      for (size_t i = 0; i < added; ++i) wrong += host[i] != uint8_t(want[i] + adds[size_t(k)]);
+      if (memcmp(host.data() + added, want + added, size - added) != 0)
+        for (size_t i = added; i < size; ++i) wrong += host[i] != want[i];
       failed += cudaFree(buf[size_t(k)]) != cudaSuccess, ++ops;
     }
     long resident = 0, vsize = 0;
@@ -702,12 +712,13 @@ TEST_CASE("soak: a million calls, sizes varied, learning again halfway") {
       if (fscanf(f, "%ld %ld", &vsize, &resident) != 2) resident = 0;
       fclose(f);
     }
-    const long long own = (long long)resident * page - (long long)(vmm("device_bytes") + vmm("host_bytes"));
+    const long long fake = (long long)(vmm("device_bytes") + vmm("host_bytes") + vmm("spare_bytes"));
     // The heap in use (the program's, the fake libraries' and the library's): the sanitizer
     // allocator's figure when one is preloaded (it replaces malloc), else the C library's.
     const struct mallinfo2 info = mallinfo2();
-    const size_t heap = sanitizer_heap ? sanitizer_heap() : info.uordblks + info.hblkhd;
-    fprintf(stdout, "soak: iteration %d ops %ld own_rss_bytes %lld heap_bytes %zu\n", iter, ops, own, heap);
+    const long long heap = (long long)(sanitizer_heap ? sanitizer_heap() : info.uordblks + info.hblkhd);
+    fprintf(stdout, "soak: iteration %d ops %ld own_rss_bytes %lld heap_bytes %lld\n", iter, ops,
+            (long long)resident * page - fake, heap - fake);
   }
   CHECK(failed == 0);
   CHECK(wrong == 0);

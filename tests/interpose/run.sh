@@ -12,28 +12,15 @@
 set -u
 build=${1:-build}
 lib=$PWD/$build/libvramcache.so
-fail=0
-note() { echo "interpose: $*"; }
-bad() { echo "interpose: FAIL: $*"; fail=1; }
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
+source "$(dirname "$0")/checks.sh"
 deadline=60  # seconds for a run that could deadlock (sections 6 and 8c)
 
 run() {  # run NAME [VAR=VALUE...]: the test program with the library and the fakes (its cases matching $TC, if set)
   local name=$1; shift
   env LD_PRELOAD="$lib" LD_LIBRARY_PATH="$PWD/$build/fake" VRAMCACHE_SUMMARY_FILE="$out/$name.json" "$@" \
     "$build/interpose_test" --minimal ${TC:+-tc="$TC"} >"$out/$name.log" 2>&1
-}
-
-expect_json() {  # expect_json FILE key=value...
-  local file=$1; shift
-  for kv in "$@"; do
-    grep -q "\"${kv%%=*}\":${kv#*=}[,}]" "$file" || bad "$(basename "$file"): expected ${kv%%=*}=${kv#*=}, got $(grep -o "\"${kv%%=*}\":[0-9]*" "$file")"
-  done
-}
-json_num() {  # json_num FILE key: the key's number, or -1 if it is missing
-  local v; v=$(grep -o "\"$2\":[0-9]*" "$1" | head -1 | cut -d: -f2)
-  echo "${v:--1}"
 }
 
 # 1. count mode: every figure of the scenario in interpose_test.cc.
