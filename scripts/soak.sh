@@ -46,7 +46,7 @@ env LD_PRELOAD="$(readlink -f "$lsan"):$PWD/build/libvramcache.so" LSAN_OPTIONS=
   build/interpose_test --minimal -tc='soak*' > "$log" 2>&1
 rc=$?
 python3 - "$log" "$rc" "$ops" "$record" "$summary" "$liblog" "$sha" <<'PY'
-import json, sys
+import json, re, sys
 sys.path.insert(0, "scripts")
 log, rc, ops, record = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4] == "1"
 try:
@@ -55,7 +55,8 @@ except (OSError, ValueError):
     summary = {}
 text = open(log, errors="replace").read()
 liblines = open(sys.argv[6], errors="replace").read().splitlines()
-rows = [l.split() for l in text.splitlines() if l.startswith("soak: iteration ") and len(l.split()) == 9]
+row = re.compile(r"^soak: iteration \d+ ops \d+ own_rss_bytes -?\d+ heap_bytes -?\d+$")
+rows = [l.split() for l in text.splitlines() if row.match(l)]
 ops_at = [int(r[4]) for r in rows]
 leaks = text.count("ERROR: LeakSanitizer")
 wrong = text.count("ERROR: CHECK")

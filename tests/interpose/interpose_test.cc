@@ -719,6 +719,7 @@ TEST_CASE("soak: a million calls, sizes varied, learning again halfway") {
     const long long heap = (long long)(sanitizer_heap ? sanitizer_heap() : info.uordblks + info.hblkhd);
     fprintf(stdout, "soak: iteration %d ops %ld own_rss_bytes %lld heap_bytes %lld\n", iter, ops,
             (long long)resident * page - fake, heap - fake);
+    fflush(stdout);  // whole lines: the library's lines go to the same file, unbuffered
   }
   CHECK(failed == 0);
   CHECK(wrong == 0);
