@@ -89,7 +89,7 @@ class Compressor {
   // `params`: the seed, power iterations and error samples (the rank comes from each target);
   // `max_error`: factors whose sampled relative error passes it are not kept (1 keeps any).
   explicit Compressor(CompressDevice *dev, LowRankParams params = {}, double max_error = 1.0);
-  ~Compressor();  // gives back its device block
+  ~Compressor();  // gives back its device block (the device must outlive the compressor)
 
   // The matrix at t.addr is on the device, its bytes final. Factors it if `room` (device bytes
   // free in the budget now) holds the factors and the scratch; on kFactored its factors are kept

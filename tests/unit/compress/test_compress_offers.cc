@@ -83,9 +83,9 @@ vc::GemmOperand output_d() {
 // all of the other allocation, which evicts D.
 template <class Device = FailingFactor>
 struct Program {
-  std::unique_ptr<vc::Runtime> rt;
   FrameLike mover;
-  Device dev;
+  Device dev;  // (before the runtime: its compressor gives its device block back as it goes)
+  std::unique_ptr<vc::Runtime> rt;
   std::vector<vc::ParamSlot> no_slots;
   Program(const char *rank, bool with_device, bool frames = true) {
     std::map<std::string, std::string> vars = {{"VRAMCACHE_BUDGET", "64M"}, {"VRAMCACHE_POLICY", "reactive"}};
