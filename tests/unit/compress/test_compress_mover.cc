@@ -406,19 +406,29 @@ TEST_CASE("compress mover: a withdrawn offer is not factored; a write keeps fact
   CHECK(memory.at(kMatrix)[0] == 0x11);
 }
 
-TEST_CASE("compress mover: an op reaching a factored output where it is finds it rebuilt there") {
+// An offered output factored on its way out, its home copy stale (0xee): `want` is what its
+// rebuild gives.
+template <class Inner = pager_test::FakeMover>
+struct Factored {
   vc::CompressChoice c = choice();
-  pager_test::FakeMover inner;
+  Inner inner;
   Memory memory;
-  memory.mem[kBase1] = content(5 * kPage, 1);
   const std::vector<uint8_t> m = low_rank(), want = rebuilt(m);
-  memcpy(memory.at(kMatrix), m.data(), m.size());
-  vc::Compressor comp(&memory);
-  vc::CompressMover mover(&inner, &comp, kPage, c.factor_bytes + c.scratch_bytes);
-  mover.offer(vc::compress_target(kMatrix, c, "g"));
-  REQUIRE(mover.to_host(kBase1, 5 * kPage));
-  REQUIRE(comp.count() == 1);
-  memset(memory.at(kMatrix), 0xee, m.size());
+  vc::Compressor comp{&memory};
+  vc::CompressMover mover{&inner, &comp, kPage, c.factor_bytes + c.scratch_bytes};
+  Factored() {
+    memory.mem[kBase1] = content(5 * kPage, 1);
+    memcpy(memory.at(kMatrix), m.data(), m.size());
+    mover.offer(vc::compress_target(kMatrix, c, "g"));
+    REQUIRE(mover.to_host(kBase1, 5 * kPage));
+    REQUIRE(comp.count() == 1);
+    memset(memory.at(kMatrix), 0xee, m.size());
+  }
+};
+
+TEST_CASE("compress mover: an op reaching a factored output where it is finds it rebuilt there") {
+  Factored<> t;
+  auto &[c, inner, memory, m, want, comp, mover] = t;
   CHECK(mover.reach(kBase1 + 4 * kPage, 16));  // the last page, shared with other data
   CHECK(comp.count() == 0);
   // Rebuilt by the device in the reserve, not by the host (seconds of a core for a large matrix).
@@ -445,18 +455,8 @@ TEST_CASE("compress mover: an op that brings back part of a factored output find
     bool fail_reach = false;
     bool reach(uint64_t addr, uint64_t bytes) override { return reached.push_back({addr, bytes}), !fail_reach; }
   };
-  vc::CompressChoice c = choice();
-  Reaching inner;
-  Memory memory;
-  memory.mem[kBase1] = content(5 * kPage, 1);
-  const std::vector<uint8_t> m = low_rank(), want = rebuilt(m);
-  memcpy(memory.at(kMatrix), m.data(), m.size());
-  vc::Compressor comp(&memory);
-  vc::CompressMover mover(&inner, &comp, kPage, c.factor_bytes + c.scratch_bytes);
-  mover.offer(vc::compress_target(kMatrix, c, "g"));
-  REQUIRE(mover.to_host(kBase1, 5 * kPage));
-  REQUIRE(comp.count() == 1);
-  memset(memory.at(kMatrix), 0xee, m.size());  // what home holds of it: stale
+  Factored<Reaching> t;  // (what home holds of it: stale)
+  auto &[c, inner, memory, m, want, comp, mover] = t;
   // A slice in page 2 alone comes back: the rest is reached where it is, all of it rebuilt.
   inner.fail_reach = true;  // first the reach fails: no rebuild, the fence does not pass
   REQUIRE(mover.to_device(kBase1 + 2 * kPage, kPage));
@@ -481,18 +481,8 @@ TEST_CASE("compress mover: an op that brings back part of a factored output find
 }
 
 TEST_CASE("compress mover: held where it is for good, a factored output is rebuilt by the host, right") {
-  vc::CompressChoice c = choice();
-  pager_test::FakeMover inner;
-  Memory memory;
-  memory.mem[kBase1] = content(5 * kPage, 1);
-  const std::vector<uint8_t> m = low_rank(), want = rebuilt(m);
-  memcpy(memory.at(kMatrix), m.data(), m.size());
-  vc::Compressor comp(&memory);
-  vc::CompressMover mover(&inner, &comp, kPage, c.factor_bytes + c.scratch_bytes);
-  mover.offer(vc::compress_target(kMatrix, c, "g"));
-  REQUIRE(mover.to_host(kBase1, 5 * kPage));
-  REQUIRE(comp.count() == 1);
-  memset(memory.at(kMatrix), 0xee, m.size());
+  Factored<> t;
+  auto &[c, inner, memory, m, want, comp, mover] = t;
   const uint64_t peak = comp.device_peak();
   CHECK(mover.hold_mappings(true));
   CHECK(comp.count() == 0);
