@@ -256,6 +256,7 @@ VC_EXPORT cublasStatus_t cublasLtMatmul(cublasLtHandle_t lt, cublasLtMatmulDesc_
         lt_operand('C', c, c_desc, OperandRole::kRead),
         lt_operand('D', d, d_desc, OperandRole::kWritten),
     };
+    ops[3].k = vc::gemm_k(ops[0], desc_attr<int32_t>(desc, CUBLASLT_MATMUL_DESC_TRANSA, CUBLAS_OP_N) != CUBLAS_OP_N);
     // An unread C is not an access at all: drop it.
     if (!beta_nonzero) ops[2] = ops[3];
     publish(rt, GemmApi::kCublasLt, ops, beta_nonzero ? 4 : 3);

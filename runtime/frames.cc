@@ -398,7 +398,7 @@ bool FrameMover::fetch(Lock &lock, Frame *f) {
   return true;
 }
 
-bool FrameMover::evict(Lock &lock, Frame *f, bool write_back, bool discard) {
+bool FrameMover::evict(Lock &lock, Frame *f, bool write_back, bool discard, const std::vector<uint8_t> *dead) {
   while (f->move && move_of(f)->remapping) moved_.wait(lock);
   switch (f->where) {
     case Where::kHome:
@@ -426,13 +426,24 @@ bool FrameMover::evict(Lock &lock, Frame *f, bool write_back, bool discard) {
       return fail("a copy to the host");
     }
     m.gate = true, m.claimed_clean = !write_back;
+    if (dead) m.dead = *dead;
   } else {
     // Clean: its home holds what the chunk does. The event still follows the program's work that
-    // the out stream was ordered after, so the remap waits for it as a copy would.
-    if ((write_back && !dev_->copy(kOut, f->home_va, f->chunk_va, f->bytes)) || !(m.token = dev_->mark(kOut)))
-      return fail("a copy to the host");
-    (write_back ? stats_.out_bytes : stats_.clean_bytes) += f->bytes;
-    if (write_back) last_out_ = m.seq, f->current = false;
+    // the out stream was ordered after, so the remap waits for it as a copy would. Dead pieces
+    // (Note [Discarded frames]) are not copied.
+    uint64_t copied = 0;
+    for (size_t i = 0, j, n = pieces(f->bytes); write_back && i < n; i = j) {  // runs of pieces alike
+      const bool skip = dead && (*dead)[i];
+      for (j = i + 1; j < n && (dead && (*dead)[j]) == skip; ++j) {}
+      const uint64_t off = i * piece_, len = std::min(j * piece_, f->bytes) - off;
+      if (skip) continue;
+      if (!dev_->copy(kOut, f->home_va + off, f->chunk_va + off, len)) return fail("a copy to the host");
+      copied += len;
+    }
+    if (!(m.token = dev_->mark(kOut))) return fail("a copy to the host");
+    const uint64_t discarded = dead ? dead_bytes(*f, *dead, 0, dead->size()) : 0;
+    stats_.out_bytes += copied, stats_.clean_bytes += f->bytes - copied, stats_.discarded_bytes += discarded;
+    if (copied) last_out_ = m.seq, f->current = false;
   }
   moves_.push_back(m);
   f->where = Where::kEvicting, f->move = m.seq;
@@ -625,11 +636,43 @@ bool FrameMover::to_host_clean(uint64_t addr, uint64_t bytes) {
 // program read the frame before it has written it again (the rebuild), and the next eviction after that
 // write finds the pieces changed against the hashes of their next arrival and copies them. A discard
 // cancelled before its remap (the frame wanted back) leaves the frame resident with its bytes, and home
-// as it was, so the hashes of its arrival still describe home.
+// as it was, so the hashes of its arrival still describe home. to_host_except does the same for
+// some pieces of a frame (a factored matrix smaller than a frame): the frame's other pieces move as
+// any eviction's, its dead pieces are neither copied nor counted changed, and home keeps their older
+// bytes, which their arrival's hashes describe.
 bool FrameMover::discard(uint64_t addr, uint64_t bytes) {
   Lock lock(mu_);
   if (stats_.failed) return false;
   return each_frame(addr, bytes, [&](Frame *f) { return evict(lock, f, false, true); });
+}
+
+// A frame whose pieces are all dead is discarded; one with some is evicted without copying them.
+bool FrameMover::to_host_except(uint64_t addr, uint64_t bytes, bool clean, const Ranges &dead) {
+  Lock lock(mu_);
+  if (stats_.failed) return false;
+  std::vector<uint8_t> mask;
+  return each_frame(addr, bytes, [&](Frame *f) {
+    const size_t n = pieces(f->bytes);
+    mask.assign(n, 0);
+    size_t count = 0;
+    for (size_t k = 0; k < n; ++k) {
+      const uint64_t lo = f->va + k * piece_, hi = f->va + std::min((k + 1) * piece_, f->bytes);
+      for (const auto &[a, b] : dead)
+        if (a <= lo && hi <= b) {
+          mask[k] = 1, ++count;
+          break;
+        }
+    }
+    if (count == n) return evict(lock, f, false, true);
+    return evict(lock, f, !clean, false, count ? &mask : nullptr);
+  });
+}
+
+uint64_t FrameMover::dead_bytes(const Frame &f, const std::vector<uint8_t> &dead, size_t from, size_t to) const {
+  uint64_t b = 0;
+  for (size_t k = from; k < to; ++k)
+    if (dead[k]) b += std::min((k + 1) * piece_, f.bytes) - k * piece_;
+  return b;
 }
 
 uint64_t FrameMover::mark(uint64_t stream) {

@@ -171,6 +171,9 @@ class FrameMover final : public Mover {
   bool to_host(uint64_t addr, uint64_t bytes) override;
   bool to_host_clean(uint64_t addr, uint64_t bytes) override;  // remapped home without a copy
   bool discard(uint64_t addr, uint64_t bytes) override;        // neither copied nor checked
+  // Pieces wholly inside `dead` neither copied nor checked, the rest as to_host (to_host_clean).
+  bool to_host_except(uint64_t addr, uint64_t bytes, bool clean, const Ranges &dead) override;
+  uint64_t piece() const override { return piece_; }
   uint64_t mark(uint64_t stream) override;
   void drop_mark(uint64_t m) override;
   bool copy_after(uint64_t m) override;
@@ -194,7 +197,7 @@ class FrameMover final : public Mover {
 
   const FrameStats &stats() const { return stats_; }
   bool clean_check() const { return check_; }  // on, and the device hashes
-  uint64_t piece() const { return piece_; }
+  // (piece() above: the clean check's pieces)
   // One line: moves in flight, copies, remaps, device chunks (for the status line).
   std::string describe() const;
   // Its part of the disk level: host memory of homes and its peak, bytes on the disk each way, the
@@ -262,6 +265,7 @@ class FrameMover final : public Mover {
     uint64_t hashes = 0;
     bool gate = false, claimed_clean = false;
     std::vector<uint8_t> written;
+    std::vector<uint8_t> dead;  // pieces not to copy home though changed (Note [Discarded frames])
   };
   struct Chunk {
     uint64_t handle = 0, va = 0, bytes = 0;
@@ -271,7 +275,9 @@ class FrameMover final : public Mover {
   // All with mu_ held (`lock`).
   bool each_frame(uint64_t addr, uint64_t bytes, const std::function<bool(Frame *)> &fn);
   bool fetch(Lock &lock, Frame *f);
-  bool evict(Lock &lock, Frame *f, bool write_back, bool discard = false);
+  // `dead`: a mask of its pieces left without a copy (Note [Discarded frames]), or null.
+  bool evict(Lock &lock, Frame *f, bool write_back, bool discard = false, const std::vector<uint8_t> *dead = nullptr);
+  uint64_t dead_bytes(const Frame &f, const std::vector<uint8_t> &dead, size_t from, size_t to) const;  // pieces [from, to)
   Move *move_of(const Frame *f);
   Move *move_at(uint64_t seq);  // the move in flight of that seq, else null
   // Until moves up to seq `upto` are complete (block) or as far as their copies are (not block).

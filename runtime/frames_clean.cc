@@ -91,14 +91,18 @@ bool FrameMover::write_back(Move *m, bool *issued) {
   Frame *f = m->frame;
   const size_t n = pieces(f->bytes);
   const bool known = f->known.size() == n;
-  auto changed = [&](size_t k) { return !have || !known || !f->known[k] || now[k] != f->arrived[k]; };
+  const bool any_dead = m->dead.size() == n;
+  auto changed = [&](size_t k) {
+    return !(any_dead && m->dead[k]) && (!have || !known || !f->known[k] || now[k] != f->arrived[k]);
+  };
+  if (any_dead) stats_.discarded_bytes += dead_bytes(*f, m->dead, 0, n);
   m->written.assign(n, 0);
   uint64_t copied = 0, claims = 0;  // claims: pieces the pager called clean that changed
   for (size_t i = 0, j; i < n; i = j) {  // runs of pieces alike
     for (j = i + 1; j < n && changed(j) == changed(i); ++j) {}
     const uint64_t off = i * piece_, len = std::min(j * piece_, f->bytes) - off;
     if (!changed(i)) {
-      stats_.unchanged_bytes += len;
+      stats_.unchanged_bytes += len - (any_dead ? dead_bytes(*f, m->dead, i, j) : 0);
       continue;
     }
     if (!dev_->copy(kBack, f->home_va + off, f->chunk_va + off, len)) return fail("a copy to the host");

@@ -70,6 +70,7 @@ void blas_gemm_operands(const BlasGemm &g, GemmOperand ops[3]) {
   stored_shape(g.trans_b, g.k, g.n, &ops[1]);
   ops[2] = GemmOperand{'C', g.c, g.m, g.n, g.ldc, false, g.type_c, g.batch, g.stride_c,
                        g.beta_may_be_nonzero ? OperandRole::kReadWritten : OperandRole::kWritten};
+  ops[2].k = g.k;
 }
 
 }  // namespace vc

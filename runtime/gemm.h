@@ -22,6 +22,10 @@ struct GemmOperand {
   int64_t batch = 1;
   int64_t stride = 0;  // elements between batches
   OperandRole role = OperandRole::kRead;
+  // The written operand: the call's k, the inner dimension of its product (op(A) is m x k); 0:
+  // unknown. For a Linear layer's output, the lesser of k and the output's own inner dimension is
+  // the layer's narrower width (the hidden size of a transformer's projections).
+  uint64_t k = 0;
 };
 
 // Bytes from ptr to one past the last element the operand touches; 0 if the type is unknown.
@@ -46,5 +50,9 @@ struct BlasGemm {
 };
 // Writes A, B and C (C read-written or written) into ops[0..2].
 void blas_gemm_operands(const BlasGemm &g, GemmOperand ops[3]);
+
+// The k of a call whose A (a cuBLASLt layout: its logical rows and columns, whatever the order) is
+// transposed or not: op(A) is m x k.
+inline uint64_t gemm_k(const GemmOperand &a, bool a_transposed) { return a_transposed ? a.rows : a.cols; }
 
 }  // namespace vc

@@ -106,8 +106,9 @@ namespace vc {
   X(kCompressRank, "VRAMCACHE_COMPRESS_RANK", kRank, "0", "h/4",                                   \
     "with a budget: outputs of recognized GEMMs (bf16, fp16 or fp32, both sides at least 512) that " \
     "would move out or stay idle until read are kept as two thin factors of this rank and rebuilt "  \
-    "before the read (lossy; deterministic for a run): a whole number, or `h/N`, the matrix's "      \
-    "inner dimension over N; 0: off. Explicit backend only; `vramcache run --compress h/4` sets it. " \
+    "before the read (lossy; deterministic for a run): a whole number, or `h/N`, the output's width " \
+    "over N (the lesser of its inner dimension and the GEMM's k: a transformer's hidden size); 0: "  \
+    "off. Explicit backend only; `vramcache run --compress h/4` sets it. "                             \
     "The exit summary gives outputs compressed, MB saved, rebuild time and sampled error per GEMM " \
     "(docs/paging.md)")                                                                              \
   X(kAllowOversubscribe, "VRAMCACHE_ALLOW_OVERSUBSCRIBE", kBool, "0", "1",                           \

@@ -144,7 +144,7 @@ void Recorder::record_gemm(const RecordedOp &r, const std::vector<Ref> &unique, 
     GemmWrite g;
     g.op = uint32_t(trace_.ops.size()), g.ref = first_ref + uint32_t(k);
     g.rows = w->rows, g.cols = w->cols, g.ld = w->ld, g.type = w->type, g.row_major = w->row_major;
-    g.batch = w->batch, g.stride = w->stride;
+    g.batch = w->batch, g.stride = w->stride, g.k = w->k < (1u << 24) ? w->k : 0;
     trace_.gemms.push_back(g);
     return;
   }

@@ -37,7 +37,7 @@ uint32_t Trace::intern(const std::string &name) {
 GemmOperand GemmWrite::operand(uint64_t ptr) const {
   GemmOperand o;
   o.name = 'D', o.ptr = ptr, o.rows = rows, o.cols = cols, o.ld = ld, o.row_major = row_major, o.type = type;
-  o.batch = batch, o.stride = stride, o.role = OperandRole::kWritten;
+  o.batch = batch, o.stride = stride, o.role = OperandRole::kWritten, o.k = k;
   return o;
 }
 

@@ -98,6 +98,7 @@ struct GemmWrite {
   int32_t type = 0;                     // cudaDataType_t value
   bool row_major = false;
   int64_t batch = 1, stride = 0;
+  uint64_t k = 0;  // GemmOperand::k; 0 also where it is 2^24 or more (the record's 3 bytes)
   GemmOperand operand(uint64_t ptr) const;  // as the BLAS call gave it (role written)
 };
 

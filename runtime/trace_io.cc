@@ -261,7 +261,7 @@ bool decode_gemms(Reader &r, std::vector<GemmWrite> *g) {
     w.rows = r.u64(), w.cols = r.u64(), w.ld = r.u64();
     w.type = int32_t(r.u32());
     uint8_t row_major = r.u8();
-    r.u8(), r.u8(), r.u8();
+    for (int shift = 0; shift < 24; shift += 8) w.k |= uint64_t(r.u8()) << shift;
     w.batch = int64_t(r.u64()), w.stride = int64_t(r.u64());
     if (row_major > 1) r.fail("GEMM record of op " + std::to_string(w.op) + ": layout " + std::to_string(row_major));
     w.row_major = row_major;
@@ -274,7 +274,9 @@ void encode_gemms(Writer &file, const std::vector<GemmWrite> &g) {
   p.u64(g.size());
   for (const GemmWrite &w : g) {
     p.u32(w.op), p.u32(w.ref), p.u64(w.rows), p.u64(w.cols), p.u64(w.ld), p.u32(uint32_t(w.type));
-    p.u8(w.row_major), p.u8(0), p.u8(0), p.u8(0), p.u64(uint64_t(w.batch)), p.u64(uint64_t(w.stride));
+    // k in three bytes, little end first (0: unknown, as traces written before it read).
+    p.u8(w.row_major), p.u8(uint8_t(w.k)), p.u8(uint8_t(w.k >> 8)), p.u8(uint8_t(w.k >> 16));
+    p.u64(uint64_t(w.batch)), p.u64(uint64_t(w.stride));
   }
   section(file, kGemms, p);
 }

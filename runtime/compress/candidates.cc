@@ -72,7 +72,7 @@ CompressChoice compress_shape(const GemmOperand &operand, const CompressPolicy &
   c.verdict = CompressVerdict::kSmall;
   if (c.inner < policy.min_dim || c.outer < policy.min_dim) return c;
   c.verdict = CompressVerdict::kNoSaving;
-  c.rank = compress_rank_for(policy.rank_setting, c.inner, c.outer);
+  c.rank = compress_rank_for(policy.rank_setting, c.inner, c.outer, operand.k);
   if (c.rank == 0) return c;
   const LowRankBytes b = lowrank_bytes(c.inner, c.outer, c.rank, c.type);
   c.matrix_bytes = b.matrix, c.factor_bytes = b.factors, c.scratch_bytes = b.scratch;

@@ -9,11 +9,12 @@ namespace vc {
 
 // Note [Compressed moves]
 // - Only an eviction that takes the whole matrix off the device in one call, with a copy (the pager
-//   does not call it clean), factors it: the pages wholly inside the matrix then leave without a
-//   copy (discard: their home copy goes stale, and the frame mover's clean check does not copy home
-//   the pieces that changed, Note [Discarded frames]), the pages it shares with other data at either
-//   end are copied as usual. A matrix that leaves in
-//   pieces moves as it would with compression off.
+//   does not call it clean), factors it: the pieces wholly inside the matrix then leave without a
+//   copy (Mover::to_host_except: the frame mover's clean-check pieces of 2 MiB, so that a matrix
+//   smaller than a frame saves its bytes too; whole pages with a mover that has no pieces). Their
+//   home copy goes stale, and the frame mover's clean check does not copy them home though they
+//   changed (Note [Discarded frames]); the rest of the pages, what the matrix shares with other data
+//   included, moves as usual. A matrix that leaves in parts moves as it would with compression off.
 // - If factoring fails or is refused, the eviction is the inner mover's, unchanged (Note
 //   [Compression fallbacks]).
 // - The matrix is rebuilt once the fence after the first fetch of any of its pages has passed: in
@@ -104,21 +105,26 @@ void CompressMover::freed(uint64_t addr, uint64_t bytes) {
 }
 
 void CompressMover::inner_pages(uint64_t lo, uint64_t hi, uint64_t *first, uint64_t *end) const {
-  *first = (lo + page_ - 1) / page_ * page_;
-  *end = std::max(*first, hi / page_ * page_);
+  const uint64_t g = inner_->piece() ? inner_->piece() : page_;
+  *first = (lo + g - 1) / g * g;
+  *end = std::max(*first, hi / g * g);
 }
 
-bool CompressMover::move_home(uint64_t addr, uint64_t bytes, bool clean) {
+bool CompressMover::move_home(uint64_t addr, uint64_t bytes, bool clean, const Ranges &dead) {
   // Runs of pages split where stale ones (to be copied) meet clean ones; a page's stale mark goes
-  // as it leaves with its bytes.
+  // as it leaves (its bytes copied, or dead).
   uint64_t at = addr, end = addr + bytes;
+  Ranges in_run;
   while (at < end) {
     const uint64_t p = at / page_ * page_;
     const bool copy = !clean || stale_.count(p);
     uint64_t next = std::min(end, p + page_);
     while (next < end && (!clean || stale_.count(next / page_ * page_)) == copy) next = std::min(end, next + page_);
     for (uint64_t q = p; q < next; q += page_) stale_.erase(q);
-    if (!(copy ? inner_->to_host(at, next - at) : inner_->to_host_clean(at, next - at))) return false;
+    in_run.clear();
+    for (const auto &[lo, hi] : dead)
+      if (lo < next && hi > at) in_run.push_back({std::max(lo, at), std::min(hi, next)});
+    if (!inner_->to_host_except(at, next - at, !copy, in_run)) return false;
     at = next;
   }
   return true;
@@ -132,7 +138,7 @@ bool CompressMover::evict(uint64_t addr, uint64_t bytes, bool clean) {
   }
   // The offered matrices this eviction takes whole, in address order. An eviction the pager calls
   // clean copies nothing anyway: factoring would lose precision for no byte saved.
-  std::vector<std::pair<uint64_t, uint64_t>> factored;  // wholly-inside pages that leave clean
+  Ranges dead;  // the whole pieces (or pages) inside them: they leave without their bytes
   for (auto it = offers_.lower_bound(addr); !clean && it != offers_.end() && it->first < addr + bytes;) {
     const CompressTarget &t = it->second;
     const uint64_t hi = t.addr + t.shape.matrix_bytes;
@@ -147,7 +153,7 @@ bool CompressMover::evict(uint64_t addr, uint64_t bytes, bool clean) {
       continue;
     }
     if (end > first && comp_->factor_out(t, reserve_) == FactorResult::kFactored) {
-      factored.push_back({first, end});
+      dead.push_back({first, end});
       Away &a = away_[t.addr];
       a.bytes = t.shape.matrix_bytes;
       a.pages = (hi + page_ - 1) / page_ - t.addr / page_;
@@ -157,14 +163,7 @@ bool CompressMover::evict(uint64_t addr, uint64_t bytes, bool clean) {
       ++it;
     }
   }
-  uint64_t at = addr;
-  for (const auto &[first, end] : factored) {
-    if (first > at && !move_home(at, first - at, clean)) return false;
-    for (uint64_t p = first; p < end; p += page_) stale_.erase(p);
-    if (!inner_->discard(first, end - first)) return false;
-    at = end;
-  }
-  return at >= addr + bytes || move_home(at, addr + bytes - at, clean);
+  return move_home(addr, bytes, clean, dead);
 }
 
 bool CompressMover::to_host(uint64_t addr, uint64_t bytes) {

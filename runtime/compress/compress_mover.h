@@ -101,10 +101,11 @@ class CompressMover final : public Mover {
     std::set<uint64_t> in;    // of them, those on the device again (or their fetch issued)
     uint64_t fence = 0;       // the first fence after its last page's fetch (0: not yet)
   };
-  // Pages wholly inside [lo, hi): [first, end) in page-aligned addresses (empty if none).
+  // The pieces (the inner mover's, else pages) wholly inside [lo, hi): [first, end) (empty if none).
   void inner_pages(uint64_t lo, uint64_t hi, uint64_t *first, uint64_t *end) const;
   bool evict(uint64_t addr, uint64_t bytes, bool clean);
-  bool move_home(uint64_t addr, uint64_t bytes, bool clean);  // inner, stale pages copied
+  // To the inner mover, stale pages copied and the `dead` ranges discarded.
+  bool move_home(uint64_t addr, uint64_t bytes, bool clean, const Ranges &dead);
   bool rebuild_due(uint64_t passed_fence);                    // those whose fetch has passed
   // Wherever its pages are, in `room` of device memory (0: on the host).
   bool rebuild_where(uint64_t lo, const Away &a, uint64_t room);

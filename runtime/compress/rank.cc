@@ -42,13 +42,14 @@ bool parse_compress_rank(const std::string &text, int64_t *encoded, std::string 
     return true;
   }
   *error = "expected 0 (off), a rank from 1 to " + std::to_string(kCompressRankMax) +
-           " or a fraction h/N of the inner dimension";
+           " or a fraction h/N of the output's width";
   return false;
 }
 
-uint32_t compress_rank_for(int64_t encoded, uint64_t inner, uint64_t outer) {
+uint32_t compress_rank_for(int64_t encoded, uint64_t inner, uint64_t outer, uint64_t k) {
   if (encoded == 0 || inner == 0 || outer == 0) return 0;
-  uint64_t r = encoded > 0 ? uint64_t(encoded) : inner / uint64_t(-encoded);
+  const uint64_t h = k ? std::min(inner, k) : inner;
+  uint64_t r = encoded > 0 ? uint64_t(encoded) : h / uint64_t(-encoded);
   if (r == 0 || r >= std::min(inner, outer)) return 0;
   return uint32_t(r);
 }

@@ -1,5 +1,7 @@
-// The rank of VRAMCACHE_COMPRESS_RANK: off, a whole number, or a fraction `h/N` of a matrix's
-// inner (contiguous) dimension. Parsing and the rank a given matrix gets; pure, no CUDA.
+// The rank of VRAMCACHE_COMPRESS_RANK: off, a whole number, or a fraction `h/N` of a GEMM output's
+// width h: the lesser of its inner (contiguous) dimension and the call's k, which for a Linear
+// layer's output is the layer's narrower side (a transformer's hidden size, for the QKV and MLP
+// projections alike). Parsing and the rank a given matrix gets; pure, no CUDA.
 // It does not decide whether a matrix is compressed (candidates.h does).
 #pragma once
 
@@ -16,9 +18,9 @@ constexpr int64_t kCompressDivisorMax = 1024;  // h/N: N from 2 to this
 // option's one line) on anything else.
 bool parse_compress_rank(const std::string &text, int64_t *encoded, std::string *error);
 
-// The rank a stored matrix of inner x outer elements (inner: the contiguous dimension, the hidden
-// size of a PyTorch activation) gets from `encoded`; 0 when off, when the fraction rounds to 0,
-// or when the rank is not below both dimensions (nothing to gain).
-uint32_t compress_rank_for(int64_t encoded, uint64_t inner, uint64_t outer);
+// The rank a stored matrix of inner x outer elements, written by a GEMM of inner dimension `k` (0:
+// unknown, then h is `inner`), gets from `encoded`; 0 when off, when the fraction rounds to 0, or
+// when the rank is not below both dimensions (nothing to gain).
+uint32_t compress_rank_for(int64_t encoded, uint64_t inner, uint64_t outer, uint64_t k);
 
 }  // namespace vc

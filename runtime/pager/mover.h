@@ -28,6 +28,23 @@ class Mover {
   // output, rebuilt in place once back: Note [Compressed moves]): a mover that can leaves them
   // without copying or checking anything; their home copy is then stale.
   virtual bool discard(uint64_t addr, uint64_t bytes) { return to_host_clean(addr, bytes); }
+  // to_host (to_host_clean where `clean`) of [addr, addr + bytes), but the bytes of `dead` (ranges
+  // inside it, in address order, each whole pieces: see piece) are discarded as above. A mover
+  // with pieces does it in one eviction of each page; this one discards the dead ranges (whole
+  // pages then) and moves the rest.
+  using Ranges = std::vector<std::pair<uint64_t, uint64_t>>;  // [lo, hi)
+  virtual bool to_host_except(uint64_t addr, uint64_t bytes, bool clean, const Ranges &dead) {
+    uint64_t at = addr;
+    for (const auto &[lo, hi] : dead) {
+      if (lo > at && !(clean ? to_host_clean(at, lo - at) : to_host(at, lo - at))) return false;
+      if (!discard(lo, hi - lo)) return false;
+      at = hi;
+    }
+    return at >= addr + bytes || (clean ? to_host_clean(at, addr + bytes - at) : to_host(at, addr + bytes - at));
+  }
+  // The least to_host_except discards of a page, at addresses that are multiples of it (a frame's
+  // clean-check pieces); 0: a whole page.
+  virtual uint64_t piece() const { return 0; }
   // A mark at the current end of application stream `stream` (what it has enqueued so far): a
   // nonzero token, valid until drop_mark.
   virtual uint64_t mark(uint64_t stream) = 0;

@@ -257,17 +257,23 @@ struct InstantMover final : Mover {
         if (auto it = levels.find(p); it != levels.end()) it->second.resident = false, it->second.current &= !written;
       });
   }
-  bool to_host(uint64_t addr, uint64_t bytes) override {
-    left(addr, bytes, true);
-    if (!writes.present()) copied += bytes;
-    else each_piece(addr, bytes, [&](uint64_t p, uint64_t n) { copied += changed.erase(p) * n; });
+  bool to_host(uint64_t addr, uint64_t bytes) override { return to_host_except(addr, bytes, false, {}); }
+  bool to_host_clean(uint64_t addr, uint64_t bytes) override { return to_host_except(addr, bytes, true, {}); }
+  // The pieces wholly inside `dead` leave without a copy, as the frame mover's do.
+  bool to_host_except(uint64_t addr, uint64_t bytes, bool clean, const Ranges &dead) override {
+    left(addr, bytes, !clean);
+    uint64_t dead_bytes = 0;
+    for (const auto &[lo, hi] : dead) dead_bytes += hi - lo;
+    if (!writes.present()) copied += clean ? 0 : bytes - dead_bytes;
+    else
+      each_piece(addr, bytes, [&](uint64_t p, uint64_t n) {
+        bool is_dead = false;
+        for (const auto &[lo, hi] : dead) is_dead = is_dead || (lo <= p && p + n <= hi);
+        copied += (changed.erase(p) && !clean && !is_dead) * n;
+      });
     return moved(addr, bytes, false);
   }
-  bool to_host_clean(uint64_t addr, uint64_t bytes) override {
-    left(addr, bytes, false);
-    if (writes.present()) each_piece(addr, bytes, [&](uint64_t p, uint64_t) { changed.erase(p); });
-    return moved(addr, bytes, false);
-  }
+  uint64_t piece() const override { return writes.present() ? writes.piece_bytes() : std::min(kMaxPiece, page); }
   bool reach(uint64_t addr, uint64_t bytes) override {
     if (level.host_limit)  // reached at home: its home, and the disk copy no longer counted current
       each(addr, bytes, [&](uint64_t p) {

@@ -88,4 +88,5 @@ struct FakeLtLayout {
 struct FakeLtDesc {
   int32_t pointer_mode;
   int32_t scale_type;
+  int32_t transa;
 };

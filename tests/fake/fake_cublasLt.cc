@@ -52,6 +52,7 @@ DEF(cublasStatus_t, cublasLtMatmulDescGetAttribute, cublasLtMatmulDesc_t desc,
   switch (attr) {
     case CUBLASLT_MATMUL_DESC_POINTER_MODE: return give(d->pointer_mode, buf, size, written);
     case CUBLASLT_MATMUL_DESC_SCALE_TYPE: return give(d->scale_type, buf, size, written);
+    case CUBLASLT_MATMUL_DESC_TRANSA: return give(d->transa, buf, size, written);
     default: return CUBLAS_STATUS_INVALID_VALUE;
   }
 }

@@ -330,7 +330,7 @@ TEST_CASE("scenario: allocations, GEMMs, launches, graphs, copies, frees") {
                        16, &one, reinterpret_cast<void *>(d1), CUDA_R_16BF, 16, CUBLAS_COMPUTE_32F,
                        CUBLAS_GEMM_DEFAULT) == CUBLAS_STATUS_SUCCESS);  // 3 operands, once (not again as Lt)
   FakeLtLayout layout = {CUDA_R_16BF, CUBLASLT_ORDER_COL, 16, 16, 16, 1, 0};
-  FakeLtDesc desc = {CUBLASLT_POINTER_MODE_HOST, CUDA_R_32F};
+  FakeLtDesc desc = {CUBLASLT_POINTER_MODE_HOST, CUDA_R_32F, CUBLAS_OP_T};
   auto *l = reinterpret_cast<cublasLtMatrixLayout_t>(&layout);
   REQUIRE(cublasLtMatmul(nullptr, reinterpret_cast<cublasLtMatmulDesc_t>(&desc), &one, a1, l, a2, l, &one, a1, l, a1,
                          l, nullptr, nullptr, 0, nullptr) == CUBLAS_STATUS_SUCCESS);  // 4 operands (beta != 0)

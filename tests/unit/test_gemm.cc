@@ -181,9 +181,13 @@ TEST_CASE("gemm: blas_gemm_operands") {
     }
     CHECK(ops[0].role == OperandRole::kRead);
     CHECK(ops[1].role == OperandRole::kRead);
-    // C is always stored m x n.
+    // C is always stored m x n, and carries the call's k.
     CHECK(ops[2].rows == 4);
     CHECK(ops[2].cols == 5);
+    CHECK(ops[2].k == 3);
+    CHECK(ops[0].k == 0);
+    // The same k from A's stored shape and whether it is transposed (as cuBLASLt gives them).
+    CHECK(vc::gemm_k(ops[0], g.trans_a) == 3);
   };
 
   SUBCASE("no transposes: A m x k, B k x n") {

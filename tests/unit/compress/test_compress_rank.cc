@@ -84,14 +84,23 @@ TEST_CASE("compress rank: the rank of a matrix, 0 when off or when it saves noth
   REQUIRE(vc::parse_compress_rank("h/4", &quarter, &why));
   REQUIRE(vc::parse_compress_rank("h/8", &eighth, &why));
   REQUIRE(vc::parse_compress_rank("300", &fixed, &why));
-  CHECK(vc::compress_rank_for(quarter, 4096, 2048) == 1024);  // hidden 4096, sequence 2048
-  CHECK(vc::compress_rank_for(eighth, 4096, 2048) == 512);
-  CHECK(vc::compress_rank_for(quarter, 4095, 2048) == 1023);  // rounded down
-  CHECK(vc::compress_rank_for(quarter, 16384, 2048) == 0);    // 4096 is not below 2048
-  CHECK(vc::compress_rank_for(quarter, 3, 100) == 0);         // rounds to 0
-  CHECK(vc::compress_rank_for(fixed, 4096, 2048) == 300);
-  CHECK(vc::compress_rank_for(fixed, 300, 2048) == 0);  // not below the inner dimension
-  CHECK(vc::compress_rank_for(fixed, 4096, 301) == 300);
-  CHECK(vc::compress_rank_for(0, 4096, 2048) == 0);
-  CHECK(vc::compress_rank_for(quarter, 0, 2048) == 0);
+  CHECK(vc::compress_rank_for(quarter, 4096, 2048, 0) == 1024);  // hidden 4096, sequence 2048
+  CHECK(vc::compress_rank_for(eighth, 4096, 2048, 0) == 512);
+  CHECK(vc::compress_rank_for(quarter, 4095, 2048, 0) == 1023);  // rounded down
+  CHECK(vc::compress_rank_for(quarter, 16384, 2048, 0) == 0);    // 4096 is not below 2048
+  CHECK(vc::compress_rank_for(quarter, 3, 100, 0) == 0);         // rounds to 0
+  CHECK(vc::compress_rank_for(fixed, 4096, 2048, 0) == 300);
+  CHECK(vc::compress_rank_for(fixed, 300, 2048, 0) == 0);  // not below the inner dimension
+  CHECK(vc::compress_rank_for(fixed, 4096, 301, 0) == 300);
+  CHECK(vc::compress_rank_for(0, 4096, 2048, 0) == 0);
+  CHECK(vc::compress_rank_for(quarter, 0, 2048, 0) == 0);
+  // With the GEMM's k, h is the lesser of it and the inner dimension: a layer's narrower side.
+  // GPT 1.3B (hidden 2048, 2048 tokens): the QKV output 6144 wide (k 2048), the first MLP output
+  // 8192 wide (k 2048), the second 2048 wide (k 8192): rank 512 each at h/4.
+  CHECK(vc::compress_rank_for(quarter, 6144, 2048, 2048) == 512);
+  CHECK(vc::compress_rank_for(quarter, 8192, 2048, 2048) == 512);
+  CHECK(vc::compress_rank_for(quarter, 2048, 2048, 8192) == 512);
+  CHECK(vc::compress_rank_for(quarter, 6144, 8192, 2048) == 512);  // a long sequence: tokens do not count
+  CHECK(vc::compress_rank_for(eighth, 8192, 2048, 2048) == 256);
+  CHECK(vc::compress_rank_for(fixed, 8192, 2048, 16) == 300);  // a whole number is what it says
 }

@@ -48,6 +48,7 @@ Trace training(bool unknown_writes) {
     GemmWrite g;
     g.op = uint32_t(t.ops.size()), g.ref = uint32_t(t.refs.size() + 1);
     g.rows = g.cols = g.ld = 1024, g.type = 14;  // CUDA_R_16BF
+    g.k = s ? 4096 : 0x123456;  // (one with all three bytes of its field set)
     t.gemms.push_back(g);
     op("gemm", {{kW, 0, kPage, Role::kRead}, {kX, 0, kPage, Role::kWritten}}, {{kX, 0}});
     op("gelu", {{kX, 0, 0, Role::kUnknown}}, unknown_writes ? std::vector<WrittenPiece>{{kX, 0}} : std::vector<WrittenPiece>{});
@@ -94,7 +95,8 @@ TEST_CASE("GEMM records: the section round-trips; a trace without it reads with 
   for (size_t i = 0; i < t.gemms.size(); ++i) {
     const GemmWrite &a = t.gemms[i], &b = back.gemms[i];
     CHECK((a.op == b.op && a.ref == b.ref && a.rows == b.rows && a.cols == b.cols && a.ld == b.ld &&
-           a.type == b.type && a.row_major == b.row_major && a.batch == b.batch && a.stride == b.stride));
+           a.type == b.type && a.row_major == b.row_major && a.batch == b.batch && a.stride == b.stride &&
+           a.k == b.k));
   }
   CHECK(encode_trace(back) == bytes);
   t.gemms.clear();
@@ -128,7 +130,7 @@ TEST_CASE("GEMM records: the recorder keeps a BLAS call's written operand with i
   GemmOperand ops[2];
   ops[0].name = 'A', ops[0].ptr = 0x20000000, ops[0].rows = ops[0].cols = ops[0].ld = 16, ops[0].type = 0;
   ops[1] = ops[0], ops[1].name = 'D', ops[1].ptr = 0x20000000 + 4096, ops[1].rows = 1024, ops[1].cols = 256;
-  ops[1].ld = 1024, ops[1].type = 14, ops[1].role = OperandRole::kWritten;
+  ops[1].ld = 1024, ops[1].type = 14, ops[1].role = OperandRole::kWritten, ops[1].k = 384;
   RecordedOp op;
   op.name = "gemm", op.flags = kOpDecoded, op.gemm = ops, op.gemm_count = 2;
   rec.on_op(op, allocs);
@@ -141,7 +143,8 @@ TEST_CASE("GEMM records: the recorder keeps a BLAS call's written operand with i
   CHECK(g.op == 0);
   CHECK(t.refs[g.ref].offset == 4096);
   CHECK(t.refs[g.ref].bytes == 1024 * 256 * 2);
-  CHECK((g.rows == 1024 && g.cols == 256 && g.ld == 1024 && g.type == 14 && g.batch == 1));
+  CHECK((g.rows == 1024 && g.cols == 256 && g.ld == 1024 && g.type == 14 && g.batch == 1 && g.k == 384));
+  CHECK(g.operand(0x20001000).k == 384);
   CHECK(rejection(t) == "");
 }
 
