@@ -199,7 +199,7 @@ void Runtime::page_op(const RecordedOp &op, bool captured) {
   // Note [Offers from the program] in runtime/compress/compress_offers.cc: what the op may write
   // ends its offers before the pager sees it; a GEMM's output is offered after.
   CompressOffers *compress = pg ? compress_.get() : nullptr;
-  if (compress) compress->before_op(refs, wildcard, op.stream, !captured && !capture_open);
+  if (compress) compress->before_op(refs, wildcard, op.stream, !captured && !capture_open, op.name);
   if (pg && !captured && !capture_open && op.kind != OpKind::kSync) {
     op_entered = true;
     pg->on_op({op.kind, op.name, wildcard, op.batch}, op.stream, refs);

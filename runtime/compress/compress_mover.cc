@@ -58,12 +58,15 @@ std::map<uint64_t, CompressTarget>::iterator CompressMover::end_offer(std::map<u
   return offers_.erase(it);
 }
 
-void CompressMover::withdraw(uint64_t addr, uint64_t bytes, End why) {
+size_t CompressMover::withdraw(uint64_t addr, uint64_t bytes, End why) {
   std::lock_guard lock(mu_);
+  size_t ended = 0;
   for (auto it = offers_.begin(); it != offers_.end();) {
     bool overlaps = it->first < addr + bytes && addr < it->first + it->second.shape.matrix_bytes;
+    ended += overlaps;
     it = overlaps ? end_offer(it, why) : std::next(it);
   }
+  return ended;
 }
 
 void CompressMover::reached(uint64_t addr, uint64_t bytes, uint64_t stream, bool may_issue) {

@@ -41,7 +41,8 @@ class CompressMover final : public Mover {
   };
   // An op may write the range: offers of it end (a matrix factored already is still rebuilt when
   // it comes back, so an op that writes part of it finds the rest as it was).
-  void withdraw(uint64_t addr, uint64_t bytes, End why = End::kWritten);
+  // Returns the offers ended.
+  size_t withdraw(uint64_t addr, uint64_t bytes, End why = End::kWritten);
   // An op of unknown role about to be enqueued on `stream` may reach the range: each offer of it
   // stands if its matrix is hashed before the op (or was before an earlier one), and is checked at
   // its eviction; `may_issue` false (a capture is open) ends it. Note [Offers past ops of unknown

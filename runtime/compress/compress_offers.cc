@@ -2,6 +2,7 @@
 // write, the frees. Note [Offers from the program] says why an offer is made after the GEMM's op.
 #include "runtime/compress/compress_offers.h"
 
+#include <algorithm>
 #include <cinttypes>
 #include <cstdio>
 
@@ -72,10 +73,13 @@ void CompressOffers::on_free(uint64_t id, uint64_t base, uint64_t size) {
   mover_.freed(base, size);
 }
 
-void CompressOffers::before_op(const std::vector<Ref> &refs, bool wildcard, uint64_t stream, bool may_issue) {
+void CompressOffers::before_op(const std::vector<Ref> &refs, bool wildcard, uint64_t stream, bool may_issue,
+                               const char *name) {
   std::lock_guard lock(mu_);
   if (wildcard) {
-    mover_.withdraw(0, ~uint64_t(0), CompressMover::End::kOpaque);
+    const size_t ended = mover_.withdraw(0, ~uint64_t(0), CompressMover::End::kOpaque);
+    const std::string key = name ? std::string(name).substr(0, 96) : "?";
+    if (ended && (opaque_.count(key) || opaque_.size() < kOpaqueNames)) opaque_[key] += ended;
     return;
   }
   for (const Ref &r : refs) {
@@ -116,7 +120,15 @@ std::string CompressOffers::summary_text() const {
            offered_, double(mover_.skipped_bytes()) / 1e6, mover_.hashed(), mover_.unchanged(),
            mover_.ended(End::kWritten), mover_.ended(End::kChanged), mover_.ended(End::kUnhashed),
            mover_.ended(End::kOpaque), mover_.ended(End::kFreed));
-  return head + comp_.summary_text();
+  // The wildcards that ended most offers: what to decode (or to keep from reaching memory through
+  // pointer arrays) for more to be compressed.
+  std::vector<std::pair<uint64_t, std::string>> top;
+  for (const auto &[name, n] : opaque_) top.push_back({n, name});
+  std::sort(top.rbegin(), top.rend());
+  std::string opaque;
+  for (size_t i = 0; i < top.size() && i < 3; ++i)
+    opaque += "  ended by     " + top[i].second + ": " + std::to_string(top[i].first) + " offers\n";
+  return head + opaque + comp_.summary_text();
 }
 
 }  // namespace vc

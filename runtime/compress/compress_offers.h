@@ -37,8 +37,8 @@ class CompressOffers {
   // Before an op on `stream` is given to the pager: every range it writes (a ref of known role)
   // ends its offers, a ref of unknown role has them hashed first (Note [Offers past ops of unknown
   // role]; `may_issue` false, a capture open: it ends them too); `wildcard`: it may touch anything,
-  // so every offer ends.
-  void before_op(const std::vector<Ref> &refs, bool wildcard, uint64_t stream, bool may_issue);
+  // so every offer ends (the summary names the wildcards that ended most, by `name`).
+  void before_op(const std::vector<Ref> &refs, bool wildcard, uint64_t stream, bool may_issue, const char *name);
   // After an op of a BLAS call on `stream` was given to the pager: its written operand is offered
   // if it qualifies (the summary's row is named `api` and its shape).
   void after_gemm_op(const GemmOperand *ops, int n, const char *api, uint64_t stream);
@@ -56,6 +56,8 @@ class CompressOffers {
   CompressPolicy policy_;
   std::map<uint64_t, std::pair<uint64_t, uint64_t>> allocs_;  // id -> (base, size)
   uint64_t offered_ = 0;
+  std::map<std::string, uint64_t> opaque_;  // offers ended by wildcards of each name (kOpaqueNames of them)
+  static constexpr size_t kOpaqueNames = 64;
 };
 
 }  // namespace vc

@@ -380,7 +380,9 @@ ReplayResult replay_trace(const Trace &t, uint64_t budget, uint64_t page_size, P
     if (op.kind == OpKind::kSync || (op.flags & kOpCaptured)) continue;
     touches.assign(t.refs.begin() + op.first_ref, t.refs.begin() + op.first_ref + op.ref_count);
     const bool kernel = op.kind == OpKind::kKernel || op.kind == OpKind::kGraphKernel;
-    if (offers) offers->before_op(touches, kernel && (!(op.flags & kOpDecoded) || (op.flags & kOpIndirect)), op.stream, true);
+    if (offers)
+      offers->before_op(touches, kernel && (!(op.flags & kOpDecoded) || (op.flags & kOpIndirect)), op.stream, true,
+                        t.names[op.name].c_str());
     pager.on_op({op.kind, t.names[op.name].c_str()}, op.stream, touches);
     mover.wrote(i);
     for (; next_gemm < t.gemms.size() && t.gemms[next_gemm].op <= i; ++next_gemm) {

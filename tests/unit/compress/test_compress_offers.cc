@@ -168,9 +168,12 @@ TEST_CASE("compress offers: an op that may write the output, a wildcard or a fre
     p.gemm();
     vc::Launch opaque;  // not decoded: it may touch anything
     opaque.func = 3;
+    opaque.name = "cat_kernel";
     p.rt->on_launch(opaque);
     p.sweep();
     CHECK(p.dev.factorizations == 0);
+    CHECK(json_values(*p.rt)["compress_offers_opaque"] == 1);
+    CHECK(p.rt->summary_text().find("  ended by     cat_kernel: 1 offers\n") != std::string::npos);  // named
   }
   {
     Program p("h/4", true);
