@@ -195,7 +195,9 @@ void Runtime::page_op(const RecordedOp &op, bool captured) {
   // A wildcard may touch any page: a kernel not decoded or reaching memory through pointer arrays,
   // a copy or set whose range was not decoded (2D, 3D, arrays).
   bool kernel = op.kind == OpKind::kKernel || op.kind == OpKind::kGraphKernel;
-  bool wildcard = kernel ? !(op.flags & kOpDecoded) || (op.flags & kOpIndirect) : op.bytes == 0 && !op.ranges;
+  // A sync touches nothing.
+  bool wildcard = op.kind != OpKind::kSync &&
+                  (kernel ? !(op.flags & kOpDecoded) || (op.flags & kOpIndirect) : op.bytes == 0 && !op.ranges);
   // Note [Offers from the program] in runtime/compress/compress_offers.cc: what the op may write
   // ends its offers before the pager sees it; a GEMM's output is offered after.
   CompressOffers *compress = pg ? compress_.get() : nullptr;

@@ -197,6 +197,16 @@ TEST_CASE("compress offers: an op that may write the output, a wildcard or a fre
     p.sweep();
     CHECK(p.dev.factorizations == 1);
   }
+  {
+    Program p("h/4", true);  // a sync touches nothing: it keeps it
+    p.gemm();
+    vc::ApiCall sync;
+    sync.name = "cuCtxSynchronize";
+    p.rt->on_api(vc::ApiClass::kSync, sync);
+    p.sweep();
+    CHECK(p.dev.factorizations == 1);
+    CHECK(json_values(*p.rt)["compress_offers_opaque"] == 0);
+  }
 }
 
 TEST_CASE("compress offers: past an op of unknown role, an output that hashes the same is factored") {
