@@ -410,6 +410,12 @@ bool FrameMover::evict(Lock &lock, Frame *f, bool write_back, bool discard, cons
       return true;
     case Where::kResident: break;
   }
+  if (!f->home) {  // Note [Homes of resident frames]: a home again, and every byte copied into it
+    if (!make_room(&lock, f->bytes, f)) stats_.over_host_limit++;
+    if (f->where != Where::kResident || f->move) return evict(lock, f, write_back, discard, dead);  // (it waited)
+    if (!f->home && !attach_home(f, false)) return false;
+    write_back = true;
+  }
   Move m;
   m.seq = ++issued_, m.frame = f;
   if (discard) {

@@ -119,6 +119,8 @@ struct FrameStats {
   std::atomic<uint64_t> host_peak{0};
   std::atomic<uint64_t> spills{0}, clean_drops{0}, unspills{0};
   std::atomic<uint64_t> spill_failures{0}, lost{0}, over_host_limit{0}, disk_full{0};
+  // Note [Homes of resident frames]: homes of frames on the device given up for room.
+  std::atomic<uint64_t> homes_given_up{0};
   // Note [Writes without the lock]: writes of homes in flight now and most at once; callers that
   // waited for a write not yet complete, and how long; callers waiting now for a read or write that
   // another caller collects.
@@ -304,7 +306,11 @@ class FrameMover final : public Mover {
   // mappings: rare, and the caller has no lock to give up).
   bool bring_home(Lock *lock, Frame *f);
   bool home_for(Lock *lock, Frame *f);
-  bool attach_home(Frame *f);
+  bool attach_home(Frame *f, bool read = true);  // read: its slot's bytes, if it holds any
+  // Note [Homes of resident frames]: the resident frame whose home goes first (null: none), and
+  // giving it up.
+  Frame *resident_home(const Frame *keep);
+  bool give_up_home(Frame *f);
   bool settle(Lock *lock, Frame *f);
   void wait_on_others(Lock *lock);  // for a transfer another caller collects (counted while it waits)
   bool map_if_held(Frame *f);  // its read or write collected while held_ or failed: mapped home

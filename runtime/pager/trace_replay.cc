@@ -2,6 +2,7 @@
 #include "runtime/pager/trace_replay.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <map>
 #include <memory>
 #include <string>
@@ -163,11 +164,12 @@ struct InstantMover final : Mover {
   // Note [Three levels in the replay]: per page address with a home or a disk copy.
   struct Level {
     bool home = false, disk = false, current = false, resident = false;  // current: disk holds what home does
+    bool dropped = false;  // resident, its home given up (its bytes are the device's)
     uint64_t bytes = 0, next = 0, used = 0;
   };
   DiskLevel level;
   std::map<uint64_t, Level> levels;  // by page address
-  uint64_t host = 0, host_peak = 0, on_disk = 0, disk_read = 0, disk_written = 0, ticks = 0;
+  uint64_t host = 0, host_peak = 0, on_disk = 0, device_only = 0, disk_read = 0, disk_written = 0, ticks = 0;
   void host_add(int64_t b) { host += uint64_t(b), host_peak = std::max(host_peak, host); }
   void placed(uint64_t base, uint64_t size) {  // a new allocation: homes while they fit
     if (!level.host_limit) return;
@@ -182,6 +184,7 @@ struct InstantMover final : Mover {
   void gone(uint64_t base, uint64_t size) {
     for (auto it = levels.lower_bound(base); it != levels.end() && it->first < base + size; it = levels.erase(it)) {
       if (it->second.home) host -= it->second.bytes;
+      else if (it->second.dropped) device_only -= it->second.bytes;
       else on_disk -= it->second.bytes;
     }
   }
@@ -195,6 +198,13 @@ struct InstantMover final : Mover {
     return best;
   }
   bool make_room(uint64_t bytes, uint64_t keep, uint64_t at) {
+    while (host + bytes > level.host_limit) {  // homes of resident pages first: they cost no I/O
+      Level *v = nullptr;
+      for (auto &[p, l] : levels)
+        if (p != keep && l.home && l.resident && (!v || l.used < v->used)) v = &l;
+      if (!v) break;
+      v->home = false, v->dropped = true, host -= v->bytes, device_only += v->bytes;
+    }
     while (host + bytes > level.host_limit) {
       Level *v = spill_victim(keep, at);
       if (!v) return false;
@@ -254,7 +264,14 @@ struct InstantMover final : Mover {
   void left(uint64_t addr, uint64_t bytes, bool written) {
     if (level.host_limit)
       each(addr, bytes, [&](uint64_t p) {
-        if (auto it = levels.find(p); it != levels.end()) it->second.resident = false, it->second.current &= !written;
+        auto it = levels.find(p);
+        if (it == levels.end()) return;
+        Level &l = it->second;
+        l.resident = false, l.current &= !written;
+        if (!l.dropped) return;
+        l.dropped = false, device_only -= l.bytes;
+        make_room(l.bytes, p, 0);
+        l.home = true, l.current = false, host_add(int64_t(l.bytes));
       });
   }
   bool to_host(uint64_t addr, uint64_t bytes) override { return to_host_except(addr, bytes, false, {}); }
@@ -371,7 +388,7 @@ ReplayResult replay_trace(const Trace &t, uint64_t budget, uint64_t page_size, P
         r.factor_ns.push_back(cdev->factor_ns), r.rebuild_ns.push_back(cdev->rebuild_ns);
       }
       if (disk.host_limit) {
-        r.host.push_back(mover.host), r.on_disk.push_back(mover.on_disk);
+        r.host.push_back(mover.host), r.on_disk.push_back(mover.on_disk), r.device_only.push_back(mover.device_only);
         r.disk_read.push_back(mover.disk_read), r.disk_written.push_back(mover.disk_written);
       }
     }

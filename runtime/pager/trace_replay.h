@@ -16,10 +16,12 @@ namespace vc {
 
 // Note [Three levels in the replay]: with a host limit, the replay's device keeps, as the frame
 // mover does with a swap folder (Note [Frames on disk] in runtime/frames_disk.cc), a home in host
-// memory for at most `host_limit` bytes of pages (resident pages keep theirs) and the rest on disk:
-// a new allocation's pages get homes while they fit; a page that needs one (a fetch, an op reaching
-// it at home, a read ahead) makes room by spilling pages at home, the one the plan needs last first
-// (Mover::next_use), written unless their disk copy is current; a page coming back from disk is
+// memory for at most `host_limit` bytes of pages and the rest on disk: a new allocation's pages get
+// homes while they fit; a page that needs one (a fetch, an op reaching it at home, a read ahead, the
+// eviction of a resident page whose home was given up) makes room by giving up the homes of resident
+// pages (the least recently fetched first; Note [Homes of resident frames]), then by spilling pages
+// at home, the one the plan needs last first (Mover::next_use), written unless their disk copy is
+// current; a page coming back from disk is
 // read, unless it was never written. `read_bps` > 0 lets the pager read ahead (Mover::stage); the
 // bytes are the same, copies being instant. Which pages an op maps home is not modelled: every page
 // at home may be spilled.
@@ -63,8 +65,9 @@ struct ReplayResult {
   // of them, the pages mapped home on demand.
   std::vector<uint64_t> remaps, home_map_frames;
   // Note [Three levels in the replay] (with a DiskLevel): bytes of homes in host memory, of pages
-  // only on disk, and the bytes read from and written to disk so far.
-  std::vector<uint64_t> host, on_disk, disk_read, disk_written;
+  // only on disk, of resident pages whose home was given up (only on the device), and the bytes
+  // read from and written to disk so far.
+  std::vector<uint64_t> host, on_disk, device_only, disk_read, disk_written;
   // Note [Compression in the replay] (with a rank): offers made, outputs factored, bytes of pages
   // left without a copy, bytes of factors copied home and back, and the cost model's device time of
   // the factorizations and rebuilds.

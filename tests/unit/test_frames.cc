@@ -931,6 +931,41 @@ TEST_CASE("frames: a frame leaves host memory by a completed write, or by none w
   CHECK((r.mover.free(a) && r.mover.free(b) && swap.store->stats().slots == 0 && r.fake.live(true) == 0));
 }
 
+// Note [Homes of resident frames]: with homes for two frames, a fetch that needs room gives up
+// the home of a frame on the device (no write) before it spills one at home; that frame's eviction,
+// though the pager calls it clean, takes a home again and copies every byte into it.
+TEST_CASE("frames: host memory gives up the homes of resident frames before it spills" *
+          doctest::skip(disk_test::no_uring())) {
+  for (const bool clean_check : {false, true}) {
+    CAPTURE(clean_check);
+    disk_test::Swap swap(kFrame, kFrame, 8);
+    Rig r(kFrame, kGran, 4 * kFrame, /*home_on_demand=*/true, clean_check);
+    r.mover.set_disk(swap.store.get(), 2 * kFrame);
+    uint64_t a = 0, b = 0, c = 0;
+    REQUIRE((r.mover.allocate(kFrame, &a) && r.mover.allocate(kFrame, &c)));
+    fill(r.fake, a, kFrame, 1), fill(r.fake, c, kFrame, 3);
+    REQUIRE(r.mover.to_device(a, kFrame));
+    r.drain();
+    REQUIRE(r.mover.allocate(kFrame, &b));  // past the host limit: a slot, no home
+    REQUIRE(r.mover.to_device(b, kFrame));  // its home: a's, given up; c stays at home
+    r.drain();
+    const vc::FrameStats &st = r.mover.stats();
+    CHECK((st.homes_given_up == 1 && st.spills == 0 && swap.store->stats().writes == 0));
+    CHECK((st.host_bytes == 2 * kFrame && st.over_host_limit == 0));
+    fill(r.fake, a, kFrame, 5);  // written on the device
+    REQUIRE(r.mover.to_host_clean(a, kFrame));  // "clean": copied whole all the same, into b's home
+    r.drain();
+    CHECK((st.homes_given_up == 2 && st.spills == 0 && st.host_bytes == 2 * kFrame));
+    REQUIRE(r.mover.to_host(b, kFrame));  // b takes a home again: c, at home, is spilled (written)
+    r.drain();
+    CHECK((st.spills == 1 && swap.store->stats().writes == 1));
+    CHECK((r.mover.reach(a, kFrame) && holds(r.fake, a, kFrame, 5)));
+    CHECK((r.mover.reach(c, kFrame) && holds(r.fake, c, kFrame, 3)));
+    CHECK(r.fake.violations == 0);
+    CHECK((r.mover.free(a) && r.mover.free(b) && r.mover.free(c) && r.fake.live(true) == 0));
+  }
+}
+
 // Note [Read-ahead from disk]: what leaves host memory is the frame the plan needs last, as the
 // pager's evictions said (next_use), not the least recently sent to the device (frame 0 here).
 TEST_CASE("frames: the frame host memory gives up is the one the plan needs last" * doctest::skip(disk_test::no_uring())) {
@@ -1504,9 +1539,11 @@ TEST_CASE("frames: writes that fail in flight keep their frames at home, with on
   REQUIRE((fetch.join() && other.join()));
   vc::log_configure(vc::log_level(), "/dev/stderr");
   const vc::FrameStats &st = s.mover.stats();
-  CHECK((st.spill_failures == 2 && st.spills == 0 && st.over_host_limit == 2 && st.host_peak == 4 * kFrame));
+  // Each fetch's room: past the limit, or (the other fetch done first) the home of the frame it put
+  // on the device, given up (Note [Homes of resident frames]); never more homes than frames.
+  CHECK((st.spill_failures == 2 && st.spills == 0 && st.over_host_limit >= 1 && st.host_peak <= 4 * kFrame));
   CHECK((s.swap.faults().counts().failed == 2 && !st.failed && st.lost == 0));
-  CHECK((s.reached(s.a, 1) && s.reached(s.c, 3) && st.unspills == 0 && s.homes() == 4));
+  CHECK((s.reached(s.a, 1) && s.reached(s.c, 3) && st.unspills == 0 && s.homes() == 4 - st.homes_given_up));
   CHECK(s.mover.describe().find("spilling stopped (a write failed)") != std::string::npos);
   std::string text;
   if (FILE *fp = fopen(log.c_str(), "r")) {
