@@ -52,7 +52,7 @@ CompressPrediction compress_figures(CompressPrediction c, const ReplayResult &r,
   c.factors_out = per(r.factors_out), c.factors_in = per(r.factors_in);
   c.factor_s = per(r.factor_ns) / 1e9, c.rebuild_s = per(r.rebuild_ns) / 1e9;
   c.h2d_off = p.bypass.h2d, c.d2h_off = p.bypass.d2h - p.bypass.clean;
-  c.h2d_on = per(r.h2d) + c.factors_in, c.d2h_on = per(r.copied) + c.factors_out;
+  c.h2d_on = per(r.fetched) + c.factors_in, c.d2h_on = per(r.copied) + c.factors_out;
   c.compute_s = compute_s;
   c.link_off_s = link_seconds(link, c.h2d_off, c.d2h_off), c.link_on_s = link_seconds(link, c.h2d_on, c.d2h_on);
   c.step_off_s = std::max(c.compute_s, c.link_off_s);

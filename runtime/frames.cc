@@ -354,7 +354,36 @@ bool FrameMover::out_busy(uint64_t seq) {
   return m && dev_->poll(m->token, false) != 1;
 }
 
-bool FrameMover::fetch(Lock &lock, Frame *f) {
+bool FrameMover::copy_runs(int stream, uint64_t dst, uint64_t src, const Frame &f, const std::vector<uint8_t> *skip,
+                           uint64_t *copied) {
+  *copied = 0;
+  for (size_t i = 0, j, n = pieces(f.bytes); i < n; i = j) {  // runs of pieces alike
+    const bool skipped = skip && (*skip)[i];
+    for (j = i + 1; j < n && (skip && (*skip)[j]) == skipped; ++j) {}
+    const uint64_t off = i * piece_, len = std::min(j * piece_, f.bytes) - off;
+    if (skipped) continue;
+    if (!dev_->copy(stream, dst + off, src + off, len)) return false;
+    *copied += len;
+  }
+  return true;
+}
+
+size_t FrameMover::dead_pieces(const Frame &f, const Ranges &dead, std::vector<uint8_t> *mask) const {
+  const size_t n = pieces(f.bytes);
+  mask->assign(n, 0);
+  size_t count = 0;
+  for (size_t k = 0; k < n; ++k) {
+    const uint64_t lo = f.va + k * piece_, hi = f.va + std::min((k + 1) * piece_, f.bytes);
+    for (const auto &[a, b] : dead)
+      if (a <= lo && hi <= b) {
+        (*mask)[k] = 1, ++count;
+        break;
+      }
+  }
+  return count;
+}
+
+bool FrameMover::fetch(Lock &lock, Frame *f, const std::vector<uint8_t> *dead) {
   Want want(f);  // Note [Writes without the lock]: not spilled while this waits (a remap, its home, a chunk)
   while (true) {
     while (f->move && move_of(f)->remapping) moved_.wait(lock);  // it is neither here nor there yet
@@ -379,9 +408,10 @@ bool FrameMover::fetch(Lock &lock, Frame *f) {
   f->used = ++tick_;
   Chunk c;
   if (!take_chunk(lock, f->bytes, &c)) return false;
-  uint64_t token = 0, hashes = 0;
+  uint64_t token = 0, hashes = 0, bytes_in = 0;
   // With the clean check, the hashes of what arrived, on a stream of their own (Note [Clean pieces]).
-  const bool copied = dev_->copy(kIn, c.va, f->home_va, f->bytes);
+  // Dead pieces are not copied (Note [Discarded frames]).
+  const bool copied = copy_runs(kIn, c.va, f->home_va, *f, dead, &bytes_in);
   if (copied && check_) hashes = hash(kHash, c.va, f->bytes);
   if (!copied || !(token = dev_->mark(hashes ? kHash : kIn))) {
     if (hashes) dev_->drop_hashes(hashes);
@@ -391,9 +421,10 @@ bool FrameMover::fetch(Lock &lock, Frame *f) {
   Move m;
   m.seq = ++issued_, m.token = token, m.frame = f, m.fetch = true, m.hashes = hashes;
   m.chunk = c.handle, m.chunk_va = c.va, m.bytes = c.bytes;
+  if (dead) m.dead = *dead;
   moves_.push_back(m);
   f->where = Where::kFetching, f->move = m.seq;
-  stats_.in_bytes += f->bytes;
+  stats_.in_bytes += bytes_in;
   queued_.notify_one();
   return true;
 }
@@ -438,15 +469,8 @@ bool FrameMover::evict(Lock &lock, Frame *f, bool write_back, bool discard, cons
     // the out stream was ordered after, so the remap waits for it as a copy would. Dead pieces
     // (Note [Discarded frames]) are not copied.
     uint64_t copied = 0;
-    for (size_t i = 0, j, n = pieces(f->bytes); write_back && i < n; i = j) {  // runs of pieces alike
-      const bool skip = dead && (*dead)[i];
-      for (j = i + 1; j < n && (dead && (*dead)[j]) == skip; ++j) {}
-      const uint64_t off = i * piece_, len = std::min(j * piece_, f->bytes) - off;
-      if (skip) continue;
-      if (!dev_->copy(kOut, f->home_va + off, f->chunk_va + off, len)) return fail("a copy to the host");
-      copied += len;
-    }
-    if (!(m.token = dev_->mark(kOut))) return fail("a copy to the host");
+    if ((write_back && !copy_runs(kOut, f->home_va, f->chunk_va, *f, dead, &copied)) || !(m.token = dev_->mark(kOut)))
+      return fail("a copy to the host");
     const uint64_t discarded = dead ? dead_bytes(*f, *dead, 0, dead->size()) : 0;
     stats_.out_bytes += copied, stats_.clean_bytes += f->bytes - copied, stats_.discarded_bytes += discarded;
     if (copied) last_out_ = m.seq, f->current = false;
@@ -658,20 +682,19 @@ bool FrameMover::to_host_except(uint64_t addr, uint64_t bytes, bool clean, const
   if (stats_.failed) return false;
   std::vector<uint8_t> mask;
   return each_frame(addr, bytes, [&](Frame *f) {
-    const size_t n = pieces(f->bytes);
-    mask.assign(n, 0);
-    size_t count = 0;
-    for (size_t k = 0; k < n; ++k) {
-      const uint64_t lo = f->va + k * piece_, hi = f->va + std::min((k + 1) * piece_, f->bytes);
-      for (const auto &[a, b] : dead)
-        if (a <= lo && hi <= b) {
-          mask[k] = 1, ++count;
-          break;
-        }
-    }
-    if (count == n) return evict(lock, f, false, true);
+    const size_t count = dead_pieces(*f, dead, &mask);
+    if (count == mask.size()) return evict(lock, f, false, true);
     return evict(lock, f, !clean, false, count ? &mask : nullptr);
   });
+}
+
+// Dead pieces are not copied in (Note [Discarded frames]): the caller writes them before any op
+// reads them. Their arrival hashes describe no home, so they are not kept (arrived).
+bool FrameMover::to_device_except(uint64_t addr, uint64_t bytes, const Ranges &dead) {
+  Lock lock(mu_);
+  if (stats_.failed || !finish(lock, false, issued_)) return false;
+  std::vector<uint8_t> mask;
+  return each_frame(addr, bytes, [&](Frame *f) { return fetch(lock, f, dead_pieces(*f, dead, &mask) ? &mask : nullptr); });
 }
 
 uint64_t FrameMover::dead_bytes(const Frame &f, const std::vector<uint8_t> &dead, size_t from, size_t to) const {

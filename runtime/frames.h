@@ -175,6 +175,7 @@ class FrameMover final : public Mover {
   bool discard(uint64_t addr, uint64_t bytes) override;        // neither copied nor checked
   // Pieces wholly inside `dead` neither copied nor checked, the rest as to_host (to_host_clean).
   bool to_host_except(uint64_t addr, uint64_t bytes, bool clean, const Ranges &dead) override;
+  bool to_device_except(uint64_t addr, uint64_t bytes, const Ranges &dead) override;
   uint64_t piece() const override { return piece_; }
   uint64_t mark(uint64_t stream) override;
   void drop_mark(uint64_t m) override;
@@ -267,7 +268,7 @@ class FrameMover final : public Mover {
     uint64_t hashes = 0;
     bool gate = false, claimed_clean = false;
     std::vector<uint8_t> written;
-    std::vector<uint8_t> dead;  // pieces not to copy home though changed (Note [Discarded frames])
+    std::vector<uint8_t> dead;  // pieces not copied, in or home (Note [Discarded frames])
   };
   struct Chunk {
     uint64_t handle = 0, va = 0, bytes = 0;
@@ -276,7 +277,12 @@ class FrameMover final : public Mover {
   using Lock = std::unique_lock<std::mutex>;
   // All with mu_ held (`lock`).
   bool each_frame(uint64_t addr, uint64_t bytes, const std::function<bool(Frame *)> &fn);
-  bool fetch(Lock &lock, Frame *f);
+  bool fetch(Lock &lock, Frame *f, const std::vector<uint8_t> *dead = nullptr);  // dead: pieces not copied in
+  // Copies of the runs of `f`'s pieces not in `skip` (null: all) from src to dst on `stream`.
+  bool copy_runs(int stream, uint64_t dst, uint64_t src, const Frame &f, const std::vector<uint8_t> *skip,
+                 uint64_t *copied);
+  // The mask of `f`'s pieces wholly inside `dead`; their count.
+  size_t dead_pieces(const Frame &f, const Ranges &dead, std::vector<uint8_t> *mask) const;
   // `dead`: a mask of its pieces left without a copy (Note [Discarded frames]), or null.
   bool evict(Lock &lock, Frame *f, bool write_back, bool discard = false, const std::vector<uint8_t> *dead = nullptr);
   uint64_t dead_bytes(const Frame &f, const std::vector<uint8_t> &dead, size_t from, size_t to) const;  // pieces [from, to)

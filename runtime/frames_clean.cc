@@ -64,6 +64,8 @@ void FrameMover::arrived(Frame *f, Move *m) {
   if (!m->hashes) return;
   if (dev_->read_hashes(m->hashes, f->arrived.data(), n)) f->known.assign(n, 1), stats_.pieces_hashed += n;
   else stats_.hash_failures++;
+  for (size_t k = 0; k < m->dead.size() && k < n; ++k)  // not copied in: their hashes describe no home
+    if (m->dead[k]) f->known[k] = 0;
   m->hashes = 0;
 }
 

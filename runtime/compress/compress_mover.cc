@@ -17,6 +17,8 @@ namespace vc {
 //   included, moves as usual. A matrix that leaves in parts moves as it would with compression off.
 // - If factoring fails or is refused, the eviction is the inner mover's, unchanged (Note
 //   [Compression fallbacks]).
+// - A fetch of its pages leaves out the pieces wholly inside it (Mover::to_device_except): the
+//   rebuild below writes them before any op runs on them, so their stale home bytes need not cross.
 // - The matrix is rebuilt once the fence after the first fetch of any of its pages has passed: in
 //   passed() when it says so (the pager forgets a passed fence and may then let the reading op run
 //   without a wait), or in stream_wait() once the inner mover has waited on the host. Either way
@@ -180,7 +182,16 @@ bool CompressMover::to_host_clean(uint64_t addr, uint64_t bytes) {
 
 bool CompressMover::to_device(uint64_t addr, uint64_t bytes) {
   std::lock_guard lock(mu_);
-  if (!inner_->to_device(addr, bytes)) return false;
+  // The pieces wholly inside a factored matrix are not copied in: the rebuild writes them before
+  // any op runs on them (Note [Compressed moves]).
+  Ranges dead;
+  for (const auto &[lo, a] : away_) {
+    uint64_t first, end;
+    inner_pages(lo, lo + a.bytes, &first, &end);
+    first = std::max(first, addr), end = std::min(end, addr + bytes);
+    if (end > first) dead.push_back({first, end});
+  }
+  if (!inner_->to_device_except(addr, bytes, dead)) return false;
   for (auto &[lo, a] : away_) {
     const uint64_t hi = lo + a.bytes;
     if (hi <= addr || lo >= addr + bytes) continue;

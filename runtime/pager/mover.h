@@ -42,8 +42,14 @@ class Mover {
     }
     return at >= addr + bytes || (clean ? to_host_clean(at, addr + bytes - at) : to_host(at, addr + bytes - at));
   }
-  // The least to_host_except discards of a page, at addresses that are multiples of it (a frame's
-  // clean-check pieces); 0: a whole page.
+  // to_device of [addr, addr + bytes), but the bytes of `dead` (whole pieces) are not needed on the
+  // device either: the caller writes them before any op reads them (a factored matrix's rebuild).
+  // A mover with pieces leaves them uncopied; this one copies everything.
+  virtual bool to_device_except(uint64_t addr, uint64_t bytes, const Ranges & /*dead*/) {
+    return to_device(addr, bytes);
+  }
+  // The least to_host_except and to_device_except leave out of a page, at addresses that are
+  // multiples of it (a frame's clean-check pieces); 0: a whole page.
   virtual uint64_t piece() const { return 0; }
   // A mark at the current end of application stream `stream` (what it has enqueued so far): a
   // nonzero token, valid until drop_mark.

@@ -96,7 +96,7 @@ struct InstantMover final : Mover {
   const WriteIndex writes;
   uint64_t fences = 0, home_maps = 0, fetched_dead = 0, fetch_elidable = 0;
   uint64_t remaps = 0, home_map_frames = 0;  // remaps (a page moved or mapped home), of them pages mapped home
-  uint64_t copied = 0;                           // bytes copied home
+  uint64_t copied = 0, fetched = 0;              // bytes copied home, and to the device
   std::unordered_map<uint64_t, uint64_t> base_of;  // alloc id -> base, of live allocations
   std::unordered_set<uint64_t> changed;          // piece addresses changed since they came in
   // Each piece (of the write records) overlapping [addr, addr + bytes) of the live allocation
@@ -241,7 +241,11 @@ struct InstantMover final : Mover {
     return started;
   }
   double stage_rate() const override { return level.host_limit ? level.read_bps : 0; }
-  bool to_device(uint64_t addr, uint64_t bytes) override {
+  bool to_device(uint64_t addr, uint64_t bytes) override { return to_device_except(addr, bytes, {}); }
+  // The pieces wholly inside `dead` are not copied in, as the frame mover's are not.
+  bool to_device_except(uint64_t addr, uint64_t bytes, const Ranges &dead) override {
+    fetched += bytes;
+    for (const auto &[lo, hi] : dead) fetched -= hi - lo;
     if (level.host_limit)
       each(addr, bytes, [&](uint64_t p) {
         bring_home(p);
@@ -371,7 +375,7 @@ ReplayResult replay_trace(const Trace &t, uint64_t budget, uint64_t page_size, P
       r.h2d.push_back(pager.stats().h2d_bytes);
       r.d2h.push_back(pager.stats().d2h_bytes);
       r.clean.push_back(pager.stats().clean_bytes);
-      r.copied.push_back(mover.copied);
+      r.copied.push_back(mover.copied), r.fetched.push_back(mover.fetched);
       r.misses.push_back(pager.stats().misses);
       r.bypassed.push_back(pager.stats().bypassed_bytes);
       r.home_maps.push_back(mover.home_maps);

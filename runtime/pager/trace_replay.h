@@ -51,6 +51,9 @@ struct ReplayResult {
   // Of d2h, bytes copied home: with the trace's write records (Note [Write records] in trace.h),
   // the pieces changed since they came in, as the clean check copies; without, d2h less clean.
   std::vector<uint64_t> copied;
+  // Bytes copied to the device: h2d less the pieces of factored matrices left out (Note [Compressed
+  // moves]).
+  std::vector<uint64_t> fetched;
   std::vector<uint64_t> bypassed;  // bytes ops reached where they were (Note [Bypass])
   // Bytes a mover that maps evicted pages home on demand would map there (Note [Home mapped on
   // demand] in runtime/frames.cc): what ops may reach away from the device after it left.

@@ -1957,7 +1957,10 @@ TEST_CASE("frames: a factored GEMM output is discarded, not copied home, and rea
     CHECK(s.out_bytes == (clean_check ? kGran : 2 * kFrame));
     // Home of the matrix still holds the older one: nothing was copied there.
     CHECK(run.view(run.matrix, kLrBytes) == run.old);
+    // Nor is it copied back in: its rebuild writes it. Only the other data's 2 frames cross.
+    const uint64_t in_before = s.in_bytes;
     run.back();
+    CHECK(s.in_bytes - in_before == 2 * kFrame);
     CHECK(run.comp.count() == 0);
     CHECK(run.comp.stats().at("gemm 64x64").rebuilds == 1);
     CHECK(run.view(run.matrix, kLrBytes) == want);  // every byte, against the compressor's reference
