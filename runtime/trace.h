@@ -87,8 +87,8 @@ struct WriteRecords {
 };
 
 // Note [GEMM records]: the operand each kernel op of a recognized BLAS call writes (C or D), as
-// the call described it: the op's exact written ref of it, and its stored shape and type. This is
-// what the compression of GEMM outputs needs to judge an output (compress_shape in
+// the call described it: the op's exact written ref of it, its stored shape and type, and the
+// call's k. This is what the compression of GEMM outputs needs to judge an output (compress_shape in
 // runtime/compress/candidates.h), so that `vramcache simulate --compress` can predict it. A trace
 // recorded before the section existed has none, and nothing is predicted from it.
 struct GemmWrite {
