@@ -694,7 +694,9 @@ bool FrameMover::to_device_except(uint64_t addr, uint64_t bytes, const Ranges &d
   Lock lock(mu_);
   if (stats_.failed || !finish(lock, false, issued_)) return false;
   std::vector<uint8_t> mask;
-  return each_frame(addr, bytes, [&](Frame *f) { return fetch(lock, f, dead_pieces(*f, dead, &mask) ? &mask : nullptr); });
+  return each_frame(addr, bytes, [&](Frame *f) {
+    return fetch(lock, f, dead_pieces(*f, dead, &mask) ? &mask : nullptr);
+  });
 }
 
 uint64_t FrameMover::dead_bytes(const Frame &f, const std::vector<uint8_t> &dead, size_t from, size_t to) const {

@@ -285,7 +285,8 @@ class FrameMover final : public Mover {
   size_t dead_pieces(const Frame &f, const Ranges &dead, std::vector<uint8_t> *mask) const;
   // `dead`: a mask of its pieces left without a copy (Note [Discarded frames]), or null.
   bool evict(Lock &lock, Frame *f, bool write_back, bool discard = false, const std::vector<uint8_t> *dead = nullptr);
-  uint64_t dead_bytes(const Frame &f, const std::vector<uint8_t> &dead, size_t from, size_t to) const;  // pieces [from, to)
+  // Bytes of the pieces of `f` in [from, to) that `dead` marks.
+  uint64_t dead_bytes(const Frame &f, const std::vector<uint8_t> &dead, size_t from, size_t to) const;
   Move *move_of(const Frame *f);
   Move *move_at(uint64_t seq);  // the move in flight of that seq, else null
   // Until moves up to seq `upto` are complete (block) or as far as their copies are (not block).

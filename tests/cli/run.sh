@@ -58,13 +58,13 @@ check 0 "only through kernel parameters (role unknown); 3.58 GiB of page accesse
 check 0 "bound" -- simulate --budget 16G --link 25 --page-size 512K "$trace"
 # The replay with a narrower prefetch window (VRAMCACHE_PREFETCH_AHEAD) than its 372 MiB default.
 check 0 "(VRAMCACHE_BYPASS=0) 16.05 GiB in, 16.05 GiB out (0 B clean, not copied), 745 remaps, 0 pages missed" -- simulate --budget 12G --prefetch-ahead 192M "$trace"
-# Three levels (Note [Three levels in the replay]): homes for 16 GiB, the rest on a 2 GB/s disk; the
+# Three levels (Note [Three levels in the replay]): homes for 8 GiB, the rest on a 2 GB/s disk; the
 # bound is the largest of compute, link and disk time, the disk's from the bytes each way at its rate.
-check 0 "three levels (the pager replay, predictive with bypass, homes for 16.00 GiB of host memory, the rest on a disk of 2.00 GB/s), per iteration over the last 3: disk read 24.46 GiB, written 24.40 GiB; host memory peak 16.00 GiB" -- simulate --budget 12G --host-limit 16G --disk 2 -o "$tmp/three.json" "$trace"
+check 0 "three levels (the pager replay, predictive with bypass, homes for 8.00 GiB of host memory, the rest on a disk of 2.00 GB/s), per iteration over the last 3: disk read 19.65 GiB, written 19.45 GiB; host memory peak 8.00 GiB" -- simulate --budget 12G --host-limit 8G --disk 2 -o "$tmp/three.json" "$trace"
 python3 - "$tmp/three.json" <<'PY' || bad "simulate --host-limit --disk -o: three_levels figures do not add up"
 import json, sys
 d = json.load(open(sys.argv[1]))["three_levels"]
-assert d["host_limit"] == 16 << 30 and d["disk_bps"] == 2e9 and d["host_peak"] <= d["host_limit"], d
+assert d["host_limit"] == 8 << 30 and d["disk_bps"] == 2e9 and d["host_peak"] <= d["host_limit"], d
 assert abs(d["disk_s"] - (d["disk_read_bytes"] + d["disk_written_bytes"]) / d["disk_bps"]) < 1e-5, d
 assert d["bound_s"] == max(d["compute_s"], d["link_s"], d["disk_s"]) and d["bound_s"] == d["disk_s"], d
 PY
@@ -176,13 +176,14 @@ check 2 "--host-limit 3Q is not a size" -- advise --budget 12G --host-limit 3Q "
 check 0 "host limit: 16.00 GiB is below the 26.11 GiB of homes the job needs at its peak; the rest would be paged to a swap file (VRAMCACHE_SWAP_DIR); give the disk's rate (--disk GBPS) to price it" -- advise --budget 12G --host-limit 16G "$trace"
 # With the disk's rate, the best setting on three levels at half, once and twice the host limit (up to
 # the homes needed): each step is the larger of the setting's own and the disk's time for its bytes.
-check 0 "host limit 16.00 GiB: disk 28.16 GiB read, 28.14 GiB written per iteration" -- advise --budget 12G --host-limit 16G --disk 2 "$trace"
-"$cli" advise --budget 12G --host-limit 16G --disk 2 --json "$trace" > "$tmp/advise-disk.json" || bad "advise --disk --json failed"
+# At twice (16 GiB, with the device's 12) nothing is left on disk: resident frames give up their homes.
+check 0 "host limit 8.00 GiB: disk 19.64 GiB read, 19.61 GiB written per iteration" -- advise --budget 12G --host-limit 8G --disk 2 "$trace"
+"$cli" advise --budget 12G --host-limit 8G --disk 2 --json "$trace" > "$tmp/advise-disk.json" || bad "advise --disk --json failed"
 python3 - "$tmp/advise-disk.json" <<'PY' || bad "advise --host-limit --disk: the three-level figures do not add up"
 import json, sys
 d = json.load(open(sys.argv[1]))
 h, best = d["host_limit"], next(c for c in d["candidates"] if c["bypass"])
-assert [l["host_limit"] for l in h["levels"]] == [8 << 30, 16 << 30, h["homes_needed"]], h["levels"]
+assert [l["host_limit"] for l in h["levels"]] == [4 << 30, 8 << 30, 16 << 30], h["levels"]
 for l in h["levels"]:
     assert abs(l["disk_s"] - (l["disk_read_bytes"] + l["disk_written_bytes"]) / 2e9) < 1e-6, l
     assert l["step_s"] == max(best["step_s"], l["disk_s"]), (l, best["step_s"])
