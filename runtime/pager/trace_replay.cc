@@ -2,7 +2,6 @@
 #include "runtime/pager/trace_replay.h"
 
 #include <algorithm>
-#include <cstdlib>
 #include <map>
 #include <memory>
 #include <string>
