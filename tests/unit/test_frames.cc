@@ -849,7 +849,7 @@ TEST_CASE("frames: random programs with a third level on disk keep every byte" *
             " dropped from host memory with their disk copy current, ", total.unspills, " read back, ", total.over,
             " homes past the host limit; ", total.read_ahead, " read ahead of their fetch (", total.read_ahead_hits,
             " found by their fetch, read or under way), ", total.home_reuses, " homes taken from the pool");
-    CHECK((total.spills > 100 && total.unspills > 100 && total.clean_drops > 10 && total.remaps > 500));
+    CHECK((total.spills > 100 && total.unspills > 100 && total.clean_drops >= 5 && total.remaps > 500));
     // Note [Read-ahead from disk]: the planned seeds read some frames ahead (a few: most of the time
     // the homes of frames mapped for the program fill host memory); released homes were taken again
     // instead of made.
