@@ -16,6 +16,7 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from bench import CLEAN_CHECK_KEYS, CONFIGS, GIB, MODES, ROOT, VRAMCACHE, record_config  # noqa: E402  (one definition of each)
+import records  # noqa: E402
 
 LABELS = {
     "in_vram": "in VRAM (no budget: the upper bound)",
@@ -430,16 +431,11 @@ def main():
             recs = json.load(f)["records"]
     recs = Records(recs)
     os.makedirs(args.docs, exist_ok=True)
-    svg, svg_path = step_plot(recs), os.path.join(args.docs, "bench_step_time.svg")
-    if svg:
-        with open(svg_path, "w") as f:
-            f.write(svg)
-    elif os.path.exists(svg_path):  # a plot of records that are gone must not stay
-        os.remove(svg_path)
+    has_plot = records.write_plot(step_plot(recs), os.path.join(args.docs, "bench_step_time.svg"))
     source = os.path.relpath(args.records, ROOT) if args.records.startswith(ROOT + os.sep) else args.records
     with open(os.path.join(args.docs, "benchmarks.md"), "w") as f:
-        f.write(document(recs, source, bool(svg)))
-    print(f"bench_report: {os.path.join(args.docs, 'benchmarks.md')}" + (" and bench_step_time.svg" if svg else " (no plot: no record)")
+        f.write(document(recs, source, has_plot))
+    print(f"bench_report: {os.path.join(args.docs, 'benchmarks.md')}" + (" and bench_step_time.svg" if has_plot else " (no plot: no record)")
           + f" from {len(recs.recs)} records")
     if args.readme:
         print("bench_report: " + fill_readme(args.readme, headline(recs)))

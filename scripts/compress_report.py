@@ -127,15 +127,10 @@ def main():
     ap.add_argument("--docs", default=os.path.join(ROOT, "docs"))
     args = ap.parse_args()
     g = groups(records.load("compress"))
-    svg, svg_path = plot(g), os.path.join(args.docs, "compress_val_loss.svg")
-    if svg:
-        with open(svg_path, "w") as f:
-            f.write(svg)
-    elif os.path.exists(svg_path):  # a plot of records that are gone must not stay
-        os.remove(svg_path)
+    has_plot = records.write_plot(plot(g), os.path.join(args.docs, "compress_val_loss.svg"))
     with open(os.path.join(args.docs, "compression.md"), "w") as f:
-        f.write(document(g, bool(svg)))
-    print(f"compress_report: {os.path.join(args.docs, 'compression.md')}" + (" and compress_val_loss.svg" if svg else ""))
+        f.write(document(g, has_plot))
+    print(f"compress_report: {os.path.join(args.docs, 'compression.md')}" + (" and compress_val_loss.svg" if has_plot else ""))
     return 0
 
 

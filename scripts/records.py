@@ -115,6 +115,17 @@ def _write(benchmark, recs):
     os.replace(tmp, p)
 
 
+def write_plot(svg, path):
+    """Writes a plot generated from records, or removes the file when there is none (no record to
+    plot): a plot of records that are gone must not stay. Returns whether it was written."""
+    if svg:
+        with open(path, "w") as f:
+            f.write(svg)
+    elif os.path.exists(path):
+        os.remove(path)
+    return bool(svg)
+
+
 def merge(benchmark, files):
     """Takes whole records from copies of results/<benchmark>.json written on other machines (a GPU
     machine's runs brought back): for each configuration the record with the latest date wins. Records
