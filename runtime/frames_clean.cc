@@ -1,5 +1,6 @@
 // The frame mover's clean check (Note [Clean pieces]): the hashes of a frame's pieces as it arrives
-// and before it leaves, and copies home of the pieces that changed, only. Part of FrameMover
+// and before it leaves, and copies home of the pieces that changed, only; and the pieces a caller
+// declares dead, copied neither way (Note [Discarded frames]). Part of FrameMover
 // (runtime/frames.h): it decides nothing of what moves (the pager does), and no CUDA here.
 #include <algorithm>
 
@@ -128,6 +129,71 @@ bool FrameMover::write_back(Move *m, bool *issued) {
   dev_->drop(m->token);
   m->token = token, last_out_ = m->seq, *issued = true;
   return true;
+}
+
+size_t FrameMover::dead_pieces(const Frame &f, const Ranges &dead, std::vector<uint8_t> *mask) const {
+  const size_t n = pieces(f.bytes);
+  mask->assign(n, 0);
+  size_t count = 0;
+  for (size_t k = 0; k < n; ++k) {
+    const uint64_t lo = f.va + k * piece_, hi = f.va + std::min((k + 1) * piece_, f.bytes);
+    for (const auto &[a, b] : dead)
+      if (a <= lo && hi <= b) {
+        (*mask)[k] = 1, ++count;
+        break;
+      }
+  }
+  return count;
+}
+
+// Note [Discarded frames]
+// The compressing mover (runtime/compress/compress_mover.h) keeps a factored GEMM output as factors
+// and rebuilds it in place once its pages are back, so the bytes its pages hold as they leave are not
+// needed anywhere. to_host_clean is not enough for that with the clean check on: the check copies home
+// every piece that changed since it arrived (Note [Clean pieces]), which for a GEMM output just written
+// is all of them, and the saving is gone. discard leaves the frame home as it is, nothing copied and
+// nothing hashed. Its home then holds older bytes than the device had: the caller must never let the
+// program read the frame before it has written it again (the rebuild), and the next eviction after that
+// write finds the pieces changed against the hashes of their next arrival and copies them. A discard
+// cancelled before its remap (the frame wanted back) leaves the frame resident with its bytes, and home
+// as it was, so the hashes of its arrival still describe home. to_host_except does the same for
+// some pieces of a frame (a factored matrix smaller than a frame): the frame's other pieces move as
+// any eviction's, its dead pieces are neither copied nor counted changed, and home keeps their older
+// bytes, which their arrival's hashes describe.
+bool FrameMover::discard(uint64_t addr, uint64_t bytes) {
+  Lock lock(mu_);
+  if (stats_.failed) return false;
+  return each_frame(addr, bytes, [&](Frame *f) { return evict(lock, f, false, true); });
+}
+
+// A frame whose pieces are all dead is discarded; one with some is evicted without copying them.
+bool FrameMover::to_host_except(uint64_t addr, uint64_t bytes, bool clean, const Ranges &dead) {
+  Lock lock(mu_);
+  if (stats_.failed) return false;
+  std::vector<uint8_t> mask;
+  return each_frame(addr, bytes, [&](Frame *f) {
+    const size_t count = dead_pieces(*f, dead, &mask);
+    if (count == mask.size()) return evict(lock, f, false, true);
+    return evict(lock, f, !clean, false, count ? &mask : nullptr);
+  });
+}
+
+// Dead pieces are not copied in (Note [Discarded frames]): the caller writes them before any op
+// reads them. Their arrival hashes describe no home, so they are not kept (arrived).
+bool FrameMover::to_device_except(uint64_t addr, uint64_t bytes, const Ranges &dead) {
+  Lock lock(mu_);
+  if (stats_.failed || !finish(lock, false, issued_)) return false;
+  std::vector<uint8_t> mask;
+  return each_frame(addr, bytes, [&](Frame *f) {
+    return fetch(lock, f, dead_pieces(*f, dead, &mask) ? &mask : nullptr);
+  });
+}
+
+uint64_t FrameMover::dead_bytes(const Frame &f, const std::vector<uint8_t> &dead, size_t from, size_t to) const {
+  uint64_t b = 0;
+  for (size_t k = from; k < to; ++k)
+    if (dead[k]) b += std::min((k + 1) * piece_, f.bytes) - k * piece_;
+  return b;
 }
 
 }  // namespace vc
