@@ -39,6 +39,14 @@ namespace {
 // Allocations of these kinds are device memory (a VMM mapping may be host memory: counted all the
 // same, which only leaves the pager less); the program's own managed memory may be anywhere.
 bool on_device(AllocKind kind) { return kind != AllocKind::kManaged; }
+
+// A wildcard may touch any page: a kernel not decoded or reaching memory through pointer arrays, a
+// copy or set whose range was not decoded (2D, 3D, arrays). A sync touches nothing.
+bool wildcard_op(const RecordedOp &op) {
+  if (op.kind == OpKind::kSync) return false;
+  const bool kernel = op.kind == OpKind::kKernel || op.kind == OpKind::kGraphKernel;
+  return kernel ? !(op.flags & kOpDecoded) || (op.flags & kOpIndirect) : op.bytes == 0 && !op.ranges;
+}
 }  // namespace
 
 void Runtime::on_alloc(uint64_t ptr, uint64_t size, AllocKind kind, uint64_t stream, const uint64_t *pcs, int depth,
@@ -192,12 +200,7 @@ void Runtime::page_op(const RecordedOp &op, bool captured) {
   // Nothing is issued while a stream capture is open (into it, or calls that could invalidate it):
   // what such an op touches stays where it is, reachable from the device.
   bool capture_open = counters_.captures_begun > counters_.captures_ended;
-  // A wildcard may touch any page: a kernel not decoded or reaching memory through pointer arrays,
-  // a copy or set whose range was not decoded (2D, 3D, arrays).
-  bool kernel = op.kind == OpKind::kKernel || op.kind == OpKind::kGraphKernel;
-  // A sync touches nothing.
-  bool wildcard = op.kind != OpKind::kSync &&
-                  (kernel ? !(op.flags & kOpDecoded) || (op.flags & kOpIndirect) : op.bytes == 0 && !op.ranges);
+  const bool wildcard = wildcard_op(op);
   // Note [Offers from the program] in runtime/compress/compress_offers.cc: what the op may write
   // ends its offers before the pager sees it; a GEMM's output is offered after.
   CompressOffers *compress = pg ? compress_.get() : nullptr;
@@ -233,10 +236,9 @@ void Runtime::watch_before(uint64_t index, const RecordedOp &op, bool captured, 
   // while a stream captures either (an event recorded on another stream could break the capture),
   // nor an op enqueued with others (a graph's kernels: all of them are passed before the graph
   // runs, so a hash "after" one of them would see none of its writes).
-  const bool kernel = op.kind == OpKind::kKernel || op.kind == OpKind::kGraphKernel;
   if (op.kind == OpKind::kSync || captured || (op.flags & kOpCaptured) || index > UINT32_MAX) return;
   if (counters_.captures_begun > counters_.captures_ended || op.batch || op.kind == OpKind::kGraphKernel) return;
-  if (kernel ? !(op.flags & kOpDecoded) || (op.flags & kOpIndirect) : op.bytes == 0 && !op.ranges) return;
+  if (wildcard_op(op)) return;
   thread_local std::vector<WatchSpan> spans;
   spans.clear();
   for (const Ref &r : refs) {

@@ -77,9 +77,10 @@ void CompressOffers::before_op(const std::vector<Ref> &refs, bool wildcard, uint
                                const char *name) {
   std::lock_guard lock(mu_);
   if (wildcard) {
-    const size_t ended = mover_.withdraw(0, ~uint64_t(0), CompressMover::End::kOpaque);
-    const std::string key = name ? std::string(name).substr(0, 96) : "?";
-    if (ended && (opaque_.count(key) || opaque_.size() < kOpaqueNames)) opaque_[key] += ended;
+    if (const size_t ended = mover_.withdraw(0, ~uint64_t(0), CompressMover::End::kOpaque)) {
+      const std::string key = name ? std::string(name).substr(0, 96) : "?";
+      if (opaque_.count(key) || opaque_.size() < kOpaqueNames) opaque_[key] += ended;
+    }
     return;
   }
   for (const Ref &r : refs) {
