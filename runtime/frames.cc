@@ -223,7 +223,7 @@ bool FrameMover::allocate(uint64_t size, uint64_t *va, bool *out_of_memory) {
     f.va = a->va + off, f.home_va = a->staging + off;
     f.bytes = std::min(frame_size_, a->reserved - off);
     if (disk_ && host + homes + f.bytes > host_limit_) {
-      const int64_t slot = disk_->take_slot();
+      const int64_t slot = disk_->take_slot(f.bytes);
       if (slot < 0) {
         disk_full = true;
         VC_WARN_CAPPED("allocation of %llu bytes refused: the swap file has no room for its frames (%s); it fails "

@@ -201,14 +201,17 @@ bool FrameMover::spill(Frame *f) {
   return true;
 }
 
-// A new slot, or with the disk full one of a frame at home, whose copy there is what counts.
+// A new slot, or with the disk full the slots of frames at home, whose copies there are what
+// counts, given up until one fits (the store merges a freed range with its free neighbours).
 bool FrameMover::take_slot_for(Frame *f) {
-  int64_t s = disk_->take_slot();
-  if (s < 0)
-    for (auto &[va, a] : allocs_)
-      for (Frame &g : a->frames)
-        if (s < 0 && &g != f && g.home && !g.reading && !g.writing && g.slot >= 0 && g.where != Where::kFetching)
-          s = g.slot, g.slot = -1, g.current = false;
+  int64_t s = disk_->take_slot(f->bytes);
+  for (auto a = allocs_.begin(); s < 0 && a != allocs_.end(); ++a)
+    for (Frame &g : a->second->frames) {
+      if (&g == f || !g.home || g.reading || g.writing || g.slot < 0 || g.where == Where::kFetching) continue;
+      if (disk_->free_slot(uint64_t(g.slot)) != 0) continue;
+      g.slot = -1, g.current = false;
+      if ((s = disk_->take_slot(f->bytes)) >= 0) break;
+    }
   if (s < 0) return false;
   f->slot = s;
   return true;

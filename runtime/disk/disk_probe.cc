@@ -77,7 +77,7 @@ bool measure_sequential(DiskStore *store, uint64_t bytes, DiskRates *out, std::s
   std::vector<int64_t> slots;
   bool ok = true;
   for (uint64_t i = 0; i < n && ok; ++i) {
-    int64_t s = store->take_slot();
+    int64_t s = store->take_slot(sb);
     if (s < 0) {
       *error = std::string("disk probe: cannot reserve ") + std::to_string(n * sb) + " bytes: " + errno_name(int(-s));
       ok = false;

@@ -51,16 +51,20 @@ DiskStore::~DiskStore() {
   worker_.join();
 }
 
-int64_t DiskStore::take_slot() {
+int64_t DiskStore::take_slot(uint64_t bytes) {
+  if (!bytes || bytes > cfg_.slot_bytes) return -EINVAL;
+  const uint64_t need = (bytes + kDiskAlign - 1) / kDiskAlign * kDiskAlign;
   Lock lock(mu_);
   if (broken_) return -broken_;
-  uint64_t s;
-  if (!free_slots_.empty()) {
-    s = *free_slots_.begin();
-    free_slots_.erase(free_slots_.begin());
+  uint64_t offset = end_;
+  auto fit = std::find_if(free_space_.begin(), free_space_.end(), [&](const auto &r) { return r.second >= need; });
+  if (fit != free_space_.end()) {
+    offset = fit->first;
   } else {
-    s = slots_.size();
-    uint64_t end = (s + 1) * cfg_.slot_bytes;
+    // At the file's end, from the free range that ends there if one does.
+    if (!free_space_.empty() && std::prev(free_space_.end())->first + std::prev(free_space_.end())->second == end_)
+      offset = std::prev(free_space_.end())->first;
+    const uint64_t end = offset + need;
     if (cfg_.max_bytes && end > cfg_.max_bytes) return -ENOSPC;
     if (end > reserved_) {
       // A failed fallocate may have reserved part of the range; it is reserved again next time.
@@ -69,10 +73,24 @@ int64_t DiskStore::take_slot() {
       reserved_ = end;
       stats_.file_bytes = end;
     }
+    if (offset < end_) fit = std::prev(free_space_.end());
+    end_ = std::max(end_, end);
+  }
+  if (fit != free_space_.end()) {
+    const auto [at, len] = *fit;
+    free_space_.erase(fit);
+    if (at + len > offset + need) free_space_.emplace(offset + need, at + len - offset - need);
+  }
+  uint64_t s;
+  if (!free_slots_.empty()) {
+    s = *free_slots_.begin();
+    free_slots_.erase(free_slots_.begin());
+  } else {
+    s = slots_.size();
     slots_.emplace_back();
   }
   slots_[s] = Slot();
-  slots_[s].taken = true;
+  slots_[s].taken = true, slots_[s].offset = offset, slots_[s].capacity = need;
   raise_peak(stats_.slots_peak, ++stats_.slots);
   return int64_t(s);
 }
@@ -82,6 +100,14 @@ int DiskStore::free_slot(uint64_t slot) {
   if (slot >= slots_.size() || !slots_[slot].taken) return -EINVAL;
   Slot &s = slots_[slot];
   if (s.writing || s.readers) return -EBUSY;
+  uint64_t at = s.offset, len = s.capacity;
+  auto next = free_space_.lower_bound(at);
+  if (next != free_space_.end() && next->first == at + len) len += next->second, next = free_space_.erase(next);
+  if (next != free_space_.begin()) {
+    auto prev = std::prev(next);
+    if (prev->first + prev->second == at) at = prev->first, len += prev->second, free_space_.erase(prev);
+  }
+  free_space_.emplace(at, len);
   s = Slot();
   free_slots_.insert(slot);
   --stats_.slots;
@@ -105,8 +131,8 @@ int DiskStore::refusal(bool write, uint64_t slot, const uint8_t *buf, uint64_t b
   if (stop_) return ECANCELED;
   if (broken_) return broken_;
   if (slot >= slots_.size() || !slots_[slot].taken) return EINVAL;
-  if (!buf || uintptr_t(buf) % kDiskAlign || !bytes || bytes % kDiskAlign || bytes > cfg_.slot_bytes) return EINVAL;
   const Slot &s = slots_[slot];
+  if (!buf || uintptr_t(buf) % kDiskAlign || !bytes || bytes % kDiskAlign || bytes > s.capacity) return EINVAL;
   if (s.writing || (write && s.readers)) return EBUSY;
   if (!write && !s.holds) return ENODATA;
   if (!write && bytes != s.bytes) return EINVAL;
@@ -128,6 +154,7 @@ uint64_t DiskStore::start(bool write, uint64_t slot, uint8_t *buf, uint64_t byte
     op->done = true;
   } else {
     Slot &s = slots_[slot];
+    op->offset = s.offset;
     if (write) {
       s.holds = false;  // what it held is being overwritten
       s.writing = true;
@@ -290,7 +317,7 @@ void DiskStore::submit(uint32_t tag) {
   DiskIo::Request q;
   q.tag = tag;
   q.write = c.op->write;
-  q.offset = c.op->slot * cfg_.slot_bytes + c.at + c.done;
+  q.offset = c.op->offset + c.at + c.done;
   q.buf = c.op->buf + c.at + c.done;
   q.bytes = c.bytes - c.done;
   add_busy(true);

@@ -1,4 +1,4 @@
-// The swap store: fixed-size slots of the swap file, each holding one block (a frame's bytes),
+// The swap store: slots of the swap file, each sized for one block (a frame's bytes),
 // written and read asynchronously in chunks through a DiskIo, every chunk checksummed. It owns
 // the order of requests, completes short ones, retries reads and checks what comes back; what
 // lives where, and when to spill, is the caller's (the frame mover). Note [Swap store] is the
@@ -9,6 +9,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <set>
@@ -22,12 +23,16 @@
 namespace vc {
 
 // Note [Swap store]
-// Slots. take_slot() gives a slot of slot_bytes; space is reserved (DiskIo::allocate, fallocate)
-// when the file first grows to it, so a write never finds the disk full; a freed slot keeps its
-// space for the next take. When the disk (or Config::max_bytes) is full, take_slot() answers
-// -ENOSPC (or allocate's errno) and changes nothing: every stored block stays readable. The
-// caller then fails the allocation that needed the slot with the out-of-memory code and one log
-// line; the store logs nothing for it.
+// Slots. take_slot(bytes) gives a slot holding blocks of up to `bytes` (rounded up to kDiskAlign;
+// at most Config::slot_bytes): a range of the file of that size, the lowest free range that fits
+// (first fit), else the file's end. A frame's block is its bytes, so an allocation smaller than a
+// frame takes only what it holds, not a whole frame of disk. Space is reserved (DiskIo::allocate,
+// fallocate) when the file first grows to it, so a write never finds the disk full; a freed slot's
+// range keeps its space for later takes, merged with free neighbours. When the disk (or
+// Config::max_bytes) is full, take_slot() answers -ENOSPC (or allocate's errno) and changes
+// nothing: every stored block stays readable. The caller then fails the allocation that needed the
+// slot with the out-of-memory code and one log line (or frees slots of blocks that have another
+// copy, and takes again); the store logs nothing for it.
 //
 // Blocks and their life. write(slot, buf, bytes) stores a block; read(slot, buf, bytes) gets it
 // back, `bytes` exactly as written. Each returns a ticket; poll()/wait() give its Result once,
@@ -96,7 +101,7 @@ struct DiskStats {
 class DiskStore {
  public:
   struct Config {
-    uint64_t slot_bytes = 0;         // a multiple of kDiskAlign
+    uint64_t slot_bytes = 0;         // the largest slot (block); a multiple of kDiskAlign
     uint64_t chunk_bytes = 1 << 20;  // one request, and the unit of checksums; a multiple of kDiskAlign
     uint64_t max_bytes = 0;          // most bytes of the file; 0: until the disk is full
   };
@@ -111,11 +116,12 @@ class DiskStore {
   // Refuses requests not yet started (-ECANCELED) and waits for those in flight.
   ~DiskStore();
 
-  int64_t take_slot();  // slot number, or -errno (Note [Swap store])
+  // Slot number, or -errno: -EINVAL for bytes 0 or above slot_bytes (Note [Swap store]).
+  int64_t take_slot(uint64_t bytes);
   int free_slot(uint64_t slot);  // 0, -EBUSY (a request on it not complete), -EINVAL (not taken)
   bool holds(uint64_t slot) const;  // a block written there completed and is readable
   // Tickets are nonzero. `buf`: kDiskAlign-aligned; `bytes`: a nonzero multiple of kDiskAlign, at
-  // most slot_bytes; for a read, exactly what was written.
+  // most what the slot was taken for; for a read, exactly what was written.
   uint64_t write(uint64_t slot, const void *buf, uint64_t bytes);
   uint64_t read(uint64_t slot, void *buf, uint64_t bytes);
   // True once the request is complete: `r` is its result and the ticket is spent. False: in flight.
@@ -132,6 +138,7 @@ class DiskStore {
  private:
   struct Op {
     uint64_t ticket = 0, slot = 0, bytes = 0;
+    uint64_t offset = 0;  // the slot's, in the file
     bool write = false;
     uint8_t *buf = nullptr;
     std::vector<uint64_t> sums;  // per chunk: a write's, as issued; a read's, what was written
@@ -151,6 +158,7 @@ class DiskStore {
   struct Slot {
     bool taken = false, holds = false, writing = false;
     int readers = 0;
+    uint64_t offset = 0, capacity = 0;  // its range of the file
     uint64_t bytes = 0;
     std::vector<uint64_t> sums;  // per chunk of what it holds
   };
@@ -178,8 +186,10 @@ class DiskStore {
   bool stop_ = false;
   int broken_ = 0;  // errno of completions that could not be read: every request is refused
   std::vector<Slot> slots_;
-  std::set<uint64_t> free_slots_;  // taken before, free now: the lowest is given first
-  uint64_t reserved_ = 0;          // bytes of the file reserved
+  std::set<uint64_t> free_slots_;  // slot numbers taken before, free now: the lowest is given first
+  std::map<uint64_t, uint64_t> free_space_;  // offset -> bytes: ranges below end_ no slot holds, merged
+  uint64_t end_ = 0;                         // the end of the ranges given out
+  uint64_t reserved_ = 0;                    // bytes of the file reserved
   uint64_t next_ticket_ = 0;
   std::unordered_map<uint64_t, std::unique_ptr<Op>> ops_;  // by ticket, until spent
   std::deque<Op *> queued_ops_;  // not yet seen by the worker

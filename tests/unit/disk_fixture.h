@@ -108,7 +108,7 @@ struct Swap {  // members go in reverse: the store before the disks it uses, the
     store.reset(new vc::DiskStore(faulty.get(), config));
   }
   FaultyDiskIo &faults() { return *faulty; }
-  int64_t take() { return store->take_slot(); }
+  int64_t take(uint64_t bytes = 0) { return store->take_slot(bytes ? bytes : store->slot_bytes()); }
   vc::DiskStore::Result write(uint64_t slot, const Buffer &b, uint64_t n) { return store->wait(store->write(slot, b.p, n)); }
   vc::DiskStore::Result read(uint64_t slot, Buffer &b, uint64_t n) { return store->wait(store->read(slot, b.p, n)); }
 };

@@ -225,7 +225,7 @@ TEST_CASE("disk: a child killed with SIGKILL while writing leaves no file in the
       Buffer b(4 * kMiB);
       b.fill(3);
       int64_t slots[4];
-      for (int64_t &s : slots) s = store.take_slot();
+      for (int64_t &s : slots) s = store.take_slot(4 * kMiB);
       for (uint64_t i = 0;; ++i) {
         if (store.wait(store.write(uint64_t(slots[i % 4]), b.p, b.bytes)).err) _exit(4);
         if (i == 0 && write(ready[1], &fd, sizeof fd) != sizeof fd) _exit(5);

@@ -98,6 +98,54 @@ TEST_CASE("disk store: blocks come back byte for byte; slots, space and refusals
   CHECK(store.rate() > 0);
 }
 
+TEST_CASE("disk store: a slot takes the file space its block needs; freed ranges merge and are reused" *
+          doctest::skip(no_uring())) {
+  Swap swap(8 * kMiB, 1 * kMiB, 4, 12 * kMiB);
+  vc::DiskStore &store = *swap.store;
+  CHECK(swap.take(0) == 0);  // (the fixture's default: a whole slot_bytes)
+  CHECK(store.free_slot(0) == 0);
+  CHECK(store.stats().file_bytes == 8 * kMiB);
+  // Small blocks share the range a large one left: the file does not grow.
+  CHECK(swap.take(2 * kMiB) == 0);
+  CHECK(swap.take(1000) == 1);  // rounded up to the alignment
+  CHECK(swap.take(2 * kMiB) == 2);
+  CHECK(store.stats().file_bytes == 8 * kMiB);
+  CHECK(store.take_slot(0) == -EINVAL);
+  CHECK(store.take_slot(8 * kMiB + 1) == -EINVAL);
+  // Each holds its own bytes: no two ranges overlap.
+  Buffer a(2 * kMiB), b(vc::kDiskAlign), c(2 * kMiB), back(2 * kMiB);
+  a.fill(1), b.fill(2), c.fill(3);
+  CHECK(swap.write(0, a, 2 * kMiB).err == 0);
+  CHECK(swap.write(1, b, vc::kDiskAlign).err == 0);
+  CHECK(swap.write(2, c, 2 * kMiB).err == 0);
+  CHECK(store.wait(store.write(1, b.p, 2 * vc::kDiskAlign)).err == EINVAL);  // larger than its slot
+  CHECK(swap.read(0, back, 2 * kMiB).err == 0);
+  CHECK(back.same(a, 2 * kMiB));
+  CHECK(swap.read(1, back, vc::kDiskAlign).err == 0);
+  CHECK(back.same(b, vc::kDiskAlign));
+  CHECK(swap.read(2, back, 2 * kMiB).err == 0);
+  CHECK(back.same(c, 2 * kMiB));
+  // 4 MiB - 4 KiB is left free below the end; 6 MiB does not fit there, so the file grows, from
+  // that free range on since it ends at the end.
+  CHECK(swap.take(6 * kMiB) == 3);
+  CHECK(store.stats().file_bytes == 10 * kMiB + vc::kDiskAlign);
+  CHECK(swap.take(2 * kMiB) == -ENOSPC);  // past max_bytes; nothing changed by a refusal
+  CHECK(swap.read(2, back, 2 * kMiB).err == 0);
+  CHECK(back.same(c, 2 * kMiB));
+  // Freed neighbours merge: slots 0 and 1 together hold a block of 2 MiB + 4 KiB.
+  CHECK(store.free_slot(0) == 0);
+  CHECK(store.free_slot(1) == 0);
+  CHECK(swap.take(2 * kMiB + vc::kDiskAlign) == 0);
+  CHECK(store.stats().file_bytes == 10 * kMiB + vc::kDiskAlign);
+  CHECK(store.free_slot(2) == 0);  // and a range merges with both sides
+  CHECK(store.free_slot(0) == 0);
+  CHECK(store.free_slot(3) == 0);
+  CHECK(swap.take(12 * kMiB - vc::kDiskAlign) == -EINVAL);  // above slot_bytes
+  CHECK(swap.take(8 * kMiB) == 0);
+  CHECK(swap.take(4 * kMiB) == 1);
+  CHECK(store.stats().file_bytes == 12 * kMiB);
+}
+
 TEST_CASE("disk store: short reads and writes are completed, also off the alignment" * doctest::skip(no_uring())) {
   Swap swap(4 * kMiB, 256 * kKiB, 4);
   Buffer a(4 * kMiB), back(4 * kMiB);

@@ -1110,6 +1110,41 @@ TEST_CASE("frames: with the disk full, a new allocation fails as out of memory a
   CHECK((r.mover.free(a) && r.mover.free(b) && swap.store->stats().slots == 0));
 }
 
+// A frame on disk takes the bytes it holds, not a whole frame: eight allocations of 2 MiB and one
+// frame of 16 MiB spilled fit a swap file of 32 MiB (with slots of a frame each they need 144).
+TEST_CASE("frames: allocations smaller than a frame take only their bytes of disk" *
+          doctest::skip(disk_test::no_uring())) {
+  disk_test::Swap swap(16 * kMiB);
+  FaultyDiskIo::Faults f;
+  f.space = 32 * kMiB;
+  swap.faults().set(f);
+  Rig r(16 * kMiB, 2 * kMiB, 16 * kMiB, /*home_on_demand=*/true);
+  r.mover.set_disk(swap.store.get(), 16 * kMiB);
+  uint64_t a = 0, small[8] = {};
+  REQUIRE(r.mover.allocate(16 * kMiB, &a));
+  fill(r.fake, a, 16 * kMiB, 1);
+  for (uint64_t &v : small) REQUIRE(r.mover.allocate(2 * kMiB, &v));  // past the host limit: slots
+  CHECK((swap.store->stats().slots == 8 && swap.store->stats().file_bytes == 16 * kMiB));
+  auto visit = [&](uint64_t va, uint64_t bytes, int seed, bool write) {  // on the device, then home
+    REQUIRE(r.mover.to_device(va, bytes));
+    r.drain();
+    if (write) fill(r.fake, va, bytes, seed);
+    CHECK(holds(r.fake, va, bytes, seed));
+    REQUIRE(r.mover.to_host(va, bytes));
+    r.drain();
+  };
+  visit(a, 16 * kMiB, 1, false);
+  for (int i = 0; i < 8; ++i) visit(small[i], 2 * kMiB, 10 + i, true);  // a is spilled for them
+  CHECK((swap.store->stats().file_bytes == 32 * kMiB && r.mover.stats().spills == 1));
+  visit(a, 16 * kMiB, 1, false);  // read back, small ones spilled for it
+  CHECK((r.mover.stats().unspills >= 1 && r.mover.stats().spills > 1));
+  for (int i = 0; i < 8; ++i) visit(small[i], 2 * kMiB, 10 + i, false);
+  CHECK(r.mover.stats().disk_full == 0);
+  CHECK(r.mover.free(a));
+  for (uint64_t v : small) CHECK(r.mover.free(v));
+  CHECK(swap.store->stats().slots == 0);
+}
+
 // A child paging frames through the disk level, killed with SIGKILL while it spills and reads
 // back, leaves nothing in the swap folder.
 TEST_CASE("frames: a child killed with SIGKILL mid-run leaves no swap file" * doctest::skip(disk_test::no_uring())) {
