@@ -204,12 +204,13 @@ void Runtime::page_op(const RecordedOp &op, bool captured) {
   // Note [Offers from the program] in runtime/compress/compress_offers.cc: what the op may write
   // ends its offers before the pager sees it; a GEMM's output is offered after.
   CompressOffers *compress = pg ? compress_.get() : nullptr;
-  if (compress) compress->before_op(refs, wildcard, op.stream, !captured && !capture_open, op.name);
+  const uint64_t at = compress ? pg->position() : kNever;
+  if (compress) compress->before_op(refs, wildcard, op.stream, !captured && !capture_open, op.name, at);
   if (pg && !captured && !capture_open && op.kind != OpKind::kSync) {
     op_entered = true;
     pg->on_op({op.kind, op.name, wildcard, op.batch}, op.stream, refs);
     if (compress && op.gemm && op.gemm_count && !wildcard)
-      compress->after_gemm_op(op.gemm, op.gemm_count, "gemm", op.stream);
+      compress->after_gemm_op(op.gemm, op.gemm_count, "gemm", op.stream, at);
   }
   // Note [Learning again] in runtime/pager/plan.cc: the profile thread learns from it once it has
   // enough.
@@ -359,6 +360,7 @@ bool Runtime::finish_recording(const std::function<std::string(uint64_t)> &symbo
     pg->set_link_rate(link_rate(), uint64_t(options_.num[kPrefetchLead]) * 1000);
     std::string why;
     if (!pg->learn(trace, &why)) VC_WARN("predictive paging: %s; paging stays reactive", why.c_str());
+    if (compress_) compress_->learn(trace, pg->learned_window().first, pg->learned_window().second);
   }
   if (!first || options_.mode() != Mode::kProfile) return true;
   std::string path = expand_path(options_.str[kTraceFile]);

@@ -141,8 +141,8 @@ CompressChoice compress_choice(const Trace &trace, const GemmOutput &out, const 
   if (!exact) return c;
 
   const uint64_t lo = out.offset, hi = out.offset + bytes;
-  uint64_t prev = out.seq;
-  for (uint64_t k = out.seq + 1; k < trace.ops.size() && k < alloc->free_seq; ++k) {
+  uint64_t prev = out.seq, k = out.seq + 1;
+  for (; k < trace.ops.size() && k < alloc->free_seq; ++k) {
     const Op &op = trace.ops[k];
     if ((op.flags & kOpCaptured) || op.kind == OpKind::kSync) continue;  // as pages.cc: they touch nothing
     Touch t = touch_of(trace, op, out.alloc_id, lo, hi);
@@ -152,9 +152,13 @@ CompressChoice compress_choice(const Trace &trace, const GemmOutput &out, const 
     // A partial write keeps the rest of the matrix needed: a read-write, as in Note [Page roles].
     const bool reads = t.reads || (t.writes && !t.overwrites);
     if (reads && idle(out, prev, k)) c.gaps.push_back({prev, k});
-    if (t.writes) break;
+    if (t.writes) {
+      c.ended = true;
+      break;
+    }
     prev = k;
   }
+  c.ended = c.ended || alloc->free_seq <= trace.ops.size();  // (every op before its free is in the trace)
   c.verdict = c.gaps.empty() ? CompressVerdict::kNoIdleRead : CompressVerdict::kCandidate;
   return c;
 }

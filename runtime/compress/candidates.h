@@ -60,6 +60,7 @@ struct CompressChoice {
   uint64_t inner = 0, outer = 0;  // stored shape: inner is contiguous
   uint64_t matrix_bytes = 0, factor_bytes = 0, scratch_bytes = 0;  // lowrank_bytes
   std::vector<CompressGap> gaps;  // in trace order
+  bool ended = false;  // the scan stopped where the output is written or freed, before the trace's end
 };
 
 // Whether factoring `out` over the gap pays: the plan would move it out between after_seq and

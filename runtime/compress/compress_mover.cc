@@ -151,6 +151,10 @@ bool CompressMover::evict(uint64_t addr, uint64_t bytes, bool clean) {
       ++it;
       continue;
     }
+    if (t.last_read != ~uint64_t(0) && now_ != ~uint64_t(0) && now_ > t.last_read) {
+      it = end_offer(it, End::kReadLast);  // dead or overwritten next: factoring it is wasted work
+      continue;
+    }
     uint64_t first, end;
     inner_pages(t.addr, hi, &first, &end);
     if (end > first && !still_output(it->second)) {
@@ -286,7 +290,7 @@ std::vector<std::pair<std::string, uint64_t>> CompressMover::figures() const {
   out.push_back({"compress_skipped_bytes", skipped_});
   out.push_back({"compress_offers_hashed", hashed_});
   out.push_back({"compress_offers_unchanged", unchanged_});
-  static const char *const kEnded[] = {"written", "opaque", "freed", "unhashed", "changed"};
+  static const char *const kEnded[] = {"written", "opaque", "freed", "unhashed", "changed", "read_last"};
   static_assert(sizeof kEnded / sizeof *kEnded == size_t(End::kCount));
   for (int k = 0; k < int(End::kCount); ++k) out.push_back({std::string("compress_offers_") + kEnded[k], ended_[k]});
   return out;

@@ -37,6 +37,7 @@ class CompressMover final : public Mover {
     kFreed,     // its allocation was freed
     kUnhashed,  // an op of unknown role reached it and no hash could be taken before it
     kChanged,   // at its eviction it did not hash as before such an op: Note [Offers past ops of unknown role]
+    kReadLast,  // evicted past its last read in the plan: Note [Offers read for the last time]
     kCount
   };
   // An op may write the range: offers of it end (a matrix factored already is still rebuilt when
@@ -50,6 +51,12 @@ class CompressMover final : public Mover {
   void reached(uint64_t addr, uint64_t bytes, uint64_t stream, bool may_issue);
   // The range is freed: offers and factors of it are dropped, its bytes are dead.
   void freed(uint64_t addr, uint64_t bytes);
+  // The plan's position of the op about to be enqueued (~0: not known), to compare with offers'
+  // last reads.
+  void set_now(uint64_t at) {
+    std::lock_guard lock(mu_);
+    now_ = at;
+  }
   const Compressor &compressor() const { return *comp_; }
   uint64_t skipped_bytes() const {  // bytes of pages that left without a copy
     std::lock_guard lock(mu_);
@@ -128,6 +135,7 @@ class CompressMover final : public Mover {
   uint64_t skipped_ = 0;
   uint64_t ended_[int(End::kCount)] = {};
   uint64_t hashed_ = 0, unchanged_ = 0;
+  uint64_t now_ = ~uint64_t(0);
 };
 
 }  // namespace vc

@@ -6,6 +6,8 @@
 #include <cinttypes>
 #include <cstdio>
 
+#include "runtime/iterations.h"
+
 namespace vc {
 
 // Note [Offers from the program]
@@ -52,6 +54,19 @@ namespace vc {
 // one wait of the op's stream on the hash; the summary counts offers hashed, found unchanged, and
 // ended by each reason (CompressMover::End).
 
+// Note [Offers read for the last time]
+// An output is worth factoring only if it is read after it leaves: evicted past its last read
+// (the bf16 weight gradient a cast reads at once, then dead until its block holds another tensor),
+// factoring is device time spent for nothing. The pager's plan says where the program is in the
+// learned iteration; learn() scans the trace after each GEMM of that iteration (compress_choice,
+// an access of unknown role counting as a read) to the output's last read before it is written
+// or freed. An offer made at plan position p gets last_read = p + that span, and an eviction at
+// a later position than last_read ends the offer instead of factoring (End::kReadLast); the
+// matrix moves with its bytes, as with compression off. Nothing rests on it for correctness:
+// where the program is not tracked, the span is not known (the trace ends first, or the output
+// is not an exact ref of the iteration), or the position is off (a thread interleaved, the plan
+// resynchronized), the offer stands as before or ends early, a missed saving at worst.
+
 CompressOffers::CompressOffers(Mover *inner, CompressDevice *dev, int64_t rank_setting, uint64_t reserve)
     : comp_(dev), mover_(inner, &comp_, inner->unit(), reserve) {
   policy_.rank_setting = rank_setting;
@@ -62,20 +77,58 @@ uint64_t CompressOffers::reserve_for(uint64_t budget, uint64_t unit) {
   return unit ? r / unit * unit : r;
 }
 
+void CompressOffers::learn(const Trace &trace, uint64_t first_op, uint64_t period) {
+  std::map<std::pair<uint64_t, uint64_t>, uint64_t> spans;
+  std::vector<uint64_t> index;  // trace op of each signature, as the pager counts ops
+  const std::vector<uint32_t> sig = op_signatures(trace, &index);
+  const uint64_t s0 = uint64_t(std::lower_bound(index.begin(), index.end(), first_op) - index.begin());
+  auto seq = [&](uint64_t op) {  // the signature index of trace op `op`
+    return uint64_t(std::lower_bound(index.begin(), index.end(), op) - index.begin());
+  };
+  CompressPolicy p = policy_;
+  p.unknown_is_read = true;
+  // Every iteration's GEMMs, at their place in the period where the signature is the plan's there
+  // (the learned iteration's outputs may outlive the trace; an earlier iteration's show their fate).
+  for (const GemmWrite &g : trace.gemms) {
+    const uint64_t i = seq(g.op);
+    if (!period || s0 + period > sig.size() || i >= sig.size() || index[i] != g.op || g.ref >= trace.refs.size())
+      continue;
+    const uint64_t k = (i + period - s0 % period) % period;
+    if (sig[i] != sig[s0 + k]) continue;
+    const Ref &r = trace.refs[g.ref];
+    uint64_t base = 0;
+    for (const TraceAlloc &a : trace.allocs) base = a.id == r.alloc_id ? a.base : base;
+    GemmOutput out;
+    out.seq = g.op, out.operand = g.operand(base + r.offset), out.alloc_id = r.alloc_id, out.offset = r.offset;
+    const CompressChoice c = compress_choice(trace, out, p, [](const GemmOutput &, uint64_t, uint64_t) { return true; });
+    if (!c.ended) continue;  // the trace ends first: not known
+    uint64_t span = 0;  // never read
+    if (c.verdict == CompressVerdict::kCandidate) span = seq(c.gaps.back().read_seq) - i;
+    else if (c.verdict != CompressVerdict::kNoIdleRead) continue;
+    uint64_t &s = spans.try_emplace({k, r.offset}, span).first->second;
+    s = std::max(s, span);  // the latest read any iteration shows
+  }
+  std::lock_guard lock(mu_);
+  spans_ = std::move(spans), period_ = period;
+}
+
 void CompressOffers::on_alloc(uint64_t id, uint64_t base, uint64_t size) {
   std::lock_guard lock(mu_);
   allocs_[id] = {base, size};
+  bases_[base] = size;
 }
 
 void CompressOffers::on_free(uint64_t id, uint64_t base, uint64_t size) {
   std::lock_guard lock(mu_);
   allocs_.erase(id);
+  bases_.erase(base);
   mover_.freed(base, size);
 }
 
 void CompressOffers::before_op(const std::vector<Ref> &refs, bool wildcard, uint64_t stream, bool may_issue,
-                               const char *name) {
+                               const char *name, uint64_t at) {
   std::lock_guard lock(mu_);
+  mover_.set_now(at);
   if (wildcard) {
     if (const size_t ended = mover_.withdraw(0, ~uint64_t(0), CompressMover::End::kOpaque)) {
       const std::string key = name ? std::string(name).substr(0, 96) : "?";
@@ -93,7 +146,7 @@ void CompressOffers::before_op(const std::vector<Ref> &refs, bool wildcard, uint
   }
 }
 
-void CompressOffers::after_gemm_op(const GemmOperand *ops, int n, const char *api, uint64_t stream) {
+void CompressOffers::after_gemm_op(const GemmOperand *ops, int n, const char *api, uint64_t stream, uint64_t at) {
   const GemmOperand *w = gemm_written_operand(ops, n);
   if (!w || !w->ptr) return;
   const CompressChoice c = compress_shape(*w, policy_);
@@ -105,6 +158,11 @@ void CompressOffers::after_gemm_op(const GemmOperand *ops, int n, const char *ap
   std::lock_guard lock(mu_);
   CompressTarget target = compress_target(w->ptr, c, name);
   target.stream = stream;
+  if (auto b = bases_.upper_bound(w->ptr); at != kNever && period_ && b != bases_.begin()) {
+    --b;
+    if (auto s = spans_.find({at % period_, w->ptr - b->first}); w->ptr < b->first + b->second && s != spans_.end())
+      target.last_read = at + s->second;
+  }
   mover_.offer(target);
   ++offered_;
 }
@@ -117,10 +175,11 @@ std::string CompressOffers::summary_text() const {
   snprintf(head, sizeof head,
            "compression: %" PRIu64 " offers, %.1f MB of pages left without a copy; %" PRIu64
            " hashed before an op of unknown role, %" PRIu64 " of them unchanged at eviction; ended: %" PRIu64
-           " written, %" PRIu64 " changed, %" PRIu64 " not hashed, %" PRIu64 " by an opaque kernel, %" PRIu64 " freed\n",
+           " written, %" PRIu64 " changed, %" PRIu64 " not hashed, %" PRIu64 " by an opaque kernel, %" PRIu64
+           " freed, %" PRIu64 " evicted past their last read\n",
            offered_, double(mover_.skipped_bytes()) / 1e6, mover_.hashed(), mover_.unchanged(),
            mover_.ended(End::kWritten), mover_.ended(End::kChanged), mover_.ended(End::kUnhashed),
-           mover_.ended(End::kOpaque), mover_.ended(End::kFreed));
+           mover_.ended(End::kOpaque), mover_.ended(End::kFreed), mover_.ended(End::kReadLast));
   // The wildcards that ended most offers: what to decode (or to keep from reaching memory through
   // pointer arrays) for more to be compressed.
   std::vector<std::pair<uint64_t, std::string>> top;

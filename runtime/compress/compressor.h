@@ -63,6 +63,8 @@ struct CompressTarget {
   std::string gemm;
   uint64_t stream = 0;    // the program's stream the GEMM ran on
   uint64_t snapshot = 0;  // Compressor::snapshot's token, once an op of unknown role reached it
+  uint64_t last_read = ~uint64_t(0);  // the plan's position of its last read (~0: not known):
+                                      // Note [Offers read for the last time] in compress_offers.cc
 };
 CompressTarget compress_target(uint64_t addr, const CompressChoice &choice, std::string gemm);
 

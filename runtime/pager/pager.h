@@ -168,6 +168,12 @@ class Pager {
   const Mover *mover() const { return mover_; }
   const PagerStats &stats() const { return stats_; }
   bool tracking() const;  // replaying the plan now
+  // The plan's absolute position of the next op while it is tracked (position() % the period is
+  // the op's place in the learned iteration), else kNever; what the plan was learned from: the
+  // trace's op at position 0 and the period (0 and 0 with no plan). The compression offers use
+  // them to know when an output was read for the last time (Note [Offers read for the last time]).
+  uint64_t position() const;
+  std::pair<uint64_t, uint64_t> learned_window() const;
 
   // Most bytes fetched ahead for ops still to come (default: budget / 16; the runtime's default
   // depends on the backend, Note [Prefetch window]). More hides more of the link behind compute but

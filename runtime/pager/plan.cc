@@ -121,6 +121,7 @@ uint64_t op_hash(const OpKey &key) {
 
 struct Pager::Plan {
   uint64_t period = 0;
+  uint64_t first_op = 0;      // the trace's op at position 0
   std::vector<uint64_t> sig;  // op_hash per position
   std::unordered_map<uint64_t, std::vector<uint32_t>> positions_of;
   std::vector<uint32_t> first;  // pages of position k: acc[first[k], first[k + 1])
@@ -172,6 +173,7 @@ bool Pager::learn(const Trace &trace, std::string *why) {
 
   auto plan = std::make_unique<Plan>();
   plan->period = s1 - s0;
+  plan->first_op = op_begin;
   plan->first.push_back(0);
   plan->busy_ns.push_back(0);
   // Note [Timed prefetch]: timed by its kernels' device times, or not at all. Copies and sets may
@@ -270,6 +272,11 @@ Pager::PageKey Pager::live(PageKey k, uint64_t at) const {
   // Its instance for the period from its birth; before that, none yet (id 0 names no allocation).
   const auto [id, birth] = it->second;
   return at + kBornSlack >= birth && at < birth + plan_->period ? PageKey{id, k.second} : PageKey{0, k.second};
+}
+
+std::pair<uint64_t, uint64_t> Pager::learned_window() const {
+  std::lock_guard lock(mu_);
+  return plan_ ? std::pair<uint64_t, uint64_t>{plan_->first_op, plan_->period} : std::pair<uint64_t, uint64_t>{0, 0};
 }
 
 uint64_t Pager::next_use(const Page &p, uint64_t from) const {

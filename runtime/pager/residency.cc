@@ -137,6 +137,11 @@ bool Pager::tracking() const {
   return tracking_;
 }
 
+uint64_t Pager::position() const {
+  std::lock_guard lock(mu_);
+  return tracking_ ? pos_ : kNever;
+}
+
 Pager::Page *Pager::page(PageKey k) {
   auto it = allocs_.find(k.first);
   if (it == allocs_.end() || k.second >= it->second.pages.size()) return nullptr;

@@ -369,6 +369,7 @@ ReplayResult replay_trace(const Trace &t, uint64_t budget, uint64_t page_size, P
     if (policy == PagingPolicy::kPredictive && i == learn_at) {
       std::string why;
       r.learned = pager.learn(t, &why);
+      if (offers) offers->learn(t, pager.learned_window().first, pager.learned_window().second);
     }
     if (sample_every && i % sample_every == 0) {
       r.h2d.push_back(pager.stats().h2d_bytes);
@@ -400,9 +401,10 @@ ReplayResult replay_trace(const Trace &t, uint64_t budget, uint64_t page_size, P
     if (op.kind == OpKind::kSync || (op.flags & kOpCaptured)) continue;
     touches.assign(t.refs.begin() + op.first_ref, t.refs.begin() + op.first_ref + op.ref_count);
     const bool kernel = op.kind == OpKind::kKernel || op.kind == OpKind::kGraphKernel;
+    const uint64_t at = offers ? pager.position() : kNever;
     if (offers)
       offers->before_op(touches, kernel && (!(op.flags & kOpDecoded) || (op.flags & kOpIndirect)), op.stream, true,
-                        t.names[op.name].c_str());
+                        t.names[op.name].c_str(), at);
     pager.on_op({op.kind, t.names[op.name].c_str()}, op.stream, touches);
     mover.wrote(i);
     for (; next_gemm < t.gemms.size() && t.gemms[next_gemm].op <= i; ++next_gemm) {
@@ -410,7 +412,7 @@ ReplayResult replay_trace(const Trace &t, uint64_t budget, uint64_t page_size, P
       auto b = mover.base_of.find(t.refs[g.ref].alloc_id);
       if (!offers || g.op != i || b == mover.base_of.end()) continue;
       const GemmOperand o = g.operand(b->second + t.refs[g.ref].offset);
-      offers->after_gemm_op(&o, 1, "gemm", op.stream);
+      offers->after_gemm_op(&o, 1, "gemm", op.stream, at);
     }
   }
   if (before_op) before_op(t.ops.size(), pager);

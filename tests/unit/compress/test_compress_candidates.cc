@@ -192,6 +192,23 @@ TEST_CASE("compress candidates: overwrites, frees and the trace's end make no ga
   CHECK(vc::compress_choice(end, at_op0(), p, vc::idle_ops(10)).verdict == CompressVerdict::kNoIdleRead);
 }
 
+TEST_CASE("compress candidates: the scan says whether it ended at a write or the free, or at the trace's end") {
+  CompressPolicy p = policy();
+  auto ended = [&](const Trace &t) { return vc::compress_choice(t, at_op0(), p, vc::idle_ops(0)).ended; };
+  Trace read_last = forward_backward();  // read at 100, then the trace ends
+  CHECK_FALSE(ended(read_last));
+  Trace written = forward_backward();
+  pad_to(written, 120);
+  add_op(written, {{1, 0, kOut, Role::kWritten}});
+  CHECK(ended(written));
+  CHECK(ended(forward_backward(Role::kWritten)));
+  Trace freed = forward_backward(Role::kRead, kOut, 110);
+  pad_to(freed, 120);
+  CHECK(ended(freed));
+  CHECK(ended(forward_backward(Role::kRead, kOut, 101)));  // freed after the last op
+  CHECK_FALSE(ended(forward_backward(Role::kRead, kOut, 500)));  // past the trace's end: not seen
+}
+
 TEST_CASE("compress candidates: a read-write or a partial write ends the scan after its gap") {
   CompressPolicy p = policy();
   // Op 100 writes half the matrix: the other half is still needed, so the gap counts.

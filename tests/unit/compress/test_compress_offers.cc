@@ -149,7 +149,7 @@ TEST_CASE("compress offers: an offered GEMM output is factored when the pager ev
   CHECK(j["compress_device_peak"] > 0);
   CHECK(p.rt->summary_text().find("compression: 1 offers, 0.0 MB of pages left without a copy; 0 hashed before an "
                                   "op of unknown role, 0 of them unchanged at eviction; ended: 0 written, 0 changed, "
-                                  "0 not hashed, 0 by an opaque kernel, 0 freed\n"
+                                  "0 not hashed, 0 by an opaque kernel, 0 freed, 0 evicted past their last read\n"
                                   "  compressed    gemm 1024x1024 bf16: 0 outputs") != std::string::npos);
 }
 

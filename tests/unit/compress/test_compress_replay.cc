@@ -28,8 +28,9 @@ constexpr int kSteps = 6, kOpsPerStep = 4;
 
 // Each step: op 0 a GEMM reading W and writing X (its GEMM record), op 1 an elementwise kernel with
 // a pointer into X (unknown role), op 2 a kernel over all of Z (evicting X), op 3 a kernel reading X
-// and W. Write records list every op: op 1 changed X's piece only if `unknown_writes`.
-Trace training(bool unknown_writes) {
+// and W (W alone unless `read_later`: X is dead after op 1 until the next GEMM overwrites it). Write
+// records list every op: op 1 changed X's piece only if `unknown_writes`.
+Trace training(bool unknown_writes, bool read_later = true, int steps = kSteps) {
   Trace t;
   t.page_size = kPage;
   t.callsites.resize(1);
@@ -44,7 +45,7 @@ Trace training(bool unknown_writes) {
     t.writes.pieces.insert(t.writes.pieces.end(), wrote.begin(), wrote.end());
     t.ops.push_back(o);
   };
-  for (int s = 0; s < kSteps; ++s) {
+  for (int s = 0; s < steps; ++s) {
     GemmWrite g;
     g.op = uint32_t(t.ops.size()), g.ref = uint32_t(t.refs.size() + 1);
     g.rows = g.cols = g.ld = 1024, g.type = 14;  // CUDA_R_16BF
@@ -53,7 +54,8 @@ Trace training(bool unknown_writes) {
     op("gemm", {{kW, 0, kPage, Role::kRead}, {kX, 0, kPage, Role::kWritten}}, {{kX, 0}});
     op("gelu", {{kX, 0, 0, Role::kUnknown}}, unknown_writes ? std::vector<WrittenPiece>{{kX, 0}} : std::vector<WrittenPiece>{});
     op("other", {{kZ, 0, 4 * kPage, Role::kReadWritten}}, {{kZ, 0}, {kZ, 1}, {kZ, 2}, {kZ, 3}});
-    op("read", {{kX, 0, kPage, Role::kRead}, {kW, 0, kPage, Role::kRead}}, {});
+    if (read_later) op("read", {{kX, 0, kPage, Role::kRead}, {kW, 0, kPage, Role::kRead}}, {});
+    else op("read", {{kW, 0, kPage, Role::kRead}}, {});
   }
   return t;
 }
@@ -65,18 +67,20 @@ std::string rejection(const Trace &t) {
   return decode_trace(bytes.data(), bytes.size(), &back, &error) ? "" : error;
 }
 
-ReplayResult replay(const Trace &t, int64_t rank) {
+// `learn_at`: the predictive policy, its plan learned at that op (0: the reactive policy).
+ReplayResult replay(const Trace &t, int64_t rank, uint64_t learn_at = 0) {
   CompressReplay c;
   c.rank_setting = rank;
   const LowRankBytes b = lowrank_bytes(1024, 1024, 256, LowRankType::kBF16);
   c.reserve = b.factors + b.scratch;
-  return replay_trace(t, 4 * kPage, kPage, PagingPolicy::kReactive, kOpsPerStep, 0, 0, false, nullptr, {}, c);
+  return replay_trace(t, 4 * kPage, kPage, learn_at ? PagingPolicy::kPredictive : PagingPolicy::kReactive,
+                      kOpsPerStep, learn_at, 0, false, nullptr, {}, c);
 }
 
 // The last step's figure of a sampled series (one sample per step).
-uint64_t last_step(const std::vector<uint64_t> &v) {
-  REQUIRE(v.size() == size_t(kSteps));
-  return v[kSteps - 1] - v[kSteps - 2];
+uint64_t last_step(const std::vector<uint64_t> &v, int steps = kSteps) {
+  REQUIRE(v.size() == size_t(steps));
+  return v[steps - 1] - v[steps - 2];
 }
 
 }  // namespace
@@ -178,6 +182,27 @@ TEST_CASE("compression in the replay: the outputs factored, pages left without a
   CHECK(last_step(wrote.factors_out) == 0);
   CHECK(last_step(wrote.copied) == last_step(off.copied));
   CHECK(last_step(wrote.fetched) == last_step(off.fetched));
+}
+
+// Note [Offers read for the last time]: with a plan, X evicted after its last read (the next GEMM
+// overwrites it) is not factored; read again later, it is. Without a plan both are.
+TEST_CASE("compression in the replay: an output evicted past its last read is not factored") {
+  int64_t h4 = 0;
+  std::string why;
+  REQUIRE(parse_compress_rank("h/4", &h4, &why));
+  const int steps = 10;  // the plan is followed from the sixth on
+  const uint64_t learn_at = 3 * kOpsPerStep;
+  const ReplayResult dead = replay(training(false, false, steps), h4, learn_at);
+  const ReplayResult live = replay(training(false, true, steps), h4, learn_at);
+  const ReplayResult no_plan = replay(training(false, false, steps), h4);
+  REQUIRE((dead.learned && live.learned));
+  CHECK(last_step(dead.offers, steps) == 1);
+  CHECK(last_step(dead.compressed, steps) == 0);
+  CHECK(last_step(dead.skipped, steps) == 0);
+  CHECK(last_step(live.offers, steps) == 1);
+  CHECK(last_step(live.compressed, steps) == 1);
+  CHECK(last_step(live.skipped, steps) == kPage);
+  CHECK(last_step(no_plan.compressed, steps) == 1);
 }
 
 TEST_CASE("compression in the replay: a replay that stopped paging predicts nothing, never a saving") {
