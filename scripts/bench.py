@@ -56,6 +56,9 @@ CONFIGS = {
     # Three levels: host memory capped, the rest of the paged bytes in a swap file on the local disk.
     "1.3b-8-disk": {"size": "1.3b", "batch": 1, "seq": 2048, "budget_gib": 8, "host_limit_gib": 8},
     "2.7b-16-disk": {"size": "2.7b", "batch": 1, "seq": 2048, "budget_gib": 16, "host_limit_gib": 16},
+    # The largest sample at 24 GiB: its ~100 GiB of weights, gradients and AdamW state in 64 GiB of host
+    # memory and the swap file (the machine has 128 GiB of memory and 64 GiB of disk).
+    "6.7b-24-disk": {"size": "6.7b", "batch": 1, "seq": 2048, "budget_gib": 24, "host_limit_gib": 64},
 }
 # Run order within a configuration: the reference first, then what matters most, so a call cut short
 # by its deadline loses the least.
@@ -84,12 +87,12 @@ LOG_LINE = re.compile(r"^vramcache \d+:\d+ (INFO|DEBUG) ")
 # Guesses for the deadline, used only until the configuration has a record to scale from: start-up
 # seconds per size, seconds per step at batch 1 per mode and size (each further sample of a batch adds
 # the in-VRAM step's time), vramcache's learning, and `vramcache profile` per size.
-START_S = {"tiny": 10, "1.3b": 20, "2.7b": 30}
-STEP_S = {"in_vram": {"1.3b": 0.06, "2.7b": 0.11}, "vramcache": {"1.3b": 0.8, "2.7b": 1.2},
+START_S = {"tiny": 10, "1.3b": 20, "2.7b": 30, "6.7b": 60}
+STEP_S = {"in_vram": {"1.3b": 0.06, "2.7b": 0.11, "6.7b": 0.3}, "vramcache": {"1.3b": 0.8, "2.7b": 1.2, "6.7b": 40},
           "fsdp2": {"1.3b": 1.4, "2.7b": 2.8}, "cpu_optimizer": {"1.3b": 0.9, "2.7b": 1.8},
           "save_on_cpu": {"1.3b": 0.4, "2.7b": 0.8}}
 LEARN_S = 30
-PROFILE_S = {"1.3b": 70, "2.7b": 100}
+PROFILE_S = {"1.3b": 70, "2.7b": 100, "6.7b": 240}
 DETERMINISTIC_SLOWER = 2.0  # the math attention backend
 MARGIN_S = 15  # a run is started only with its estimate * 1.15 + this left
 

@@ -26,11 +26,12 @@ declare -A PARTS=(
   [bitwise-heavy-b2]="--deterministic --configs 2.7b-b2 --modes $vc"
   [bitwise-disk-1.3b]="--deterministic --configs 1.3b-8-disk --modes in_vram,vramcache"
   [bitwise-disk-2.7b]="--deterministic --configs 2.7b-16-disk --modes in_vram,vramcache"
+  [largest-6.7b]="--deterministic --configs 6.7b-24-disk --modes in_vram,vramcache"
   [frames-2.7b-24]="--configs 2.7b-24 --modes vramcache --frame-sizes 8M,16M,32M,128M --steps 15"
   [bitwise-frames-2.7b-24]="--deterministic --configs 2.7b-24 --modes in_vram,vramcache --frame-sizes 8M"
   [report]=""
 )
-ORDER="peers-2.7b-24 heavy bitwise-2.7b-24 peers-1.3b-12 peers-2.7b-16 clean-2.7b heavy-more bitwise-1.3b-12 bitwise-2.7b-16 clean-1.3b bitwise-heavy frames-2.7b-24 bitwise-frames-2.7b-24 heavy-b2-reference bitwise-heavy-b2 bitwise-disk-1.3b bitwise-disk-2.7b"
+ORDER="peers-2.7b-24 heavy bitwise-2.7b-24 peers-1.3b-12 peers-2.7b-16 clean-2.7b heavy-more bitwise-1.3b-12 bitwise-2.7b-16 clean-1.3b bitwise-heavy frames-2.7b-24 bitwise-frames-2.7b-24 heavy-b2-reference bitwise-heavy-b2 bitwise-disk-1.3b bitwise-disk-2.7b largest-6.7b"
 part=${1:-}
 if [ -z "$part" ] || [ "$part" = list ] || [ -z "${PARTS[$part]+x}" ]; then
   [ -n "$part" ] && [ "$part" != list ] && echo "bench.sh: no part named '$part'" >&2

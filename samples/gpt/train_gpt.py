@@ -31,6 +31,7 @@ SIZES = {  # n_layer, d_model, n_head
     "tiny": (4, 256, 4),
     "1.3b": (24, 2048, 16),
     "2.7b": (32, 2560, 20),
+    "6.7b": (32, 4096, 32),
 }
 VOCAB = 50304  # --data uses ids 0-255 of it (one per byte): the model is the same with either tokens
 DATA_SEED = 1234
