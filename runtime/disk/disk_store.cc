@@ -56,15 +56,12 @@ int64_t DiskStore::take_slot(uint64_t bytes) {
   const uint64_t need = (bytes + kDiskAlign - 1) / kDiskAlign * kDiskAlign;
   Lock lock(mu_);
   if (broken_) return -broken_;
-  uint64_t offset = end_;
   auto fit = std::find_if(free_space_.begin(), free_space_.end(), [&](const auto &r) { return r.second >= need; });
-  if (fit != free_space_.end()) {
-    offset = fit->first;
-  } else {
-    // At the file's end, from the free range that ends there if one does.
+  if (fit == free_space_.end()) {  // the file grows, from the free range that ends at its end if one does
+    uint64_t from = end_;
     if (!free_space_.empty() && std::prev(free_space_.end())->first + std::prev(free_space_.end())->second == end_)
-      offset = std::prev(free_space_.end())->first;
-    const uint64_t end = offset + need;
+      from = std::prev(free_space_.end())->first;
+    const uint64_t end = from + need;
     if (cfg_.max_bytes && end > cfg_.max_bytes) return -ENOSPC;
     if (end > reserved_) {
       // A failed fallocate may have reserved part of the range; it is reserved again next time.
@@ -73,14 +70,12 @@ int64_t DiskStore::take_slot(uint64_t bytes) {
       reserved_ = end;
       stats_.file_bytes = end;
     }
-    if (offset < end_) fit = std::prev(free_space_.end());
-    end_ = std::max(end_, end);
+    end_ = end;
+    fit = free_space_.insert_or_assign(from, end - from).first;
   }
-  if (fit != free_space_.end()) {
-    const auto [at, len] = *fit;
-    free_space_.erase(fit);
-    if (at + len > offset + need) free_space_.emplace(offset + need, at + len - offset - need);
-  }
+  const auto [offset, len] = *fit;
+  free_space_.erase(fit);
+  if (len > need) free_space_.emplace(offset + need, len - need);
   uint64_t s;
   if (!free_slots_.empty()) {
     s = *free_slots_.begin();
