@@ -45,7 +45,7 @@ bool on_device(AllocKind kind) { return kind != AllocKind::kManaged; }
 bool wildcard_op(const RecordedOp &op) {
   if (op.kind == OpKind::kSync) return false;
   const bool kernel = op.kind == OpKind::kKernel || op.kind == OpKind::kGraphKernel;
-  return kernel ? !(op.flags & kOpDecoded) || (op.flags & kOpIndirect) : op.bytes == 0 && !op.ranges;
+  return kernel ? wildcard_kernel(op.kind, op.flags) : op.bytes == 0 && !op.ranges;
 }
 }  // namespace
 

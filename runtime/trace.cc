@@ -25,6 +25,11 @@ const char *op_kind_name(OpKind kind) {
   return "?";
 }
 
+bool wildcard_kernel(OpKind kind, uint32_t flags) {
+  const bool kernel = kind == OpKind::kKernel || kind == OpKind::kGraphKernel;
+  return kernel && (!(flags & kOpDecoded) || (flags & kOpIndirect));
+}
+
 // A linear search: Trace has no index field, and a trace holds a few thousand distinct names at
 // most. A recorder that interns once per launch should cache the index per function handle.
 uint32_t Trace::intern(const std::string &name) {

@@ -64,6 +64,10 @@ struct Op {
   uint64_t start_ns = 0, end_ns = 0;  // device clock from CUPTI activity, 0 = not measured
   uint32_t first_ref = 0, ref_count = 0;  // refs[first_ref, first_ref + ref_count)
 };
+// An op of `kind` and `flags` (OpFlags) that is a kernel able to touch any memory, not only its
+// refs: its parameters not decoded, or reaching memory through pointer arrays (a wildcard, as the
+// pager's OpKey::wildcard).
+bool wildcard_kernel(OpKind kind, uint32_t flags);
 
 // Note [Write records]: in profile mode, the pieces (at most 2 MiB, as the clean check's, Note
 // [Clean pieces] in runtime/frames_clean.cc) of what an op may reach are hashed before and after

@@ -91,8 +91,7 @@ struct Touch {
 
 Touch touch_of(const Trace &trace, const Op &op, uint64_t alloc_id, uint64_t lo, uint64_t hi) {
   Touch t;
-  const bool kernel = op.kind == OpKind::kKernel || op.kind == OpKind::kGraphKernel;
-  if (kernel && (!(op.flags & kOpDecoded) || (op.flags & kOpIndirect))) t.any = t.unknown = true;  // a wildcard
+  if (wildcard_kernel(op.kind, op.flags)) t.any = t.unknown = true;
   const uint64_t end = std::min<uint64_t>(uint64_t(op.first_ref) + op.ref_count, trace.refs.size());
   for (uint64_t j = op.first_ref; j < end; ++j) {
     const Ref &r = trace.refs[j];

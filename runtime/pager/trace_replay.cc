@@ -37,8 +37,7 @@ class NextReach {
     for (uint32_t i = 0; i < t.ops.size(); ++i) {
       const Op &o = t.ops[i];
       const bool kernel = o.kind == OpKind::kKernel || o.kind == OpKind::kGraphKernel;
-      if ((o.flags & kOpCaptured) || (kernel && (!(o.flags & kOpDecoded) || (o.flags & kOpIndirect))))
-        wild_.push_back(i);
+      if ((o.flags & kOpCaptured) || wildcard_kernel(o.kind, o.flags)) wild_.push_back(i);
       for (uint32_t r = o.first_ref; r < o.first_ref + o.ref_count; ++r) {
         const Ref &ref = t.refs[r];
         events_[ref.alloc_id].push_back({i, ref.offset, ref.bytes ? ref.offset + ref.bytes : ~uint64_t(0),
@@ -400,12 +399,10 @@ ReplayResult replay_trace(const Trace &t, uint64_t budget, uint64_t page_size, P
     const Op &op = t.ops[i];
     if (op.kind == OpKind::kSync || (op.flags & kOpCaptured)) continue;
     touches.assign(t.refs.begin() + op.first_ref, t.refs.begin() + op.first_ref + op.ref_count);
-    const bool kernel = op.kind == OpKind::kKernel || op.kind == OpKind::kGraphKernel;
+    const bool wildcard = wildcard_kernel(op.kind, op.flags);
     const uint64_t at = offers ? pager.position() : kNever;
-    if (offers)
-      offers->before_op(touches, kernel && (!(op.flags & kOpDecoded) || (op.flags & kOpIndirect)), op.stream, true,
-                        t.names[op.name].c_str(), at);
-    pager.on_op({op.kind, t.names[op.name].c_str()}, op.stream, touches);
+    if (offers) offers->before_op(touches, wildcard, op.stream, true, t.names[op.name].c_str(), at);
+    pager.on_op({op.kind, t.names[op.name].c_str(), wildcard}, op.stream, touches);
     mover.wrote(i);
     for (; next_gemm < t.gemms.size() && t.gemms[next_gemm].op <= i; ++next_gemm) {
       const GemmWrite &g = t.gemms[next_gemm];

@@ -163,6 +163,22 @@ TEST_CASE("pager replay: a fetch is dead on arrival only where the next op to re
   CHECK(dead_elidable(kWildcardFirst) == std::make_pair(uint64_t(0), uint64_t(0)));  // may be read by the wildcard
 }
 
+// The replay tells the pager which ops are wildcards, as the library does: under a budget of one
+// 2 MiB page, op 1 evicts page 0 for page 1, and op 2, a kernel not decoded (or one with pointer
+// arrays), may reach page 0 where it is: it is mapped home (sampled before op 3).
+TEST_CASE("pager replay: a wildcard op maps home every page away from the device") {
+  const uint64_t mib = 1 << 20;
+  for (const uint32_t flags : {uint32_t(kOpDecoded), 0u, uint32_t(kOpDecoded | kOpIndirect)}) {
+    CAPTURE(flags);
+    Trace t = one_allocation(4 * mib, {{{1, 0, 2 * mib, Role::kRead}}, {{1, 2 * mib, 2 * mib, Role::kRead}}, {}, {}});
+    t.ops[2].flags = flags;
+    const ReplayResult r = replay_trace(t, 2 * mib, 2 * mib, PagingPolicy::kReactive, 1, 0);
+    REQUIRE(r.home_maps.size() == 4);
+    CHECK(r.home_maps[2] == 0);
+    CHECK(r.home_maps[3] == (flags == kOpDecoded ? 0 : 2 * mib));
+  }
+}
+
 // ReplayResult::clean: under a budget of two 2 MiB pages, op 2 evicts page 0 (only read: clean) and
 // op 3 page 1 (written: copied home).
 TEST_CASE("pager replay: a page only read leaves clean, a written one is copied home") {
