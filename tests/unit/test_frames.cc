@@ -57,26 +57,35 @@ constexpr int kIn = vc::FrameMover::kIn, kOut = vc::FrameMover::kOut, kBack = vc
 // A hash runs in its stream's order like a copy, reading through the mappings as they are then (on
 // kHash, once the copies issued on kIn before it ran); its hashes are read once, or dropped, after it
 // ran.
-// Chunks' bytes are 4 KiB aligned and padded to whole 4 KiB (the direct I/O of Note [Frames on
-// disk] reaches a host chunk through host_view, as the real device's granules allow).
-template <class T>
-struct PageAligned {
-  using value_type = T;
-  PageAligned() = default;
-  template <class U> PageAligned(const PageAligned<U> &) {}
-  T *allocate(size_t n) {
-    void *p = std::aligned_alloc(4096, (n * sizeof(T) + 4095) / 4096 * 4096);
-    if (!p) throw std::bad_alloc();
-    return static_cast<T *>(p);
+// A chunk's bytes: 4 KiB aligned and padded to whole 4 KiB (the direct I/O of Note [Frames on disk]
+// reaches a host chunk through host_view, as the real device's granules allow), filled with one
+// garbage byte by one memset (a vector's element-wise loops made the sanitizer builds, whose tests
+// are compiled at -O0, spend most of their time making and dropping chunks).
+class ChunkBytes {
+ public:
+  ChunkBytes(size_t n, uint8_t garbage) : p_(static_cast<uint8_t *>(std::aligned_alloc(4096, (n + 4095) / 4096 * 4096))), n_(n) {
+    if (!p_) throw std::bad_alloc();
+    memset(p_, garbage, n);
   }
-  void deallocate(T *p, size_t) { std::free(p); }
-  bool operator==(const PageAligned &) const { return true; }
-  bool operator!=(const PageAligned &) const { return false; }
+  ChunkBytes(ChunkBytes &&o) noexcept : p_(o.p_), n_(o.n_) { o.p_ = nullptr, o.n_ = 0; }
+  ChunkBytes &operator=(ChunkBytes &&o) noexcept {
+    std::swap(p_, o.p_), std::swap(n_, o.n_);
+    return *this;
+  }
+  ~ChunkBytes() { std::free(p_); }
+  uint8_t *data() { return p_; }
+  const uint8_t *data() const { return p_; }
+  size_t size() const { return n_; }
+  uint8_t &operator[](size_t i) { return p_[i]; }
+
+ private:
+  uint8_t *p_;
+  size_t n_;
 };
 
 class FakeVmm : public vc::VmmDevice {
  public:
-  struct Chunk { bool host = false, released = false; std::vector<uint8_t, PageAligned<uint8_t>> data; int maps = 0; };
+  struct Chunk { bool host = false, released = false; ChunkBytes data; int maps = 0; };
   struct Copy {  // or a hash (`hash`: its token; of `bytes` at `src` in pieces of `dst` bytes)
     uint64_t dst, src, bytes, order;
     std::map<uint64_t, uint64_t> after;  // app work before it
@@ -104,7 +113,7 @@ class FakeVmm : public vc::VmmDevice {
   bool create(bool host, uint64_t bytes, uint64_t *chunk) override {
     if (call("create")) return false;
     *chunk = next_handle_++;
-    chunks[*chunk] = {host, false, std::vector<uint8_t, PageAligned<uint8_t>>(bytes, uint8_t(*chunk * 37)), 0};  // garbage
+    chunks.emplace(*chunk, Chunk{host, false, ChunkBytes(bytes, uint8_t(*chunk * 37)), 0});
     if (!host) device_live += bytes, device_peak = std::max(device_peak, device_live);
     return true;
   }
