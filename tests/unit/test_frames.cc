@@ -59,8 +59,8 @@ constexpr int kIn = vc::FrameMover::kIn, kOut = vc::FrameMover::kOut, kBack = vc
 // ran.
 // A chunk's bytes: 4 KiB aligned and padded to whole 4 KiB (the direct I/O of Note [Frames on disk]
 // reaches a host chunk through host_view, as the real device's granules allow), filled with one
-// garbage byte by one memset (a vector's element-wise loops made the sanitizer builds, whose tests
-// are compiled at -O0, spend most of their time making and dropping chunks).
+// garbage byte by one memset (a vector filled and dropped element by element made the sanitizer
+// builds spend most of their time making and dropping chunks).
 class ChunkBytes {
  public:
   ChunkBytes(size_t n, uint8_t garbage) : p_(static_cast<uint8_t *>(std::aligned_alloc(4096, (n + 4095) / 4096 * 4096))), n_(n) {
