@@ -260,6 +260,17 @@ def pick_counters(summary):
     return {k: v for k, v in summary.items() if k in SUMMARY_KEYS or CLEAN_CHECK_KEYS.search(k)}
 
 
+SWAP_PREFIX = ".vramcache-swap-"  # a swap file's name where the filesystem refuses O_TMPFILE (swap_file.h)
+
+
+def swap_state(folder):
+    """(swap files named in `folder`, bytes free on its filesystem): after a run with a disk level, no
+    file is left and the space its swap file took is given back, however the run ended."""
+    names = [n for n in os.listdir(folder) if n.startswith(SWAP_PREFIX)]
+    st = os.statvfs(folder)
+    return names, st.f_bavail * st.f_frsize
+
+
 def bitwise(losses, reference, steps):
     """Whether a deterministic run's losses equal the in-VRAM run's over all `steps`, and over how many
     leading steps they are equal."""
@@ -511,15 +522,25 @@ class Bench:
         timeout, by_deadline = self.deadline.timeout(a.timeout)
         if os.path.exists(summary_file):  # an earlier run's must not pass for this one's
             os.remove(summary_file)
+        swap_dir = os.path.dirname(summary_file) if "host_limit_gib" in cfg and mode in VRAMCACHE else None
+        swap_before = swap_state(swap_dir) if swap_dir else None
         r = self.nvml.run(cmd, dict(clean_env(), **env_add), timeout)
+        swap_after = swap_state(swap_dir) if swap_dir else None
         log = os.path.join(self.log_dir, f"{run_name}.log")
         with open(log, "w") as f:
             f.write(f"$ {command}\n" + "\n".join(line for _, line in r.lines) + f"\n--- stderr ---\n{r.err}")
+        left = ""
+        if swap_dir:
+            left = (f"; swap files left {len(swap_after[0])}, disk space given back "
+                    f"{(swap_after[1] - swap_before[1]) / 1e9:+.2f} GB against the space before")
         if r.rc == 124 and by_deadline:
-            return f"{label}: CUT by the deadline after {timeout:.0f} s: no record (log {os.path.relpath(log, ROOT)})"
+            return f"{label}: CUT by the deadline after {timeout:.0f} s{left}: no record (log {os.path.relpath(log, ROOT)})"
         figures = self.figures(cfg, mode, det, steps, budget, r, summary_file)
+        if swap_dir:
+            figures["swap_files_left"] = swap_after[0]
+            figures["swap_dir_free_change_bytes"] = swap_after[1] - swap_before[1]
         self.put(config, figures, command)
-        return f"{label}: {describe(figures)}"
+        return f"{label}: {describe(figures)}{left}"
 
     def figures(self, cfg, mode, det, steps, budget, r, summary_file):
         """The record's figures of run `r` (Note [Protocol])."""
@@ -749,6 +770,12 @@ def self_test():
                             "hash_ns": 7, "frames_remaps": 2})
     check(picked == {"paging_h2d_bytes": 5, "clean_skipped_bytes": 3, "remaps_with_host_copy": 1, "hash_ns": 7,
                      "frames_remaps": 2}, picked)
+    import tempfile
+    with tempfile.TemporaryDirectory() as d:
+        for n in (SWAP_PREFIX + "a1B2c3", "x.log", "vramcache-swap-x"):
+            open(os.path.join(d, n), "w").close()
+        names, free = swap_state(d)
+        check(names == [SWAP_PREFIX + "a1B2c3"] and free > 0, (names, free))
     check(bitwise(["a", "b", "c"], ["a", "b", "c", "d"], 3) == {"bitwise": True, "bitwise_equal_steps": 3}, "bitwise")
     check(bitwise(["a", "x", "c"], ["a", "b", "c"], 3) == {"bitwise": False, "bitwise_equal_steps": 1}, "differs")
     check(bitwise(["a", "b"], ["a", "b", "c"], 3)["bitwise"] is False, "a run that stopped early")

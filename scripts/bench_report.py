@@ -268,7 +268,7 @@ def frame_table(recs):
 
 
 def bitwise_table(recs):
-    rows, cmds = [], []
+    rows, cmds, swap = [], [], []
     for name in recs.configs(True):
         cfg = CONFIGS[name]
         cmds.append((f"{name} in_vram", recs.get(cfg, "in_vram", True)))
@@ -282,11 +282,15 @@ def bitwise_table(recs):
             rows.append(f"| `{name}` | {LABELS[mode]} | {check} | {f.get('bitwise_equal_steps', '-')} of {f['steps_asked']} | "
                         f"{cell(f.get('bitwise_reference', '-'))} |")
             cmds.append((f"{name} {mode}", r))
+            if "swap_files_left" in f:
+                swap.append(f"- `{name}` {LABELS[mode]}: {len(f['swap_files_left'])} swap files left in the swap folder "
+                            f"after the run; its disk's free space {f['swap_dir_free_change_bytes'] / 1e9:+.2f} GB "
+                            "against before it")
     if not rows:
         return []
     return ["### Correctness: vramcache's losses against the deterministic in-VRAM run's, bitwise", "",
             "| configuration | mode | bitwise | equal steps | reference |", "| --- | --- | --- | --- | --- |"] + rows + \
-        ["", "Commands:", ""] + commands(cmds) + [""]
+        ([""] + swap if swap else []) + ["", "Commands:", ""] + commands(cmds) + [""]
 
 
 def step_plot(recs):
