@@ -37,35 +37,17 @@ __device__ __forceinline__ void piece_hash_block(const unsigned char *base, uint
   static_assert(kPerThread * kThreads == vc::kPieceLanes && kThreads % 32 == 0, "lanes shared out evenly, by warps");
   const uint64_t off = uint64_t(blockIdx.x) * piece;
   if (off >= bytes) return;
-  const uint64_t n = bytes - off < piece ? bytes - off : piece, units = vc::piece_units(n);
+  const uint64_t n = bytes - off < piece ? bytes - off : piece;
   const unsigned char *p = base + off;
   const vc::PieceKey key{k0, k1};
   const unsigned L = vc::piece_lanes(n);
-  vc::Sip lane[kPerThread];
-#pragma unroll
-  for (unsigned q = 0; q < kPerThread; ++q) {
-    const unsigned j = threadIdx.x + q * kThreads;
-    lane[q] = vc::Sip(key);
-    lane[q].absorb(vc::lane_tag(n, j));
-  }
-  // Unit u goes to lane u % L: in each round of L units, this thread's lanes take theirs.
-  for (uint64_t u0 = 0; u0 < units; u0 += L) {
-#pragma unroll
-    for (unsigned q = 0; q < kPerThread; ++q) {
-      const unsigned j = threadIdx.x + q * kThreads;
-      if (j >= L || u0 + j >= units) continue;
-      uint64_t w0, w1;
-      load_unit(p, n, u0 + j, &w0, &w1);
-      lane[q].absorb(w0);
-      lane[q].absorb(w1);
-    }
-  }
+  auto load = [&](uint64_t u, uint64_t *w0, uint64_t *w1) { load_unit(p, n, u, w0, w1); };
   vc::PieceHash x;
 #pragma unroll
   for (unsigned q = 0; q < kPerThread; ++q) {
     const unsigned j = threadIdx.x + q * kThreads;
     if (j >= L) continue;
-    const vc::PieceHash h = lane[q].finish(vc::lane_last(n, j));
+    const vc::PieceHash h = vc::lane_hash(key, n, j, load);
     x.lo ^= h.lo, x.hi ^= h.hi;
   }
   // The XOR of every lane's hash: within each warp, then across warps (any order gives the same).

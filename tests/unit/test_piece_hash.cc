@@ -1,9 +1,10 @@
 // Tests of the piece hash (runtime/piece_hash.h, Note [Piece hash]): SipHash-2-4-128 against the
-// vectors its authors publish, the tree against SipHash of each lane's bytes, fixed vectors of the
-// piece hash (the GPU check, scripts/gpu_checks/piece_hash_check.cu, holds the kernel to the same),
+// vectors its authors publish, the tree against SipHash of each lane's bytes, the kernel's lanes
+// (lane_hash, loads batched) against the reference, fixed vectors of the piece hash (the GPU check, scripts/gpu_checks/piece_hash_check.cu, holds the kernel to the same),
 // and that one byte changed anywhere, two units swapped, another length or another key each change it.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <random>
@@ -76,6 +77,30 @@ TEST_CASE("piece hash: the tree is SipHash of each lane's bytes, then of their X
     }
     const uint64_t head[3] = {vc::kPieceTag ^ n, x.lo, x.hi};
     CHECK(vc::siphash128(kKey, head, sizeof head) == hash_of(d));
+  }
+}
+
+TEST_CASE("piece hash: the kernel's lanes, loads batched, give the reference's hash") {
+  // Lengths around one lane's first batch (kLaneBatch rounds of L units) and a whole piece.
+  const uint64_t batch = 16 * uint64_t(vc::kPieceLanes) * vc::kLaneBatch;
+  for (uint64_t n : {uint64_t(1), uint64_t(16), uint64_t(17), uint64_t(5000), batch - 16, batch, batch + 3,
+                     batch + 16 * vc::kPieceLanes + 9, 3 * batch + 40, vc::kMaxPiece - 5, vc::kMaxPiece}) {
+    CAPTURE(n);
+    const std::vector<uint8_t> d = pattern(n);
+    std::vector<uint64_t> loads(vc::piece_units(n));
+    auto load = [&](uint64_t u, uint64_t *w0, uint64_t *w1) {  // as the kernel's, zeros past n
+      uint64_t w[2] = {0, 0};
+      std::memcpy(w, &d[16 * u], std::min<uint64_t>(16, n - 16 * u));
+      *w0 = w[0], *w1 = w[1];
+      loads[u]++;
+    };
+    vc::PieceHash x;
+    for (unsigned j = 0; j < vc::piece_lanes(n); ++j) {
+      const vc::PieceHash h = vc::lane_hash(kKey, n, j, load);
+      x.lo ^= h.lo, x.hi ^= h.hi;
+    }
+    CHECK(vc::piece_final(kKey, n, x) == hash_of(d));
+    CHECK(std::count(loads.begin(), loads.end(), 1) == int64_t(loads.size()));  // each unit loaded once
   }
 }
 
