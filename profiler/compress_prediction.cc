@@ -28,13 +28,14 @@ CompressPrediction predict_compression(const Analysis &a, const PagerReplay &p, 
   const uint64_t period = a.iterations.period;
   if (a.trace.gemms.empty()) return c.why = "the trace has no GEMM records (recorded before they existed)", c;
   if (!p.iterations || !period) return c.why = "needs a period and at least 5 iterations of trace", c;
-  // As Runtime::start_paging: the reserve of the compressing mover is headroom the pager plans without.
-  c.reserve = CompressOffers::reserve_for(budget, p.frame);
-  c.planned = budget - std::min(budget / 2, frame_headroom(budget, p.frame) + c.reserve);
+  // As Runtime::start_paging: the pager plans within what the replay without compression does, and
+  // counts the compressing mover's reserve against it (Note [The reserve learned]).
+  c.planned = p.planned;
   CompressReplay cr;
-  cr.rank_setting = rank_setting, cr.reserve = c.reserve;
+  cr.rank_setting = rank_setting, cr.reserve = CompressOffers::reserve_for(budget, p.frame);
   const ReplayResult r = replay_trace(a.trace, c.planned, p.frame, PagingPolicy::kPredictive, period, 2 * period,
                                       p.window, true, nullptr, {}, cr);
+  c.reserve = r.reserve;
   return compress_figures(c, r, p, bound.compute_s, link);
 }
 
@@ -64,8 +65,8 @@ std::string compression_text(const CompressPrediction &c) {
   if (!c.iterations) return "compression: not predicted (" + c.why + ")\n";
   char buf[1400];
   snprintf(buf, sizeof buf,
-           "compression (the pager replay, predictive with bypass, planned within %s: the budget less the reserve of "
-           "%s for factors), per iteration over the last %d: %.1f outputs offered, %.1f factored; %s of pages left "
+           "compression (the pager replay, predictive with bypass, planned within %s, of which the reserve for "
+           "factors takes %s once the plan is learned), per iteration over the last %d: %.1f outputs offered, %.1f factored; %s of pages left "
            "without a copy, %s of factors copied home and %s back; link out %s -> %s, in %s -> %s; device time "
            "factoring %.3f ms, rebuilding %.3f ms (Note [Compression cost model]); step bound %.4f s -> %.4f s "
            "(max(compute %.4f s and the factoring, link %.4f s -> %.4f s))%s\n",

@@ -18,7 +18,8 @@ struct CompressPrediction {
   std::string why;     // when not available
   int64_t rank_setting = 0;
   bool write_records = false;
-  uint64_t planned = 0, reserve = 0;  // the pager's plan within the budget less the reserve
+  uint64_t planned = 0;  // the pager's budget (the reserve counted against it)
+  uint64_t reserve = 0;  // the reserve for factors once the plan is learned (Note [The reserve learned])
   // Per iteration, over the learned ones.
   double offers = 0, compressed = 0, skipped = 0, factors_out = 0, factors_in = 0, factor_s = 0, rebuild_s = 0;
   double h2d_off = 0, d2h_off = 0, h2d_on = 0, d2h_on = 0;  // bytes over the link each way (copies home only)

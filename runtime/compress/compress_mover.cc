@@ -45,7 +45,22 @@ CompressMover::CompressMover(Mover *inner, Compressor *comp, uint64_t page, uint
     : inner_(inner), comp_(comp), page_(page), reserve_(reserve) {
   // The factors and scratch are allocated apart from the inner mover's memory (a frame mover's
   // chunks): it is told so from the start, so that both together keep to the budget.
-  inner_->set_outside(reserve_);
+  inner_->set_outside(reserve);
+}
+
+// Note [The reserve learned]
+// The reserve holds one factorization's factors and scratch. Until the pager has a plan it is what
+// the runtime gives (a sixteenth of the budget, CompressOffers::reserve_for), since the outputs to
+// come are not known; once the plan is learned it is what the largest candidate of the learned
+// iteration needs (CompressOffers::learn), and the rest of it goes back to the pager's pages. It
+// never falls below the factors of a matrix still away, so that each is rebuilt on the device as
+// before. An output offered later that needs more than the reserve moves with its bytes (no room),
+// counted as a fallback. The pager reads the reserve at each op as memory outside it (Note [Memory
+// outside the pager]), so a larger one evicts at once and a smaller one frees room for the plan.
+void CompressMover::set_reserve(uint64_t bytes) {
+  std::lock_guard lock(mu_);
+  reserve_ = std::max(bytes, comp_->away_need());
+  comp_->fit(reserve_);
 }
 
 void CompressMover::offer(const CompressTarget &t) {
@@ -161,7 +176,7 @@ bool CompressMover::evict(uint64_t addr, uint64_t bytes, bool clean) {
       it = end_offer(it, End::kChanged);
       continue;
     }
-    if (end > first && comp_->factor_out(t, reserve_) == FactorResult::kFactored) {
+    if (end > first && comp_->factor_out(t, reserve_.load()) == FactorResult::kFactored) {
       dead.push_back({first, end});
       Away &a = away_[t.addr];
       a.bytes = t.shape.matrix_bytes;
@@ -225,7 +240,7 @@ bool CompressMover::rebuild_due(uint64_t passed_fence) {
     // Only some of its pages back (an op reaching part of it): the rest is reached where it is
     // (home), and the rebuild writes all of it through the program's addresses.
     const bool whole = a.in.size() == a.pages;
-    if ((!whole && !inner_->reach(it->first, a.bytes)) || !comp_->rebuild(it->first, a.bytes, reserve_)) {
+    if ((!whole && !inner_->reach(it->first, a.bytes)) || !comp_->rebuild(it->first, a.bytes, reserve_.load())) {
       ok = false;
       ++it;
       continue;
@@ -262,7 +277,7 @@ bool CompressMover::reach(uint64_t addr, uint64_t bytes) {
       ++it;
       continue;
     }
-    if (!rebuild_where(it->first, it->second, reserve_)) return false;
+    if (!rebuild_where(it->first, it->second, reserve_.load())) return false;
     it = away_.erase(it);
   }
   return true;
@@ -288,6 +303,7 @@ std::vector<std::pair<std::string, uint64_t>> CompressMover::figures() const {
   std::vector<std::pair<std::string, uint64_t>> out = inner_->figures();
   for (auto &kv : comp_->figures()) out.push_back(kv);
   out.push_back({"compress_skipped_bytes", skipped_});
+  out.push_back({"compress_reserve_bytes", reserve_.load()});
   out.push_back({"compress_offers_hashed", hashed_});
   out.push_back({"compress_offers_unchanged", unchanged_});
   static const char *const kEnded[] = {"written", "opaque", "freed", "unhashed", "changed", "read_last"};

@@ -6,6 +6,7 @@
 // qualify (candidates.h, the caller offers them). Note [Compressed moves]. No CUDA here.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <map>
 #include <mutex>
@@ -22,7 +23,8 @@ namespace vc {
 class CompressMover final : public Mover {
  public:
   // `page`: the pager's page (moves come in whole pages); `reserve`: device bytes of the budget kept
-  // for the factors and scratch of one factorization (headroom: the pager plans without them).
+  // for the factors and scratch of one factorization (reserved(): the pager counts them as memory
+  // outside it), until set_reserve.
   // The inner mover's stream_wait must wait on the host (the frame mover's does): the rebuild runs
   // after it returns, before the op is enqueued.
   CompressMover(Mover *inner, Compressor *comp, uint64_t page, uint64_t reserve);
@@ -57,6 +59,10 @@ class CompressMover final : public Mover {
     std::lock_guard lock(mu_);
     now_ = at;
   }
+  // The reserve from now on: at least `bytes`, and the factors of every matrix factored and not yet
+  // rebuilt (so that each is rebuilt on the device); the compressor's block is given back if it is
+  // larger. Note [The reserve learned].
+  void set_reserve(uint64_t bytes);
   const Compressor &compressor() const { return *comp_; }
   uint64_t skipped_bytes() const {  // bytes of pages that left without a copy
     std::lock_guard lock(mu_);
@@ -89,9 +95,10 @@ class CompressMover final : public Mover {
   bool stream_wait(uint64_t stream, uint64_t f) override;
   bool passed(uint64_t f) override;
   bool failed_and_logged() const override { return inner_->failed_and_logged(); }
-  uint64_t headroom() const override { return inner_->headroom() + reserve_; }
-  // The reserve is device memory outside the inner mover's: it keeps that much less for itself.
-  void set_outside(uint64_t bytes) override { inner_->set_outside(bytes + reserve_); }
+  uint64_t headroom() const override { return inner_->headroom(); }
+  // The reserve is device memory outside the inner mover's: the pager's figure counts it.
+  void set_outside(uint64_t bytes) override { inner_->set_outside(bytes); }
+  uint64_t reserved() const override { return reserve_.load(std::memory_order_relaxed); }
   uint64_t unit() const override { return inner_->unit(); }
   uint64_t footprint(uint64_t bytes) const override { return inner_->footprint(bytes); }
   double link_rate() const override { return inner_->link_rate(); }
@@ -126,7 +133,8 @@ class CompressMover final : public Mover {
   mutable std::recursive_mutex mu_;
   Mover *inner_;
   Compressor *comp_;
-  const uint64_t page_, reserve_;
+  const uint64_t page_;
+  std::atomic<uint64_t> reserve_;  // written under mu_, read by the pager without it
   std::map<uint64_t, CompressTarget> offers_;  // by address
   std::map<uint64_t, Away> away_;              // by address
   // Pages whose home copy is stale (they left without their bytes and the matrix was rebuilt on the

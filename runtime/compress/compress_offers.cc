@@ -79,6 +79,7 @@ uint64_t CompressOffers::reserve_for(uint64_t budget, uint64_t unit) {
 
 void CompressOffers::learn(const Trace &trace, uint64_t first_op, uint64_t period) {
   std::map<std::pair<uint64_t, uint64_t>, uint64_t> spans;
+  uint64_t reserve = 0;  // Note [The reserve learned]: the most a candidate of the iteration needs
   std::vector<uint64_t> index;  // trace op of each signature, as the pager counts ops
   const std::vector<uint32_t> sig = op_signatures(trace, &index);
   const uint64_t s0 = uint64_t(std::lower_bound(index.begin(), index.end(), first_op) - index.begin());
@@ -101,6 +102,7 @@ void CompressOffers::learn(const Trace &trace, uint64_t first_op, uint64_t perio
     GemmOutput out;
     out.seq = g.op, out.operand = g.operand(base + r.offset), out.alloc_id = r.alloc_id, out.offset = r.offset;
     const CompressChoice c = compress_choice(trace, out, p, [](const GemmOutput &, uint64_t, uint64_t) { return true; });
+    if (c.verdict == CompressVerdict::kCandidate) reserve = std::max(reserve, Compressor::device_need(c));
     if (!c.ended) continue;  // the trace ends first: not known
     uint64_t span = 0;  // never read
     if (c.verdict == CompressVerdict::kCandidate) span = seq(c.gaps.back().read_seq) - i;
@@ -110,6 +112,7 @@ void CompressOffers::learn(const Trace &trace, uint64_t first_op, uint64_t perio
   }
   std::lock_guard lock(mu_);
   spans_ = std::move(spans), period_ = period;
+  if (period) mover_.set_reserve(reserve);
 }
 
 void CompressOffers::on_alloc(uint64_t id, uint64_t base, uint64_t size) {

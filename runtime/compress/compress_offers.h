@@ -25,7 +25,8 @@ class CompressOffers {
   // `inner`: the backend's mover (its unit the pager's page); `dev`: outlives this; `reserve`:
   // device bytes of the budget kept for one factorization's factors and scratch.
   CompressOffers(Mover *inner, CompressDevice *dev, int64_t rank_setting, uint64_t reserve);
-  // The device bytes a budget keeps for factors and scratch: a sixteenth of it, in whole units.
+  // The device bytes a budget keeps for factors and scratch until a plan is learned: a sixteenth of
+  // it, in whole units (Note [The reserve learned]).
   static uint64_t reserve_for(uint64_t budget, uint64_t unit);
 
   Mover *mover() { return &mover_; }  // the pager's mover
@@ -33,7 +34,9 @@ class CompressOffers {
 
   // The pager learned a plan from `trace`: its op `first_op` is position 0, `period` ops long
   // (Pager::learned_window). Each GEMM output of that iteration gets the span to its last read
-  // before it is written or freed (Note [Offers read for the last time]); period 0 forgets them.
+  // before it is written or freed (Note [Offers read for the last time]), and the reserve becomes
+  // what the largest candidate among them needs (Note [The reserve learned]); period 0 forgets the
+  // spans and keeps the reserve.
   void learn(const Trace &trace, uint64_t first_op, uint64_t period);
 
   // A paged allocation, by id (the pager's refs name allocations by id) and its end.

@@ -60,7 +60,27 @@ Compressor::~Compressor() {
 
 namespace {
 uint64_t carved(uint64_t bytes) { return (bytes + 255) / 256 * 256; }  // CompressDevice::alloc's alignment
+uint64_t factor_bytes(const CompressChoice &s, uint64_t *q, uint64_t *b) {
+  const uint32_t e = lowrank_type_bytes(s.type);
+  *q = s.inner * s.rank * e, *b = uint64_t(s.rank) * s.outer * e;
+  return carved(*q) + carved(*b);
+}
 }  // namespace
+
+uint64_t Compressor::device_need(const CompressChoice &s) {
+  uint64_t q, b;
+  return factor_bytes(s, &q, &b) + carved(s.scratch_bytes);
+}
+
+uint64_t Compressor::away_need() const {
+  uint64_t most = 0;
+  for (const auto &[addr, k] : kept_) most = std::max(most, carved(k.q_bytes) + carved(k.b_bytes));
+  return most;
+}
+
+void Compressor::fit(uint64_t room) {
+  if (block_ && block_bytes_ > room && dev_->release(block_)) block_ = 0, block_bytes_ = 0;
+}
 
 bool Compressor::hold(uint64_t need) {
   used_ = 0;
@@ -91,9 +111,9 @@ FactorResult Compressor::factor_out(const CompressTarget &t, uint64_t room) {
     ++st.fallbacks;
     return FactorResult::kRejected;
   }
-  const uint32_t e = lowrank_type_bytes(s.type);
-  const uint64_t q_bytes = s.inner * s.rank * e, b_bytes = uint64_t(s.rank) * s.outer * e;
-  const uint64_t need = q_bytes + b_bytes + s.scratch_bytes;
+  uint64_t q_bytes, b_bytes;
+  factor_bytes(s, &q_bytes, &b_bytes);
+  const uint64_t need = device_need(s);
   if (need > room) {
     ++st.fallbacks;
     return FactorResult::kNoRoom;
@@ -102,7 +122,7 @@ FactorResult Compressor::factor_out(const CompressTarget &t, uint64_t room) {
   p.rank = s.rank;
   DeviceMatrixRef a{t.addr, s.type, s.inner, s.outer, s.inner};
   uint64_t q = 0, b = 0, scratch = 0;
-  bool ok = hold(carved(q_bytes) + carved(b_bytes) + carved(s.scratch_bytes)) && take(q_bytes, &q);
+  bool ok = hold(need) && take(q_bytes, &q);
   ok = ok && take(b_bytes, &b);
   ok = ok && take(s.scratch_bytes, &scratch);
   LowRankReport report;
@@ -177,7 +197,7 @@ bool Compressor::rebuild(uint64_t addr, uint64_t bytes, uint64_t room) {
     }
     GemmCompressStats &st = stats_[k.target.gemm];
     const uint64_t start = dev_->now_ns();
-    bool ok = k.bytes() <= room && rebuild_on_device(k);
+    bool ok = carved(k.q_bytes) + carved(k.b_bytes) <= room && rebuild_on_device(k);
     if (!ok && rebuild_on_host(k)) {
       ok = true;
       ++st.host_rebuilds;

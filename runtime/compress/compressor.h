@@ -118,6 +118,13 @@ class Compressor {
   void forget(uint64_t token);
   static constexpr uint64_t kSnapshotPieces = kRunPieces;  // of kMaxPiece: 256 MiB
   size_t count() const { return kept_.size(); }
+  // Device bytes a factorization of `s` takes (its factors and scratch, as carved from the block),
+  // and the most the factors of a matrix factored and not yet rebuilt take (a rebuild's need).
+  static uint64_t device_need(const CompressChoice &s);
+  uint64_t away_need() const;
+  // The room given from now on: a block kept larger is given back (if that fails it is kept, over
+  // the room by the difference, as a failed release at the end leaks it).
+  void fit(uint64_t room);
 
   // Device memory of factors and scratch in use now (only while it factors or rebuilds) and at
   // most, for the budget; and the block they are carved from, kept between calls (Note [The

@@ -72,9 +72,12 @@ class Mover {
   // Bytes of the budget the pager leaves to the mover: device memory of evictions still in flight
   // (while they are, a fetch has room without waiting for them).
   virtual uint64_t headroom() const { return 0; }
-  // Device bytes the program holds outside the pager (Note [Memory outside the pager]): a mover
-  // with device memory of its own keeps that much less of it.
+  // Device bytes outside the pager's pages (Note [Memory outside the pager]): the program's and
+  // reserved()'s. A mover with device memory of its own keeps that much less of it.
   virtual void set_outside(uint64_t /*bytes*/) {}
+  // Device bytes of the budget the mover keeps now for work of its own (the compressing mover's
+  // factors and scratch); it may change between ops, and the pager counts it as memory outside.
+  virtual uint64_t reserved() const { return 0; }
   // The unit it moves, if it has one (a frame): the pager's page; 0: VRAMCACHE_PAGE_SIZE.
   virtual uint64_t unit() const { return 0; }
   // Device bytes a page of `bytes` takes while resident (a frame's chunk is whole granules).

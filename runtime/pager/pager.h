@@ -268,7 +268,7 @@ class Pager {
   const uint64_t budget_, page_size_;
   const PagingPolicy policy_;
   const std::atomic<uint64_t> *outside_;
-  uint64_t outside_seen_ = 0;
+  uint64_t outside_seen_;  // the program's bytes outside and the mover's reserved, at the last op
   uint64_t prefetch_limit_;
   double link_rate_ = 0;
   uint64_t lead_ns_ = 0;

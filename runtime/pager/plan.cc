@@ -140,7 +140,10 @@ struct Pager::Plan {
 
 // (Defined here, where Plan is complete.)
 Pager::Pager(Mover *mover, uint64_t budget, uint64_t page_size, PagingPolicy policy, const std::atomic<uint64_t> *outside)
-    : mover_(mover), budget_(budget), page_size_(page_size), policy_(policy), outside_(outside), prefetch_limit_(budget / 16) {}
+    : mover_(mover), budget_(budget), page_size_(page_size), policy_(policy), outside_(outside),
+      outside_seen_(mover->reserved()), prefetch_limit_(budget / 16) {
+  stats_.outside_peak = outside_seen_;
+}
 
 Pager::~Pager() = default;
 

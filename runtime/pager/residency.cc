@@ -58,8 +58,9 @@ constexpr uint64_t kFar = uint64_t(1) << 62;  // ranks of pages the plan does no
 // the same allocation, or the allocation's end. Early on extents are wider than later.
 
 // Note [Memory outside the pager]
-// The budget bounds the program's device memory, not only the pager's: device allocations that are
-// not paged (the stream-ordered allocator, the VMM API, NCCL's buffers made with it, an allocation
+// The budget bounds the program's device memory, not only the pager's: the bytes its mover keeps for
+// work of its own (Mover::reserved, the compressing mover's factors and scratch) and device
+// allocations that are not paged (the stream-ordered allocator, the VMM API, NCCL's buffers made with it, an allocation
 // made while paging could not start) count against it. The pager reads their total at each op; when
 // it grew, resident pages past what is left are evicted at once, but for the op's own (those stay
 // until a later op), and the mover keeps that much less device memory of its own. What the driver
@@ -82,8 +83,7 @@ constexpr uint64_t kFar = uint64_t(1) << 62;  // ranks of pages the plan does no
 // (interpose/backends/paged_alloc.cc).
 
 void Pager::follow_outside(const std::vector<PageKey> &keep) {
-  if (!outside_) return;
-  uint64_t now = outside_->load(std::memory_order_relaxed);
+  const uint64_t now = (outside_ ? outside_->load(std::memory_order_relaxed) : 0) + mover_->reserved();
   if (now != outside_seen_) {
     outside_seen_ = now;
     mover_->set_outside(now);

@@ -419,6 +419,7 @@ ReplayResult replay_trace(const Trace &t, uint64_t budget, uint64_t page_size, P
   r.tracking = pager.tracking();
   r.failed = pager.stats().failed;
   r.stand_ins = pager.stats().stand_ins;
+  if (offers) r.reserve = offers->mover()->reserved();
   return r;
 }
 

@@ -41,7 +41,9 @@ struct DiskLevel {
 // are the prediction.
 struct CompressReplay {
   int64_t rank_setting = 0;  // VRAMCACHE_COMPRESS_RANK's encoding (runtime/compress/rank.h); 0: off
-  uint64_t reserve = 0;      // device bytes kept for factors and scratch (CompressOffers::reserve_for)
+  // Device bytes kept for factors and scratch until the plan is learned (CompressOffers::reserve_for),
+  // counted against the pager's budget as memory outside it (Note [The reserve learned]).
+  uint64_t reserve = 0;
 };
 
 struct ReplayResult {
@@ -75,6 +77,7 @@ struct ReplayResult {
   // left without a copy, bytes of factors copied home and back, and the cost model's device time of
   // the factorizations and rebuilds.
   std::vector<uint64_t> offers, compressed, skipped, factors_out, factors_in, factor_ns, rebuild_ns;
+  uint64_t reserve = 0;  // with compression: the reserve at the end (learned, once the plan was)
   uint64_t host_peak = 0;
   uint64_t peak_resident = 0;
   bool write_records = false;  // copied counted from the trace's write records

@@ -184,7 +184,7 @@ struct Run {
   std::vector<Call> log;
 
   Run(bool offer, uint64_t reserve, int fail_at = -1, Between between = Between::kNothing)
-      : mover(&inner, &comp, kPage, reserve), pager(&mover, 6 * kPage, kPage, vc::PagingPolicy::kReactive) {
+      : mover(&inner, &comp, kPage, reserve), pager(&mover, 6 * kPage + reserve, kPage, vc::PagingPolicy::kReactive) {
     inner.m = &memory;
     memory.fail_at = fail_at;
     inner.completed = pager_test::kAllPassed;
@@ -355,9 +355,56 @@ TEST_CASE("compress mover: the budget leaves the reserve for factors and scratch
   vc::CompressChoice c = choice();
   const uint64_t reserve = c.factor_bytes + c.scratch_bytes;
   Run r(true, reserve);
-  CHECK(r.mover.headroom() == r.inner.headroom() + reserve);
+  CHECK(r.mover.headroom() == r.inner.headroom());
+  CHECK(r.mover.reserved() == reserve);  // the pager counts it as memory outside its pages
   CHECK(r.comp.device_peak() == reserve);  // factors and scratch at once, no more
   CHECK(r.pager.stats().peak_resident <= 6 * kPage);
+  CHECK(r.pager.stats().outside_peak == reserve);
+}
+
+// Note [The reserve learned]: a smaller reserve gives back a larger block and leaves the pager the
+// rest; it never falls below the factors of a matrix still away.
+TEST_CASE("compress mover: the reserve set anew gives its room back, but not under a matrix away") {
+  vc::CompressChoice c = choice();
+  const uint64_t need = vc::Compressor::device_need(c), factors = c.factor_bytes;
+  REQUIRE(need == c.factor_bytes + c.scratch_bytes);  // (all multiples of the block's 256 bytes)
+  Memory memory;
+  BytesMover inner;
+  inner.m = &memory;
+  inner.completed = pager_test::kAllPassed;
+  memory.mem[kBase1] = content(5 * kPage, 1);
+  memory.mem[kBase2] = content(6 * kPage, 2);
+  const std::vector<uint8_t> m = low_rank(), want = rebuilt(m);
+  memcpy(memory.at(kMatrix), m.data(), m.size());
+  vc::Compressor comp(&memory);
+  vc::CompressMover mover(&inner, &comp, kPage, 4 * kPage);
+  vc::Pager pager(&mover, 9 * kPage, kPage, vc::PagingPolicy::kReactive);
+  pager.on_alloc({kBase1, 5 * kPage, vc::AllocKind::kDevice, 1});
+  pager.on_op({vc::OpKind::kKernel, "gemm"}, 1, {touch(1, kMatrix - kBase1, c.matrix_bytes, vc::Role::kWritten)});
+  CHECK(pager.stats().peak_resident == 5 * kPage);  // 9 pages less the reserve's 4
+  mover.offer(vc::compress_target(kMatrix, c, "g"));
+  REQUIRE(mover.to_host(kBase1, 5 * kPage));  // factored: its factors stay home until the rebuild
+  REQUIRE(comp.count() == 1);
+  CHECK(comp.block_bytes() == need);
+  mover.set_reserve(0);  // what a plan with no candidate would set
+  CHECK(mover.reserved() == factors);
+  CHECK(comp.block_bytes() == 0);  // larger than the reserve: given back
+  bool saw = false;
+  for (const auto &[k, v] : mover.figures()) saw |= k == "compress_reserve_bytes" && v == factors;
+  CHECK(saw);
+  REQUIRE(mover.to_device(kBase1, 5 * kPage));
+  REQUIRE(mover.stream_wait(1, mover.fence()));  // the rebuild, on the device (room for the factors)
+  CHECK(comp.count() == 0);
+  CHECK(comp.stats().at("g").host_rebuilds == 0);
+  CHECK(std::equal(want.begin(), want.end(), memory.at(kMatrix)));
+  mover.set_reserve(0);
+  CHECK(mover.reserved() == 0);
+  // The pager takes the room back at its next op: all of the budget for its pages.
+  pager.on_alloc({kBase2, 6 * kPage, vc::AllocKind::kDevice, 2});
+  pager.on_op({vc::OpKind::kKernel, "other"}, 1, {touch(2, 0, 6 * kPage, vc::Role::kReadWritten)});
+  pager.on_op({vc::OpKind::kKernel, "read"}, 1, {touch(1, kMatrix - kBase1, c.matrix_bytes, vc::Role::kRead)});
+  CHECK(pager.stats().peak_resident > 5 * kPage);
+  CHECK(pager.stats().peak_resident <= 9 * kPage);
 }
 
 TEST_CASE("compress mover: a withdrawn offer is not factored; a write keeps factors made, a free drops them") {

@@ -68,12 +68,14 @@ std::string rejection(const Trace &t) {
 }
 
 // `learn_at`: the predictive policy, its plan learned at that op (0: the reactive policy).
-ReplayResult replay(const Trace &t, int64_t rank, uint64_t learn_at = 0) {
+// The pager's budget: 4 pages for its own, and the reserve (`reserve`, else one factorization's need
+// at rank h/4) counted against it until the plan is learned.
+ReplayResult replay(const Trace &t, int64_t rank, uint64_t learn_at = 0, uint64_t reserve = 0) {
   CompressReplay c;
   c.rank_setting = rank;
   const LowRankBytes b = lowrank_bytes(1024, 1024, 256, LowRankType::kBF16);
-  c.reserve = b.factors + b.scratch;
-  return replay_trace(t, 4 * kPage, kPage, learn_at ? PagingPolicy::kPredictive : PagingPolicy::kReactive,
+  c.reserve = rank ? (reserve ? reserve : b.factors + b.scratch) : 0;
+  return replay_trace(t, 4 * kPage + c.reserve, kPage, learn_at ? PagingPolicy::kPredictive : PagingPolicy::kReactive,
                       kOpsPerStep, learn_at, 0, false, nullptr, {}, c);
 }
 
@@ -203,6 +205,26 @@ TEST_CASE("compression in the replay: an output evicted past its last read is no
   CHECK(last_step(live.compressed, steps) == 1);
   CHECK(last_step(live.skipped, steps) == kPage);
   CHECK(last_step(no_plan.compressed, steps) == 1);
+}
+
+// Note [The reserve learned]: once the plan is learned the reserve is what X's factorization needs;
+// the rest goes back to the pager, which then keeps all three allocations resident.
+TEST_CASE("compression in the replay: the reserve learned is the largest candidate's need") {
+  int64_t h4 = 0;
+  std::string why;
+  REQUIRE(parse_compress_rank("h/4", &h4, &why));
+  const int steps = 10;
+  const LowRankBytes b = lowrank_bytes(1024, 1024, 256, LowRankType::kBF16);
+  const ReplayResult r = replay(training(false, true, steps), h4, 3 * kOpsPerStep, 4 * kPage);
+  REQUIRE(r.learned);
+  CHECK(r.reserve == b.factors + b.scratch);
+  CHECK(r.h2d[2] - r.h2d[1] > 0);             // 4 pages for 6: each step moves
+  CHECK(last_step(r.h2d, steps) == 0);        // 8 pages less the need (3 MiB): all stay
+  CHECK(r.peak_resident == 6 * kPage);
+  // Never learned (the reactive policy): the reserve stays, and so do the moves.
+  const ReplayResult fixed = replay(training(false, true, steps), h4, 0, 4 * kPage);
+  CHECK(fixed.reserve == 4 * kPage);
+  CHECK(last_step(fixed.h2d, steps) > 0);
 }
 
 TEST_CASE("compression in the replay: a replay that stopped paging predicts nothing, never a saving") {
