@@ -83,7 +83,8 @@ TEST_CASE("piece hash: the tree is SipHash of each lane's bytes, then of their X
 TEST_CASE("piece hash: the kernel's lanes, loads batched, give the reference's hash") {
   // Lengths around one lane's first batch (kLaneBatch rounds of L units) and a whole piece.
   const uint64_t batch = 16 * uint64_t(vc::kPieceLanes) * vc::kLaneBatch;
-  for (uint64_t n : {uint64_t(1), uint64_t(16), uint64_t(17), uint64_t(5000), batch - 16, batch, batch + 3,
+  for (uint64_t n : {uint64_t(1), uint64_t(16), uint64_t(17), uint64_t(5000), uint64_t(16000), uint64_t(16 * 1001 + 3),
+                     batch - 16, batch, batch + 3,
                      batch + 16 * vc::kPieceLanes + 9, 3 * batch + 40, vc::kMaxPiece - 5, vc::kMaxPiece}) {
     CAPTURE(n);
     const std::vector<uint8_t> d = pattern(n);
@@ -103,6 +104,38 @@ TEST_CASE("piece hash: the kernel's lanes, loads batched, give the reference's h
     CHECK(std::count(loads.begin(), loads.end(), 1) == int64_t(loads.size()));  // each unit loaded once
   }
 }
+
+#ifdef VC_PIECE_HASH_GROUPS
+// The host's shortcut (eight lanes a vector) leaves every lane as Sip's absorbs do, with AVX-512
+// and without.
+TEST_CASE("piece hash: the host's lanes in groups of eight absorb as Sip does") {
+  const unsigned L = vc::kPieceLanes;
+  const uint64_t rounds = 3;
+  const std::vector<uint8_t> d = pattern(16 * L * rounds);
+  std::vector<vc::Sip> want(L), any(L), wide(L);
+  for (unsigned j = 0; j < L; ++j) {
+    want[j] = vc::Sip(kKey), want[j].absorb(vc::lane_tag(d.size(), j));
+    any[j] = wide[j] = want[j];
+    for (uint64_t u = j; u < rounds * L; u += L) {
+      uint64_t w[2];
+      std::memcpy(w, &d[16 * u], 16);
+      want[j].absorb(w[0]), want[j].absorb(w[1]);
+    }
+  }
+  auto same = [&](const std::vector<vc::Sip> &got) {
+    for (unsigned j = 0; j < L; ++j)
+      if (got[j].v0 != want[j].v0 || got[j].v1 != want[j].v1 || got[j].v2 != want[j].v2 || got[j].v3 != want[j].v3)
+        return false;
+    return true;
+  };
+  vc::piece_hash_detail::absorb_rounds_any(any.data(), d.data(), rounds, L);
+  CHECK(same(any));
+  if (__builtin_cpu_supports("avx512f")) {
+    vc::piece_hash_detail::absorb_rounds_avx512(wide.data(), d.data(), rounds, L);
+    CHECK(same(wide));
+  }
+}
+#endif
 
 TEST_CASE("piece hash: fixed vectors") {
   // This implementation's values for the pattern of `pattern` under key 00..0f: a change of the
