@@ -190,6 +190,7 @@ bool replay_figures(const Analysis &a, uint64_t planned, uint64_t frame, uint64_
   f->home_maps = per_iteration(r.home_maps);
   f->fetched_dead = per_iteration(r.fetched_dead);
   f->fetch_elidable = per_iteration(r.fetch_elidable);
+  f->fetched_unreached = per_iteration(r.fetched_unreached);
   f->remaps = per_iteration(r.remaps);
   f->home_map_frames = per_iteration(r.home_map_frames);
   f->misses = r.misses[n - 1] - r.misses[from];
@@ -220,13 +221,15 @@ std::string replay_text(const PagerReplay &p) {
            "with bypass (the default) %s, %s reached over the link, %s in %.1f frames mapped home for ops that may "
            "reach it there (the explicit backend's frames: Note [Home mapped on demand]); of what it brings in, %s "
            "are pieces of %s that the next op to reach them overwrites whole, %s of them by a GEMM's output (what "
-           "fetch elision would leave uncopied, at most: the trace keeps no leading dimension)\n",
+           "fetch elision would leave uncopied, at most: the trace keeps no leading dimension), and %s are pieces no "
+           "op reaches before they leave again (what fetching only the pieces ops reach would save, at most)\n",
            format_bytes(p.frame).c_str(), format_bytes(p.planned).c_str(), format_bytes(p.window).c_str(), p.iterations,
            clean_from.c_str(), policy(p.reactive).c_str(), policy(p.predictive).c_str(), policy(p.bypass).c_str(),
            format_bytes(uint64_t(p.bypass.bypassed)).c_str(), format_bytes(uint64_t(p.bypass.home_maps)).c_str(),
            p.bypass.home_map_frames, format_bytes(uint64_t(p.bypass.fetched_dead)).c_str(),
            format_bytes(std::min(kMaxPiece, p.frame)).c_str(),
-           format_bytes(uint64_t(p.bypass.fetch_elidable)).c_str());
+           format_bytes(uint64_t(p.bypass.fetch_elidable)).c_str(),
+           format_bytes(uint64_t(p.bypass.fetched_unreached)).c_str());
   return buf;
 }
 
@@ -292,7 +295,9 @@ int simulate_main(int argc, char **argv) {
                            {"predictive", &replay.predictive}, {"bypass", &replay.bypass}})
       json += std::string(",\"") + name + "_h2d\":" + json_num(f->h2d, 0) + ",\"" + name + "_d2h\":" + json_num(f->d2h, 0) +
               ",\"" + name + "_clean\":" + json_num(f->clean, 0) + ",\"" + name + "_remaps\":" + json_num(f->remaps, 2) +
-              ",\"" + name + "_fetch_elidable\":" + json_num(f->fetch_elidable, 0);
+              ",\"" + name + "_fetch_elidable\":" + json_num(f->fetch_elidable, 0) + ",\"" + name +
+              "_fetched_unreached\":" + json_num(f->fetched_unreached, 0) + ",\"" + name +
+              "_home_map_frames\":" + json_num(f->home_map_frames, 1);
     json += "}}\n";
   }
   if (disk.iterations) {  // Note [Three levels in the replay]

@@ -24,6 +24,7 @@ struct PagerFigures {
   double home_maps = 0;     // bytes per iteration mapped home on demand (Note [Home mapped on demand])
   double fetched_dead = 0;  // of h2d, bytes the next op to reach overwrites whole (ReplayResult)
   double fetch_elidable = 0;  // of those, bytes a GEMM's output overwrites (ReplayResult)
+  double fetched_unreached = 0;  // of h2d, bytes of pieces no op reached before they left (ReplayResult)
   double remaps = 0;        // per iteration: remaps (ReplayResult::remaps: frames moved or mapped home)
   double home_map_frames = 0;  // per iteration: of them, evicted frames mapped home on demand
   uint64_t misses = 0;      // in those iterations

@@ -30,6 +30,8 @@ namespace {
 // the pieces not so overwritten, checking the op before it is enqueued, would leave the GEMM's
 // pieces uncopied: fetch_elidable. The trace keeps no leading dimension, so an output with gaps
 // (ld > rows) counts as if dense: the figure is an upper bound of what such an elision saves.
+// Pieces fetched that no op reaches before they leave again (fetched_unreached) are what fetching
+// only the pieces ops reach would save at most, however a frame's pieces were mapped.
 class NextReach {
  public:
   enum Fate { kOther, kOverwritten, kOverwrittenByGemm };
@@ -44,6 +46,17 @@ class NextReach {
                                          ref.bytes && ref.role == Role::kWritten, kernel});
       }
     }
+  }
+  // The first op from `op` on that reaches [lo, hi) of allocation `id` (~0: none in the trace).
+  uint64_t first(uint64_t id, uint64_t lo, uint64_t hi, uint64_t op) const {
+    const uint64_t wild = first_wild(op);
+    auto it = events_.find(id);
+    if (it == events_.end()) return wild;
+    const std::vector<Event> &ev = it->second;
+    auto e = std::lower_bound(ev.begin(), ev.end(), op, [](const Event &x, uint64_t o) { return x.op < o; });
+    for (; e != ev.end() && e->op < wild; ++e)
+      if (e->lo < hi && e->hi > lo) return e->op;
+    return wild;
   }
   // What the first op from `op` on that reaches [lo, hi) of allocation `id` does with it (kOther
   // if no op of the trace reaches it again: past its end, that is not known).
@@ -92,7 +105,8 @@ struct InstantMover final : Mover {
   const NextReach &next;
   const Trace &t;
   const WriteIndex writes;
-  uint64_t fences = 0, home_maps = 0, fetched_dead = 0, fetch_elidable = 0;
+  uint64_t fences = 0, home_maps = 0, fetched_dead = 0, fetch_elidable = 0, fetched_unreached = 0;
+  std::unordered_map<uint64_t, uint64_t> first_reach;  // piece fetched -> the first op to reach it
   uint64_t remaps = 0, home_map_frames = 0;  // remaps (a page moved or mapped home), of them pages mapped home
   uint64_t copied = 0, fetched = 0;              // bytes copied home, and to the device
   std::unordered_map<uint64_t, uint64_t> base_of;  // alloc id -> base, of live allocations
@@ -133,7 +147,22 @@ struct InstantMover final : Mover {
       if (ref.role != Role::kRead) mark_changed(ref.alloc_id, ref.offset, ref.bytes ? ref.offset + ref.bytes : ~uint64_t(0) / 2);
     }
   }
+  // Note [Fetch elision in the replay]: the pieces of [addr, addr + bytes) leave the device; those
+  // fetched that no op reached since count as fetched_unreached.
+  void unreached(uint64_t addr, uint64_t bytes) {
+    auto a = live.upper_bound(addr);
+    if (a == live.begin()) return;
+    --a;
+    const uint64_t base = a->first, size = a->second.second, piece = std::min(kMaxPiece, page);
+    for (uint64_t lo = (addr - base) / piece * piece; lo < std::min(addr + bytes - base, size); lo += piece) {
+      auto it = first_reach.find(base + lo);
+      if (it == first_reach.end()) continue;
+      if (it->second >= op) fetched_unreached += std::min(piece, size - lo);
+      first_reach.erase(it);
+    }
+  }
   void freed(uint64_t base, uint64_t size) {
+    for (uint64_t p = base; p < base + size; p += std::min(kMaxPiece, page)) first_reach.erase(p);
     if (writes.present()) each_piece(base, size, [&](uint64_t p, uint64_t) { changed.erase(p); });
   }
   uint64_t op = 0;                                          // the op being fed
@@ -258,6 +287,9 @@ struct InstantMover final : Mover {
         const uint64_t n = std::min(piece, size - lo);
         fetched_dead += fate != NextReach::kOther ? n : 0;
         fetch_elidable += fate == NextReach::kOverwrittenByGemm ? n : 0;
+        bool is_dead = false;  // (not copied in)
+        for (const auto &[dlo, dhi] : dead) is_dead = is_dead || (dlo <= a->first + lo && a->first + lo + n <= dhi);
+        if (!is_dead) first_reach[a->first + lo] = next.first(id, lo, lo + n, op);
       }
     }
     if (writes.present()) each_piece(addr, bytes, [&](uint64_t p, uint64_t) { changed.erase(p); });
@@ -281,6 +313,7 @@ struct InstantMover final : Mover {
   // The pieces wholly inside `dead` leave without a copy, as the frame mover's do.
   bool to_host_except(uint64_t addr, uint64_t bytes, bool clean, const Ranges &dead) override {
     left(addr, bytes, !clean);
+    unreached(addr, bytes);
     uint64_t dead_bytes = 0;
     for (const auto &[lo, hi] : dead) dead_bytes += hi - lo;
     if (!writes.present()) copied += clean ? 0 : bytes - dead_bytes;
@@ -380,6 +413,7 @@ ReplayResult replay_trace(const Trace &t, uint64_t budget, uint64_t page_size, P
       r.home_maps.push_back(mover.home_maps);
       r.fetched_dead.push_back(mover.fetched_dead);
       r.fetch_elidable.push_back(mover.fetch_elidable);
+      r.fetched_unreached.push_back(mover.fetched_unreached);
       r.remaps.push_back(mover.remaps);
       r.home_map_frames.push_back(mover.home_map_frames);
       if (offers) {

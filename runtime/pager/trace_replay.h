@@ -64,6 +64,8 @@ struct ReplayResult {
   // (2 MiB), and of them the pieces a GEMM's output overwrites: what a fetch that left those
   // uncopied, checking the op before it is enqueued, would save (Note [Fetch elision in the replay]).
   std::vector<uint64_t> fetched_dead, fetch_elidable;
+  // Of h2d, bytes of pieces no op reached before they left (Note [Fetch elision in the replay]).
+  std::vector<uint64_t> fetched_unreached;
   // Remaps the explicit backend would make (Note [Frames] in runtime/frames.cc), in pages of the
   // replay's page size (its frames): one per page fetched, one per page evicted, one per page mapped
   // home on demand; each a VMM unmap, map and set access on the mover's one worker. home_map_frames:

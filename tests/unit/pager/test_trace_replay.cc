@@ -163,6 +163,25 @@ TEST_CASE("pager replay: a fetch is dead on arrival only where the next op to re
   CHECK(dead_elidable(kWildcardFirst) == std::make_pair(uint64_t(0), uint64_t(0)));  // may be read by the wildcard
 }
 
+// ReplayResult::fetched_unreached (Note [Fetch elision in the replay]): one allocation of four 2 MiB
+// pieces in two 4 MiB frames under a budget of one frame. Op 0 reads piece 0 (or pieces 0 and 1),
+// bringing in frame 0; op 1 reads piece 2, evicting frame 0, whose piece 1 no op reached; op 2 reads
+// piece 1, evicting frame 1, whose piece 3 no op reached.
+TEST_CASE("pager replay: pieces fetched that no op reaches before they leave are counted") {
+  const uint64_t mib = 1 << 20;
+  for (const bool both : {false, true}) {
+    CAPTURE(both);
+    std::vector<Ref> first = {{1, 0, 2 * mib, Role::kRead}};
+    if (both) first.push_back({1, 2 * mib, 2 * mib, Role::kRead});
+    const Trace t = one_allocation(8 * mib, {first, {{1, 4 * mib, 2 * mib, Role::kRead}}, {{1, 2 * mib, 2 * mib, Role::kRead}}, {}});
+    const ReplayResult r = replay_trace(t, 4 * mib, 4 * mib, PagingPolicy::kReactive, 1, 0);
+    REQUIRE(r.fetched_unreached.size() == 4);
+    CHECK(r.h2d[3] == 12 * mib);
+    CHECK(r.fetched_unreached[2] == (both ? 0 : 2 * mib));
+    CHECK(r.fetched_unreached[3] == (both ? 2 * mib : 4 * mib));
+  }
+}
+
 // The replay tells the pager which ops are wildcards, as the library does: under a budget of one
 // 2 MiB page, op 1 evicts page 0 for page 1, and op 2, a kernel not decoded (or one with pointer
 // arrays), may reach page 0 where it is: it is mapped home (sampled before op 3).
