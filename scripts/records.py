@@ -37,6 +37,8 @@ def commit():
     """The commit the measured code comes from. The tree must be clean (build outputs are ignored), so the
     commit names exactly what ran; BENCH_RECORD_COMMIT may name it where the tree travelled without
     its .git folder (it is then checked to look like a commit id)."""
+    if _checked:
+        return _checked
     given = os.environ.get("BENCH_RECORD_COMMIT")
     if given:
         if len(given) != 40 or any(c not in "0123456789abcdef" for c in given):
@@ -50,8 +52,15 @@ def commit():
         raise DirtyTree(f"cannot read the commit from git ({e}); set BENCH_RECORD_COMMIT")
 
 
+_checked = None  # the commit require_clean found clean in this process
+
+
 def require_clean():
-    return commit()
+    """The commit, the tree checked clean before measuring; the records this process writes later
+    (which make the tree dirty) name it."""
+    global _checked
+    _checked = commit()
+    return _checked
 
 
 def gpu():
