@@ -289,7 +289,8 @@ int simulate_main(int argc, char **argv) {
   if (replay.iterations) {
     json.resize(json.size() - 2);  // "}\n"
     json += ",\"pager_replay\":{\"iterations\":" + std::to_string(replay.iterations) + ",\"frame_size\":" +
-            json_num(replay.frame) + ",\"prefetch_ahead\":" + json_num(replay.window) + ",\"write_records\":" +
+            json_num(replay.frame) + ",\"default_frame_size\":" + json_num(default_frame_size(args.budget)) +
+            ",\"prefetch_ahead\":" + json_num(replay.window) + ",\"write_records\":" +
             (replay.write_piece ? "true" : "false");
     for (auto [name, f] : {std::pair<const char *, const PagerFigures *>{"reactive", &replay.reactive},
                            {"predictive", &replay.predictive}, {"bypass", &replay.bypass}})

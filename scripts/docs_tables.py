@@ -157,12 +157,12 @@ def simulate(recs):
 
 
 def frame_table(recs):
-    """The pager replay by frame size: the records at the trace's own pages (2M), each with its frames."""
+    """The pager replay by frame size: the records made with --frame-size."""
     rows = []
-    recs = [r for r in recs if r["config"]["page_size"] == "2M" and r["figures"].get("pager_replay", {}).get("iterations")]
+    recs = [r for r in recs if "frame_size" in r["config"] and r["figures"].get("pager_replay", {}).get("iterations")]
     for r in sorted(recs, key=lambda r: (r["config"]["trace"], r["config"]["budget"], r["figures"]["pager_replay"]["frame_size"])):
         c, p = r["config"], r["figures"]["pager_replay"]
-        frame = f"{p['frame_size'] >> 20} MiB" + ("" if "frame_size" in c else " (default)")
+        frame = f"{p['frame_size'] >> 20} MiB" + (" (default)" if p["frame_size"] == p.get("default_frame_size") else "")
         rows.append([c["trace"], c["budget"], frame, f"{p['bypass_h2d'] / GIB:.2f}", f"{p['bypass_d2h'] / GIB:.2f}",
                      num(p.get("bypass_remaps"), "{:.0f}"), num(p.get("bypass_home_map_frames"), "{:.1f}"),
                      num(None if p.get("bypass_fetched_unreached") is None else p["bypass_fetched_unreached"] / GIB,

@@ -20,10 +20,11 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CLI = os.path.join(ROOT, "build", "vramcache")
 # trace:budget:page size[:frame size]. The GPT traces at the benchmark's budgets; at 2.7B also with
 # pages of the explicit backend's frame at that budget (1/128 of it: 128 MiB), what the frames cost in
-# bytes; and the pager replay with frames smaller than the library's for the budget (the simulator's
-# figures are the same as without one).
-FRAMES = ",".join(f"gpt-2.7b-det:24G:2M:{f}" for f in ("8M", "16M", "32M", "64M")) + "," + \
-    ",".join(f"gpt-1.3b:12G:2M:{f}" for f in ("8M", "16M", "32M", "128M"))
+# bytes; and the pager replay at several frame sizes, the library's for the budget among them (the
+# simulator's figures are the same as without one; without --frame-size the replay's frames are the
+# pages given).
+FRAMES = ",".join(f"gpt-2.7b-det:24G:2M:{f}" for f in ("2M", "8M", "16M", "32M", "64M", "128M")) + "," + \
+    ",".join(f"gpt-1.3b:12G:2M:{f}" for f in ("8M", "16M", "32M", "64M", "128M"))
 RUNS = ("gpt-1.3b:12G:2M,gpt-1.3b:16G:2M,gpt-2.7b:16G:2M,gpt-2.7b:24G:2M,"
         "gpt-2.7b-det:16G:2M,gpt-2.7b-det:24G:2M,gpt-2.7b-det:24G:128M,jax:4G:2M," + FRAMES)
 
