@@ -5,7 +5,6 @@
 #include <cstdio>
 
 #include "runtime/compress/compress_offers.h"
-#include "runtime/frames.h"
 #include "runtime/pager/trace_replay.h"
 
 namespace vc {
