@@ -9,12 +9,21 @@ namespace vc {
 
 // C (m x n, ld ldc) = X Y, or C -= X Y; X(i, k) at x[i * xs_r + k * xs_c], Y(k, j) likewise (or
 // lowrank_omega(seed, k, j) for the sketching kernels). Each element sums k in increasing order.
+// The _parts kernel sums only k of part z = blockIdx.z ([z kLowRankChunk, (z + 1) kLowRankChunk))
+// into C's part z, at c + z ldc n elements (C's parts one after the other).
 struct LowRankGemmArgs {
   uint64_t x = 0, y = 0, c = 0;
   int64_t xs_r = 0, xs_c = 0, ys_r = 0, ys_c = 0;
   uint64_t ldc = 0;
   uint32_t m = 0, n = 0, k = 0;
   uint64_t seed = 0;
+};
+
+// parts[z * count + i] summed over z = 0 .. chunks - 1 in order into c[i] (floats), i < count: the
+// coefficient product's parts (Note [Coefficients in parts] in lowrank_device.cc).
+struct LowRankSumArgs {
+  uint64_t parts = 0, c = 0, count = 0;
+  uint32_t chunks = 0;
 };
 
 // Column norms of a rows x cols float matrix (ld rows) into norms[cols].
@@ -60,7 +69,7 @@ struct LowRankDeviceResult {
 };
 
 // Kernel names: X(name). The gemm names spell the types of X, Y and C: s fp32, h fp16, b bf16,
-// o Omega; _sub subtracts.
+// o Omega; _sub subtracts; _parts sums one part of k per blockIdx.z.
 #define VC_LOWRANK_KERNELS(X) \
   X(vc_lr_gemm_sos)           \
   X(vc_lr_gemm_hos)           \
@@ -69,6 +78,8 @@ struct LowRankDeviceResult {
   X(vc_lr_gemm_hss)           \
   X(vc_lr_gemm_bss)           \
   X(vc_lr_gemm_sss_sub)       \
+  X(vc_lr_gemm_sss_parts)     \
+  X(vc_lr_sum_parts)          \
   X(vc_lr_gemm_hhh)           \
   X(vc_lr_gemm_bbb)           \
   X(vc_lr_norms)              \

@@ -50,27 +50,44 @@ void LowRankDevice::unload() {
 }
 
 template <class Args>
-CUresult LowRankDevice::launch(Kernel k, unsigned grid_x, unsigned grid_y, unsigned threads, Args args, CUstream s) const {
+CUresult LowRankDevice::launch(Kernel k, unsigned grid_x, unsigned grid_y, unsigned threads, Args args, CUstream s,
+                               unsigned grid_z) const {
   if (!module_) return CUDA_ERROR_NOT_INITIALIZED;
   void *params[] = {&args};
-  return d_.cuLaunchKernel(fn_[k], grid_x, grid_y, 1, threads, 1, 1, 0, s, params, nullptr);
+  return d_.cuLaunchKernel(fn_[k], grid_x, grid_y, grid_z, threads, 1, 1, 0, s, params, nullptr);
 }
 
-CUresult LowRankDevice::gemm(Kernel k, const LowRankGemmArgs &g, CUstream s) const {
-  return launch(k, (g.m + kLowRankTile - 1) / kLowRankTile, (g.n + kLowRankTile - 1) / kLowRankTile, kLowRankThreads, g, s);
+CUresult LowRankDevice::gemm(Kernel k, const LowRankGemmArgs &g, CUstream s, unsigned parts) const {
+  return launch(k, (g.m + kLowRankTile - 1) / kLowRankTile, (g.n + kLowRankTile - 1) / kLowRankTile, kLowRankThreads, g, s,
+                parts);
 }
+
+// Note [Coefficients in parts]
+// A panel's projection coefficients h = X0^T P are a small matrix (at most rank x kLowRankPanel)
+// summed over all the rows of X0 and P (the matrix's rows or columns, thousands): as one product
+// its grid is a handful of blocks, each walking every row, the device nearly idle for the
+// product's whole length, and orth() makes two of them per panel. So the rows are summed in parts
+// of kLowRankChunk, each part a block of its own (vc_lr_gemm_sss_parts, into the scratch's
+// `parts`), and the parts are then added in order (vc_lr_sum_parts): as many blocks as parts, the
+// same bits run to run. The host reference sums the rows in one pass: the two differ by rounding
+// only (the tests hold the device's factors to the host's within it).
 
 // lowrank.cc's orth(): column norms, then per panel: project, orthonormalize, project, again.
-CUresult LowRankDevice::orth(uint64_t x, uint64_t rows, uint32_t cols, uint64_t h, uint64_t norms, CUstream s) const {
+CUresult LowRankDevice::orth(uint64_t x, uint64_t rows, uint32_t cols, uint64_t h, uint64_t norms, uint64_t parts,
+                             CUstream s) const {
   CUresult r = launch(k_vc_lr_norms, cols, 1, kLowRankThreads, LowRankNormArgs{x, norms, rows, cols}, s);
+  const unsigned chunks = unsigned((rows + kLowRankChunk - 1) / kLowRankChunk);
   for (uint32_t c0 = 0; c0 < cols && r == CUDA_SUCCESS; c0 += kLowRankPanel) {
     const uint32_t b = std::min(kLowRankPanel, cols - c0);
     const uint64_t panel = x + uint64_t(c0) * rows * 4;
-    // h = X0^T P, then P -= X0 h: X0 is columns [0, c0), P the panel.
-    LowRankGemmArgs coef{x, panel, h, int64_t(rows), 1, 1, int64_t(rows), c0, c0, b, uint32_t(rows), 0};
+    // h = X0^T P (in parts: Note [Coefficients in parts]), then P -= X0 h: X0 is columns [0, c0), P the panel.
+    LowRankGemmArgs coef{x, panel, parts, int64_t(rows), 1, 1, int64_t(rows), c0, c0, b, uint32_t(rows), 0};
+    LowRankSumArgs sum{parts, h, uint64_t(c0) * b, chunks};
     LowRankGemmArgs sub{x, h, panel, 1, int64_t(rows), 1, int64_t(c0), rows, uint32_t(rows), b, c0, 0};
     for (int pass = 0; pass < 2 && r == CUDA_SUCCESS; ++pass) {
-      if (c0) r = gemm(k_vc_lr_gemm_sss, coef, s);
+      if (c0) r = gemm(k_vc_lr_gemm_sss_parts, coef, s, chunks);
+      if (c0 && r == CUDA_SUCCESS)
+        r = launch(k_vc_lr_sum_parts, blocks_for(sum.count, kLowRankThreads), 1, kLowRankThreads, sum, s);
       if (c0 && r == CUDA_SUCCESS) r = gemm(k_vc_lr_gemm_sss_sub, sub, s);
       LowRankPanelArgs p{x, pass == 0 ? norms : 0, rows, c0, b, pass == 0 ? kLowRankDropTol : kLowRankSecondDrop};
       if (r == CUDA_SUCCESS) r = launch(k_vc_lr_panel, 1, 1, kLowRankPanelThreads, p, s);
@@ -94,20 +111,20 @@ CUresult LowRankDevice::factorize(const DeviceMatrix &a, const LowRankParams &pa
   const Kernel finite[] = {k_vc_lr_finite_s, k_vc_lr_finite_h, k_vc_lr_finite_b};
   const Kernel error[] = {k_vc_lr_error_s, k_vc_lr_error_h, k_vc_lr_error_b};
   const LowRankScratchLayout l = lowrank_scratch_layout(a.rows, a.cols, rank);
-  const uint64_t y = scratch + l.y, w = scratch + l.w, h = scratch + l.h, norms = scratch + l.norms;
+  const uint64_t y = scratch + l.y, w = scratch + l.w, h = scratch + l.h, norms = scratch + l.norms, parts = scratch + l.parts;
   const uint32_t m = uint32_t(a.rows), n = uint32_t(a.cols);
   const int64_t ld = int64_t(a.ld);
 
   CUresult r = launch(k_vc_lr_result_clear, 1, 1, 1, LowRankFiniteArgs{0, 0, result}, s);
   // Y = A Omega; Q = orth(Y).
   if (r == CUDA_SUCCESS) r = gemm(sketch[t], {a.ptr, 0, y, 1, ld, 0, 0, m, m, rank, n, params.seed}, s);
-  if (r == CUDA_SUCCESS) r = orth(y, m, rank, h, norms, s);
+  if (r == CUDA_SUCCESS) r = orth(y, m, rank, h, norms, parts, s);
   // Power iteration: W = orth(A^T Q); Q = orth(A W).
   for (uint32_t it = 0; it < params.power_iterations && r == CUDA_SUCCESS; ++it) {
     r = gemm(mul[t], {a.ptr, y, w, ld, 1, 1, int64_t(m), n, n, rank, m, 0}, s);
-    if (r == CUDA_SUCCESS) r = orth(w, n, rank, h, norms, s);
+    if (r == CUDA_SUCCESS) r = orth(w, n, rank, h, norms, parts, s);
     if (r == CUDA_SUCCESS) r = gemm(mul[t], {a.ptr, w, y, 1, ld, 1, int64_t(n), m, m, rank, n, 0}, s);
-    if (r == CUDA_SUCCESS) r = orth(y, m, rank, h, norms, s);
+    if (r == CUDA_SUCCESS) r = orth(y, m, rank, h, norms, parts, s);
   }
   // Q rounded into A's type, then B = Q^T A from the rounded Q.
   const uint64_t q_count = uint64_t(m) * rank, b_count = uint64_t(rank) * n;

@@ -64,9 +64,10 @@ class LowRankDevice {
     kKernelCount
   };
   template <class Args>
-  CUresult launch(Kernel k, unsigned grid_x, unsigned grid_y, unsigned threads, Args args, CUstream s) const;
-  CUresult gemm(Kernel k, const LowRankGemmArgs &g, CUstream s) const;
-  CUresult orth(uint64_t x, uint64_t rows, uint32_t cols, uint64_t h, uint64_t norms, CUstream s) const;
+  CUresult launch(Kernel k, unsigned grid_x, unsigned grid_y, unsigned threads, Args args, CUstream s,
+                  unsigned grid_z = 1) const;
+  CUresult gemm(Kernel k, const LowRankGemmArgs &g, CUstream s, unsigned parts = 1) const;
+  CUresult orth(uint64_t x, uint64_t rows, uint32_t cols, uint64_t h, uint64_t norms, uint64_t parts, CUstream s) const;
 
   LowRankDriver d_;
   CUmodule module_ = nullptr;

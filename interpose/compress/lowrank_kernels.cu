@@ -42,28 +42,31 @@ __device__ float block_sum(float v, float *scratch) {
   return total;
 }
 
-// C = X Y or C -= X Y, one 64 x 64 tile of C per block of 256 threads, 4 x 4 elements each.
-template <int TX, int TY, int TC, bool kSub>
+// C = X Y or C -= X Y, one 64 x 64 tile of C per block of 256 threads, 4 x 4 elements each; with
+// kParts, part blockIdx.z of k into part blockIdx.z of C (lowrank_args.h).
+template <int TX, int TY, int TC, bool kSub, bool kParts = false>
 __device__ void gemm(const LowRankGemmArgs &g) {
   __shared__ float xs[kBK][kLowRankTile + 1];
   __shared__ float ys[kBK][kLowRankTile + 1];
   const uint32_t i0 = blockIdx.x * kLowRankTile, j0 = blockIdx.y * kLowRankTile;
   const int tid = threadIdx.x, tx = tid % 16, ty = tid / 16;
+  const uint32_t k_begin = kParts ? blockIdx.z * kLowRankChunk : 0;
+  const uint32_t k_end = kParts ? min(g.k, k_begin + kLowRankChunk) : g.k;
   float acc[4][4] = {};
-  for (uint32_t k0 = 0; k0 < g.k; k0 += kBK) {
+  for (uint32_t k0 = k_begin; k0 < k_end; k0 += kBK) {
     // Consecutive threads take consecutive addresses when the operand is contiguous along i (or j).
     for (int e = tid; e < kLowRankTile * kBK; e += kLowRankThreads) {
       const bool along_i = g.xs_r == 1;
       const int ii = along_i ? e % kLowRankTile : e / kBK, kk = along_i ? e / kLowRankTile : e % kBK;
       const uint32_t i = i0 + ii, k = k0 + kk;
-      xs[kk][ii] = i < g.m && k < g.k ? load_as(TX, g.x, int64_t(i) * g.xs_r + int64_t(k) * g.xs_c) : 0.0f;
+      xs[kk][ii] = i < g.m && k < k_end ? load_as(TX, g.x, int64_t(i) * g.xs_r + int64_t(k) * g.xs_c) : 0.0f;
     }
     for (int e = tid; e < kLowRankTile * kBK; e += kLowRankThreads) {
       const bool along_k = g.ys_r == 1;
       const int kk = along_k ? e % kBK : e / kLowRankTile, jj = along_k ? e / kBK : e % kLowRankTile;
       const uint32_t k = k0 + kk, j = j0 + jj;
       float v = 0.0f;
-      if (k < g.k && j < g.n)
+      if (k < k_end && j < g.n)
         v = TY == kOmega ? lowrank_omega(g.seed, k, j) : load_as(TY, g.y, int64_t(k) * g.ys_r + int64_t(j) * g.ys_c);
       ys[kk][jj] = v;
     }
@@ -82,7 +85,7 @@ __device__ void gemm(const LowRankGemmArgs &g) {
     }
     __syncthreads();
   }
-  void *c = reinterpret_cast<void *>(g.c);
+  void *c = reinterpret_cast<void *>(g.c + (kParts ? uint64_t(blockIdx.z) * g.ldc * g.n * 4 : 0));  // (parts: floats)
 #pragma unroll
   for (int a = 0; a < 4; ++a)
 #pragma unroll
@@ -151,6 +154,9 @@ VC_GEMM_KERNEL(vc_lr_gemm_sss, S, S, S, false)
 VC_GEMM_KERNEL(vc_lr_gemm_hss, H, S, S, false)
 VC_GEMM_KERNEL(vc_lr_gemm_bss, B, S, S, false)
 VC_GEMM_KERNEL(vc_lr_gemm_sss_sub, S, S, S, true)
+extern "C" __global__ void __launch_bounds__(kLowRankThreads) vc_lr_gemm_sss_parts(LowRankGemmArgs g) {
+  gemm<S, S, S, false, true>(g);
+}
 VC_GEMM_KERNEL(vc_lr_gemm_hhh, H, H, H, false)
 VC_GEMM_KERNEL(vc_lr_gemm_bbb, B, B, B, false)
 
@@ -213,6 +219,17 @@ extern "C" __global__ void __launch_bounds__(kLowRankPanelThreads) vc_lr_panel(L
     const float scale = norm > limit ? 1.0f / norm : 0.0f;
     for (uint64_t i = threadIdx.x; i < p.rows; i += blockDim.x) xc[i] *= scale;
     __syncthreads();
+  }
+}
+
+// Each element's parts added in order: the same bits whatever the grid.
+extern "C" __global__ void vc_lr_sum_parts(LowRankSumArgs a) {
+  const float *parts = reinterpret_cast<const float *>(a.parts);
+  float *c = reinterpret_cast<float *>(a.c);
+  for (uint64_t i = blockIdx.x * uint64_t(blockDim.x) + threadIdx.x; i < a.count; i += uint64_t(gridDim.x) * blockDim.x) {
+    float s = 0;
+    for (uint32_t z = 0; z < a.chunks; ++z) s += parts[z * a.count + i];
+    c[i] = s;
   }
 }
 

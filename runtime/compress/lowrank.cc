@@ -41,8 +41,10 @@ bool lowrank_type_of(int cuda_type, LowRankType *type) {
 // Note [Low-rank scratch]
 // While it runs, the device factorization holds Y (m x r floats), the power iteration's W (n x r
 // floats), the projection coefficients of one panel (r x kLowRankPanel floats), the column norms
-// of Y (r floats) and two sums per sampled column of the error estimate (kLowRankMaxErrorSamples
-// pairs of floats); Omega is generated inside the product that uses it, never stored. The
+// of Y (r floats), two sums per sampled column of the error estimate (kLowRankMaxErrorSamples
+// pairs of floats) and the parts of one panel's coefficients (r x kLowRankPanel floats per
+// kLowRankChunk rows of the longer side: Note [Coefficients in parts] in
+// interpose/compress/lowrank_device.cc); Omega is generated inside the product that uses it, never stored. The
 // factors (r (m + n) elements of A's type) are what is kept instead of the matrix.
 LowRankScratchLayout lowrank_scratch_layout(uint64_t rows, uint64_t cols, uint32_t rank) {
   auto aligned = [](uint64_t bytes) { return (bytes + 255) / 256 * 256; };
@@ -52,7 +54,9 @@ LowRankScratchLayout lowrank_scratch_layout(uint64_t rows, uint64_t cols, uint32
   s.h = s.w + aligned(cols * rank * 4);
   s.norms = s.h + aligned(uint64_t(rank) * kLowRankPanel * 4);
   s.partials = s.norms + aligned(uint64_t(rank) * 4);
-  s.bytes = s.partials + aligned(2 * kLowRankMaxErrorSamples * 4);
+  const uint64_t chunks = (std::max(rows, cols) + kLowRankChunk - 1) / kLowRankChunk;
+  s.parts = s.partials + aligned(2 * kLowRankMaxErrorSamples * 4);
+  s.bytes = s.parts + aligned(chunks * rank * kLowRankPanel * 4);
   return s;
 }
 

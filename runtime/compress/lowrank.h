@@ -52,7 +52,7 @@ struct LowRankReport {
 // it, and the device scratch the factorization uses while it runs (released after; the rebuild
 // needs none). `layout` offsets are those the device path uses, each 256-byte aligned.
 struct LowRankScratchLayout {
-  uint64_t y = 0, w = 0, h = 0, norms = 0, partials = 0, bytes = 0;
+  uint64_t y = 0, w = 0, h = 0, norms = 0, partials = 0, parts = 0, bytes = 0;
 };
 LowRankScratchLayout lowrank_scratch_layout(uint64_t rows, uint64_t cols, uint32_t rank);
 struct LowRankBytes {

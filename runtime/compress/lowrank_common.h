@@ -21,6 +21,9 @@ enum class LowRankType : uint8_t { kF32 = 0, kF16 = 1, kBF16 = 2 };
 
 // Constants of the algorithm (Note [Low-rank factorization] in lowrank.cc).
 constexpr uint32_t kLowRankPanel = 32;              // columns orthonormalized together
+// The device's projection coefficients (X0^T P) sum their rows in parts of this many, each part a
+// block of its own, and the parts are added in order after (Note [Coefficients in parts]).
+constexpr uint32_t kLowRankChunk = 256;
 constexpr float kLowRankDropTol = 1e-4f;            // a column left with less of its norm is dropped
 constexpr float kLowRankSecondDrop = 0.5f;          // ... in the second pass (unit columns)
 constexpr uint64_t kLowRankSeed = 0x76726d6361636865ull;  // the default seed

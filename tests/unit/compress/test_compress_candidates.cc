@@ -108,7 +108,8 @@ TEST_CASE("compress candidates: shape checks give the first failing reason") {
   CHECK(c.type == vc::LowRankType::kBF16);
   CHECK(c.matrix_bytes == kOut);
   CHECK(c.factor_bytes == 1024ull * 6144 * 2);  // exactly 3/4: allowed
-  CHECK(c.scratch_bytes == (4096ull * 1024 + 2048ull * 1024 + 1024 * 32 + 1024 + 2 * 256) * 4);
+  // Y, W, h, norms, error sums, the coefficients' parts (16 of 256 rows: Note [Low-rank scratch]).
+  CHECK(c.scratch_bytes == (4096ull * 1024 + 2048ull * 1024 + 1024 * 32 + 1024 + 2 * 256 + 16 * 1024 * 32) * 4);
   CHECK(vc::compress_shape(output(kR16F), p).verdict == CompressVerdict::kCandidate);
   CHECK(vc::compress_shape(output(kR32F), p).type == vc::LowRankType::kF32);
 

@@ -32,26 +32,42 @@ uint64_t as_u64(const void *p) { return reinterpret_cast<uintptr_t>(p); }
 float ld_(int type, uint64_t base, int64_t i) { return lowrank_load(reinterpret_cast<const void *>(base), LowRankType(type), uint64_t(i)); }
 
 struct Launch {
-  unsigned gx, gy, threads;
+  unsigned gx, gy, threads, gz;
 };
 
-template <int TX, int TY, int TC, bool kSub>
+// With kParts, part z of k (kLowRankChunk of it) into part z of C, for each z of the grid's.
+template <int TX, int TY, int TC, bool kSub, bool kParts = false>
 void model_gemm(const void *arg, const Launch &l) {
   const LowRankGemmArgs &g = *static_cast<const LowRankGemmArgs *>(arg);
   CHECK(uint64_t(l.gx) * kLowRankTile >= g.m);
   CHECK(uint64_t(l.gy) * kLowRankTile >= g.n);
   CHECK(uint64_t(l.gx - 1) * kLowRankTile < g.m);
-  void *c = reinterpret_cast<void *>(g.c);
+  CHECK(l.gz == (kParts ? (g.k + kLowRankChunk - 1) / kLowRankChunk : 1));
+  for (uint32_t z = 0; z < l.gz; ++z) {
+  void *c = reinterpret_cast<void *>(g.c + uint64_t(z) * g.ldc * g.n * 4);
+  const uint32_t k_begin = kParts ? z * kLowRankChunk : 0, k_end = kParts ? std::min(g.k, k_begin + kLowRankChunk) : g.k;
   for (uint32_t j = 0; j < g.n; ++j)
     for (uint32_t i = 0; i < g.m; ++i) {
       float s = 0;
-      for (uint32_t k = 0; k < g.k; ++k) {
+      for (uint32_t k = k_begin; k < k_end; ++k) {
         const float y = TY < 0 ? lowrank_omega(g.seed, k, j) : ld_(TY, g.y, int64_t(k) * g.ys_r + int64_t(j) * g.ys_c);
         s = std::fma(ld_(TX, g.x, int64_t(i) * g.xs_r + int64_t(k) * g.xs_c), y, s);
       }
       const uint64_t at = i + uint64_t(j) * g.ldc;
       lowrank_store(c, LowRankType(TC), at, kSub ? lowrank_load(c, LowRankType(TC), at) - s : s);
     }
+  }
+}
+
+void model_sum(const void *arg, const Launch &l) {
+  const LowRankSumArgs &a = *static_cast<const LowRankSumArgs *>(arg);
+  CHECK(uint64_t(l.gx) * l.threads >= std::min<uint64_t>(a.count, uint64_t(4096) * l.threads));
+  const float *parts = reinterpret_cast<const float *>(a.parts);
+  for (uint64_t i = 0; i < a.count; ++i) {
+    float s = 0;
+    for (uint32_t z = 0; z < a.chunks; ++z) s += parts[z * a.count + i];
+    reinterpret_cast<float *>(a.c)[i] = s;
+  }
 }
 
 void model_norms(const void *arg, const Launch &l) {
@@ -143,7 +159,8 @@ const std::map<std::string, Model> kModels = {
     {"vc_lr_gemm_sos", model_gemm<S, O, S, false>}, {"vc_lr_gemm_hos", model_gemm<H, O, S, false>},
     {"vc_lr_gemm_bos", model_gemm<B, O, S, false>}, {"vc_lr_gemm_sss", model_gemm<S, S, S, false>},
     {"vc_lr_gemm_hss", model_gemm<H, S, S, false>}, {"vc_lr_gemm_bss", model_gemm<B, S, S, false>},
-    {"vc_lr_gemm_sss_sub", model_gemm<S, S, S, true>}, {"vc_lr_gemm_hhh", model_gemm<H, H, H, false>},
+    {"vc_lr_gemm_sss_sub", model_gemm<S, S, S, true>}, {"vc_lr_gemm_sss_parts", model_gemm<S, S, S, false, true>},
+    {"vc_lr_sum_parts", model_sum}, {"vc_lr_gemm_hhh", model_gemm<H, H, H, false>},
     {"vc_lr_gemm_bbb", model_gemm<B, B, B, false>}, {"vc_lr_norms", model_norms},
     {"vc_lr_panel", model_panel}, {"vc_lr_round_s", model_round<S>},
     {"vc_lr_round_h", model_round<H>}, {"vc_lr_round_b", model_round<B>},
@@ -185,14 +202,14 @@ CUresult model_func_load(CUfunction) {
 CUresult model_launch(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz,
                       unsigned shared, CUstream, void **params, void **extra) {
   if (g_driver->launches++ == g_driver->fail_launch) return CUDA_ERROR_LAUNCH_FAILED;
-  CHECK(gz == 1);
+  CHECK(gz >= 1);
   CHECK(by == 1);
   CHECK(bz == 1);
   CHECK(shared == 0);
   CHECK(extra == nullptr);
   CHECK(gx >= 1);
   CHECK(gy >= 1);
-  g_driver->functions.at(uintptr_t(f) - 1)->second(params[0], Launch{gx, gy, bx});
+  g_driver->functions.at(uintptr_t(f) - 1)->second(params[0], Launch{gx, gy, bx, gz});
   return CUDA_SUCCESS;
 }
 
@@ -288,6 +305,7 @@ TEST_CASE("compress device: the fat binary has every kernel, each taking its arg
     if (w.first.rfind("vc_lr_round", 0) == 0) size = sizeof(LowRankRoundArgs);
     if (w.first.rfind("vc_lr_finite", 0) == 0 || w.first == "vc_lr_result_clear") size = sizeof(LowRankFiniteArgs);
     if (w.first.rfind("vc_lr_error", 0) == 0) size = sizeof(LowRankErrorArgs);
+    if (w.first == "vc_lr_sum_parts") size = sizeof(LowRankSumArgs);
     CHECK(k->slots[0].size == size);
   }
 }
@@ -303,8 +321,9 @@ TEST_CASE("compress device: the launcher's kernels, run as models, give the host
     uint32_t rank, power;
     LowRankType type;
   };
-  for (Case c : {Case{150, 130, 150, 40, 1, LowRankType::kF32}, Case{140, 170, 150, 33, 2, LowRankType::kBF16},
-                 Case{97, 90, 100, 64, 0, LowRankType::kF16}}) {
+  // (The second and fourth sum their coefficients in several parts: Note [Coefficients in parts].)
+  for (Case c : {Case{150, 130, 150, 40, 1, LowRankType::kF32}, Case{140, 300, 150, 33, 2, LowRankType::kBF16},
+                 Case{97, 90, 100, 64, 0, LowRankType::kF16}, Case{700, 60, 704, 40, 1, LowRankType::kF32}}) {
     CAPTURE(c.m);
     std::vector<uint8_t> a = matrix(c.m, c.n, c.ld, c.type, 24, c.m);
     LowRankParams p;
@@ -314,9 +333,10 @@ TEST_CASE("compress device: the launcher's kernels, run as models, give the host
     Run d = run_model(dev, a, c.type, c.m, c.n, c.ld, p);
     REQUIRE(d.factor == CUDA_SUCCESS);
     REQUIRE(d.rebuild == CUDA_SUCCESS);
-    // clear, sketch, orth (norms + per panel 2 panel kernels and 4 products after the first),
-    // per power iteration 2 products and 2 orths, round, B, 2 finite checks, error and finish.
-    const int panels = int((c.rank + kLowRankPanel - 1) / kLowRankPanel), orth = 1 + 2 * panels + 4 * (panels - 1);
+    // clear, sketch, orth (norms + per panel 2 panel kernels and, after the first, 2 coefficient
+    // products in parts, their 2 sums and 2 subtractions), per power iteration 2 products and 2
+    // orths, round, B, 2 finite checks, error and finish.
+    const int panels = int((c.rank + kLowRankPanel - 1) / kLowRankPanel), orth = 1 + 2 * panels + 6 * (panels - 1);
     CHECK(driver.launches - before == 1 + 1 + orth + int(c.power) * (2 + 2 * orth) + 1 + 1 + 2 + 2 + 1);
 
     LowRankFactors hf;

@@ -337,7 +337,7 @@ TEST_CASE("compress: bytes of the matrix, the factors and the scratch") {
   vc::LowRankBytes b = vc::lowrank_bytes(4096, 2048, 1024, LowRankType::kBF16);
   CHECK(b.matrix == 4096ull * 2048 * 2);
   CHECK(b.factors == 1024ull * (4096 + 2048) * 2);
-  CHECK(b.scratch == (4096ull * 1024 + 2048ull * 1024 + 1024ull * 32 + 1024 + 2 * 256) * 4);
+  CHECK(b.scratch == (4096ull * 1024 + 2048ull * 1024 + 1024ull * 32 + 1024 + 2 * 256 + 16 * 1024 * 32) * 4);
   // Each piece starts 256-aligned.
   vc::LowRankScratchLayout s = vc::lowrank_scratch_layout(100, 50, 7);
   CHECK(s.y == 0);
@@ -345,7 +345,8 @@ TEST_CASE("compress: bytes of the matrix, the factors and the scratch") {
   CHECK(s.h == 2816 + 1536);  // 50*7*4 = 1400
   CHECK(s.norms == 2816 + 1536 + 1024);  // 7*32*4 = 896
   CHECK(s.partials == 2816 + 1536 + 1024 + 256);
-  CHECK(s.bytes == 2816 + 1536 + 1024 + 256 + 2048);
+  CHECK(s.parts == 2816 + 1536 + 1024 + 256 + 2048);
+  CHECK(s.bytes == 2816 + 1536 + 1024 + 256 + 2048 + 1024);  // one part of 7 x 32 floats
   CHECK(vc::lowrank_bytes(100, 50, 7, LowRankType::kF32).scratch == s.bytes);
   CHECK(vc::lowrank_bytes(100, 50, 7, LowRankType::kF32).factors == 7 * 150 * 4);
   vc::LowRankType t;
