@@ -51,7 +51,7 @@ def main():
                 (["--frame-size", frame[0]] if frame else []) + ["-o", out, os.path.join("samples", "traces", trace + ".vctrace")]
             p = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
             if p.returncode != 0 or not os.path.exists(out):
-                print(f"{trace} {budget} {page}: FAILED (rc {p.returncode}) {p.stderr.strip()[-300:]}")
+                print(f"{' '.join(cmd[2:-3])} {trace}: FAILED (rc {p.returncode}) {p.stderr.strip()[-300:]}")
                 failed += 1
                 continue
             figures = scalars(json.load(open(out)))

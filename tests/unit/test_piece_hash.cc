@@ -1,7 +1,9 @@
 // Tests of the piece hash (runtime/piece_hash.h, Note [Piece hash]): SipHash-2-4-128 against the
 // vectors its authors publish, the tree against SipHash of each lane's bytes, the kernel's lanes
-// (lane_hash, loads batched) against the reference, fixed vectors of the piece hash (the GPU check, scripts/gpu_checks/piece_hash_check.cu, holds the kernel to the same),
-// and that one byte changed anywhere, two units swapped, another length or another key each change it.
+// (lane_hash, loads batched) and the host's lanes in groups of eight against the reference, fixed
+// vectors of the piece hash (the GPU check, scripts/gpu_checks/piece_hash_check.cu, holds the
+// kernel to the same), and that one byte changed anywhere, two units swapped, another length or
+// another key each change it.
 #include <doctest/doctest.h>
 
 #include <algorithm>
