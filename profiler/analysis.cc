@@ -10,6 +10,7 @@
 #include <map>
 
 #include "runtime/recorder.h"
+#include "runtime/trace_validate.h"
 #include "runtime/write_records.h"
 
 namespace vc {
@@ -95,6 +96,7 @@ Analysis analyze(Trace trace, uint64_t page_size) {
   // As when recording: a period whose iterations do not tile the trace is a pattern inside a step.
   if (!iterations_tile(a.iterations, sig.size(), Recorder::kMinCovered)) a.iterations = Iterations{};
   choose_window(&a);
+  if (!check_window_cost(t, page_size, a.window_begin, a.window_end, &a.refused)) return a;
   a.model = build_access_model(t, page_size, a.window_begin, a.window_end);
   // Steady state: figures of the middle of three back-to-back repetitions of the window, so that
   // both the previous and the next iteration's accesses are there.

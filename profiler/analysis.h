@@ -40,10 +40,13 @@ struct Analysis {
   uint64_t peak_allocated = 0, peak_live = 0, touched_bytes = 0;
   uint64_t refs_exact = 0, refs_inferred = 0;  // in the window
   uint64_t kernels = 0, kernels_decoded = 0;   // in the window
+  // Why the window was not modelled: the simulator's work on it would pass its bound
+  // (check_window_cost, checked before any of that work); "" when it was.
+  std::string refused;
 };
 
-// Detects the iterations and models the last regular one (or the whole trace if none).
-// `page_size` 0 = the trace's own.
+// Detects the iterations and models the last regular one (or the whole trace if none), unless that
+// would cost more than the simulator's bound (Analysis::refused). `page_size` 0 = the trace's own.
 Analysis analyze(Trace trace, uint64_t page_size);
 
 BudgetResult evaluate_budget(const Analysis &a, uint64_t budget, const LinkModel &link);

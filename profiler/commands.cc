@@ -35,11 +35,11 @@ bool load(const std::string &path, uint64_t page_size, Trace *t) {
   return false;
 }
 
-// The simulator's work on the modelled window is bounded (kMaxWindowReach); false: message printed.
+// The simulator's work on the modelled window is bounded (kMaxWindowReach), which analyze checks
+// before it models the window; false: message printed.
 bool window_affordable(const Analysis &a, const std::string &path) {
-  std::string error;
-  if (check_window_cost(a.trace, a.model.page_size, a.window_begin, a.window_end, &error)) return true;
-  fprintf(stderr, "vramcache: %s: %s\n", path.c_str(), error.c_str());
+  if (a.refused.empty()) return true;
+  fprintf(stderr, "vramcache: %s: %s\n", path.c_str(), a.refused.c_str());
   return false;
 }
 

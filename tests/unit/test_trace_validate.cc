@@ -160,6 +160,9 @@ TEST_CASE("trace validation: the simulator's work on the modelled window is boun
   CHECK_FALSE(check_window_cost(t, t.page_size, 0, 60, &error));
   CHECK(error == "at 2M pages, the ops 0-60 that the analysis models reach 1030792151040 (the sum of each op's pages squared, "
                  "which the simulator's time follows), more than 274877906944 (a larger page size has less)");
+  const Analysis refused = analyze(t, 0);  // before it models the window, which would take the work
+  CHECK(refused.refused == error);
+  CHECK(refused.model.acc.empty());
   char path[] = "/tmp/vctrace-reach-XXXXXX";
   int fd = mkstemp(path);
   REQUIRE(fd >= 0);
