@@ -1,6 +1,6 @@
 // Reads the residency file the library writes under a budget (VRAMCACHE_RESIDENCY_FILE): one row
 // every 100 ms of the pager's resident bytes, the device's own used bytes above its level when
-// paging started, and the cumulative bytes moved and misses. Strict: the report draws what was
+// paging started, the cumulative bytes moved and misses, and the system's monotonic clock. Strict: the report draws what was
 // measured or says why it cannot, it never guesses a value past a bad row.
 #include <cerrno>
 #include <cmath>
@@ -14,7 +14,7 @@ namespace vc {
 
 namespace {
 
-const char kHeader[] = "time_s,resident_bytes,device_used_bytes,moved_h2d_bytes,moved_d2h_bytes,misses";
+const char kHeader[] = "time_s,resident_bytes,device_used_bytes,moved_h2d_bytes,moved_d2h_bytes,misses,clock_s";
 
 // The whole of `text` as an unsigned decimal (digits only: no sign, space or suffix).
 bool whole_u64(const std::string &text, uint64_t *out) {
@@ -40,13 +40,15 @@ std::string parse_row(const std::string &line, Residency *out) {
     if (comma == std::string::npos) break;
     from = comma + 1;
   }
-  if (field.size() != 6) return std::to_string(field.size()) + " fields, expected 6";
+  if (field.size() != 7) return std::to_string(field.size()) + " fields, expected 7";
   double t = 0;
   if (!whole_seconds(field[0], &t)) return "time_s '" + field[0] + "' is not a number of seconds";
   if (!out->time_s.empty() && t < out->time_s.back()) return "time_s " + field[0] + " is before the previous row's";
   uint64_t v[5];
   for (int i = 0; i < 5; ++i)
     if (!whole_u64(field[size_t(i) + 1], &v[i])) return "'" + field[size_t(i) + 1] + "' is not a whole number";
+  double clock = 0;
+  if (!whole_seconds(field[6], &clock)) return "clock_s '" + field[6] + "' is not a number of seconds";
   out->time_s.push_back(t);
   out->resident.push_back(v[0]), out->device_used.push_back(v[1]);
   out->moved_h2d.push_back(v[2]), out->moved_d2h.push_back(v[3]), out->misses.push_back(v[4]);

@@ -101,8 +101,9 @@ namespace vc {
     "at log level info")                                                                          \
   X(kResidencyFile, "VRAMCACHE_RESIDENCY_FILE", kPath, "", "/tmp/residency-%p.csv",                  \
     "with a budget: every 100 ms, write the pager's resident bytes, the device's used memory (with "  \
-    "the explicit backend a residency figure; with the managed one it keeps pages moved out) and "  \
-    "bytes moved to this CSV file; `%p` becomes the process id (`vramcache run --report` sets it)")                                          \
+    "the explicit backend a residency figure; with the managed one it keeps pages moved out), "   \
+    "bytes moved and the system's monotonic clock to this CSV file; `%p` becomes the process id "  \
+    "(`vramcache run --report` sets it)")                                                          \
   X(kCompressRank, "VRAMCACHE_COMPRESS_RANK", kRank, "0", "h/4",                                   \
     "with a budget: outputs of recognized GEMMs (bf16, fp16 or fp32, both sides at least 512) that " \
     "would move out or stay idle until read are kept as two thin factors of this rank and rebuilt "  \

@@ -33,6 +33,7 @@ import signal
 import statistics
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 
@@ -241,7 +242,8 @@ def build_command(cfg, mode, steps, warmup, deterministic, budget, summary_file,
         if "host_limit_gib" in cfg:  # the swap folder beside the summary file, on the local disk
             frame_args += ["--host-limit", f"{cfg['host_limit_gib']}G", "--swap-dir", os.path.dirname(summary_file)]
         return [CLI, "run", "--budget", str(budget), "--backend", "explicit", "--policy", "predictive"] + frame_args + [
-                "--summary-file", summary_file, "--profile-iterations", "1", "--status-interval", "5",
+                "--summary-file", summary_file, "--residency-file", residency_file(summary_file),
+                "--profile-iterations", "1", "--status-interval", "5",
                 "--log-level", "info", "--"] + cmd, env
     raise ValueError(f"no command for mode {mode!r}")
 
@@ -280,6 +282,34 @@ def bitwise(losses, reference, steps):
             break
         equal += 1
     return {"bitwise": len(losses) >= steps and len(reference) >= steps and equal >= steps, "bitwise_equal_steps": equal}
+
+
+def residency_file(summary_file):
+    """The library's residency file of a run (VRAMCACHE_RESIDENCY_FILE), beside its summary file."""
+    return summary_file[:-len(".vramcache.json")] + ".residency.csv"
+
+
+def steady_moved(path, window, steps):
+    """Bytes the library moved each way per step in `window` (monotonic seconds, the steady steps):
+    its cumulative counters interpolated at each end from the residency file's rows (every 100 ms,
+    with the monotonic clock in clock_s). (h2d, d2h), or None where the file does not span the window."""
+    try:
+        with open(path) as f:
+            head = f.readline().strip().split(",")
+            at = {k: head.index(k) for k in ("clock_s", "moved_h2d_bytes", "moved_d2h_bytes")}
+            rows = [(float(v[at["clock_s"]]), int(v[at["moved_h2d_bytes"]]), int(v[at["moved_d2h_bytes"]]))
+                    for v in (line.strip().split(",") for line in f) if len(v) == len(head)]
+    except (OSError, ValueError):
+        return None
+    def value(t, k):  # counter k interpolated at time t
+        for (t0, *a), (t1, *b) in zip(rows, rows[1:]):
+            if t0 <= t <= t1:
+                return a[k] + (b[k] - a[k]) * ((t - t0) / (t1 - t0) if t1 > t0 else 1.0)
+        return None
+    ends = [value(t, k) for k in (0, 1) for t in window]
+    if steps < 1 or None in ends:
+        return None
+    return (ends[1] - ends[0]) / steps, (ends[3] - ends[2]) / steps
 
 
 def pcie_bytes(samples, window, key):
@@ -520,8 +550,9 @@ class Bench:
         if not self.deadline.allows(est):
             return f"{label}: SKIPPED (about {est:.0f} s needed, {self.deadline.left():.0f} s left before the deadline)"
         timeout, by_deadline = self.deadline.timeout(a.timeout)
-        if os.path.exists(summary_file):  # an earlier run's must not pass for this one's
-            os.remove(summary_file)
+        for old in (summary_file, residency_file(summary_file)):  # an earlier run's must not pass for this one's
+            if os.path.exists(old):
+                os.remove(old)
         swap_dir = os.path.dirname(summary_file) if "host_limit_gib" in cfg and mode in VRAMCACHE else None
         swap_before = swap_state(swap_dir) if swap_dir else None
         r = self.nvml.run(cmd, dict(clean_env(), **env_add), timeout)
@@ -573,17 +604,18 @@ class Bench:
                     f[k] = summary[k]
         arrivals = [t for t, _, _ in seen]
         f["time_to_50_s"], f["time_to_50_extrapolated"] = time_to_n(arrivals, f.get("median_s"))
+        window = None  # the steady steps: from the start of the first to the end of the last
+        if f["status"] == "ok":
+            window = (launch + seen[a.warmup][0] - seen[a.warmup][2], launch + seen[-1][0])
         if self.nvml.nvml:
             procs = [s["proc"] for s in r.samples if "proc" in s]
             used = [s["used"] for s in r.samples if "used" in s]
             f["nvml_process_peak_bytes"] = max(procs) if procs else None
             f["nvml_device_peak_bytes"] = max(used) - r.used_before if used and r.used_before is not None else None
-            if f["status"] == "ok":  # the steady steps: from the start of the first to the end of the last
-                first = a.warmup
-                window = (launch + seen[first][0] - seen[first][2], launch + seen[-1][0])
+            if window:
                 util = [s["util"] for s in r.samples if "util" in s and window[0] <= s["t"] <= window[1]]
                 f["idle_fraction"] = round(1 - statistics.mean(util) / 100, 4) if util else None
-                n = len(seen) - first
+                n = len(seen) - a.warmup
                 for key, name in (("h2d_kbps", "nvml_pcie_h2d_bytes_per_step"), ("d2h_kbps", "nvml_pcie_d2h_bytes_per_step")):
                     moved = pcie_bytes(r.pcie, window, key)
                     f[name] = None if moved is None else moved / n
@@ -600,6 +632,9 @@ class Bench:
                 runs = max(1, len(seen))
                 f["moved_h2d_bytes_per_step"] = counters.get("paging_h2d_bytes", 0) / runs
                 f["moved_d2h_bytes_per_step"] = counters.get("paging_d2h_bytes", 0) / runs
+                steady = window and steady_moved(residency_file(summary_file), window, len(seen) - a.warmup)
+                if steady:
+                    f["steady_moved_h2d_bytes_per_step"], f["steady_moved_d2h_bytes_per_step"] = steady
             except (OSError, ValueError) as e:
                 f["summary_error"] = repr(e)
         if mode != "in_vram":
@@ -702,6 +737,16 @@ def self_test():
         if not cond:
             raise AssertionError(what)
 
+    with tempfile.TemporaryDirectory() as tmp:  # the steady steps' bytes from a residency file
+        csv = os.path.join(tmp, "r.residency.csv")
+        check(residency_file(os.path.join(tmp, "r.vramcache.json")) == csv, "the residency file beside the summary")
+        with open(csv, "w") as f:
+            f.write("time_s,resident_bytes,device_used_bytes,moved_h2d_bytes,moved_d2h_bytes,misses,clock_s\n"
+                    "0.1,0,0,1000,0,0,100.0\n0.2,0,0,2000,500,0,100.1\n0.3,0,0,6000,900,0,100.2\n")
+        moved = steady_moved(csv, (100.05, 100.2), 2)  # h2d 1500 -> 6000, d2h 250 -> 900
+        check(moved is not None and abs(moved[0] - 2250) < 1e-6 and abs(moved[1] - 325) < 1e-6, moved)
+        check(steady_moved(csv, (99.0, 100.2), 2) is None, "a window the file does not span")
+        check(steady_moved(os.path.join(tmp, "none.csv"), (100.0, 100.1), 1) is None, "no file")
     s = steady_stats([9.0, 8.0, 1.0, 3.0, 2.0, 4.0], 2)
     check(s == {"median_s": 2.5, "min_s": 1.0, "max_s": 4.0, "q1_s": 1.75, "q3_s": 3.25, "steady_steps": 4}, s)
     check(steady_stats([1.0, 2.0], 2) is None, "no steady step")
@@ -770,7 +815,6 @@ def self_test():
                             "hash_ns": 7, "frames_remaps": 2})
     check(picked == {"paging_h2d_bytes": 5, "clean_skipped_bytes": 3, "remaps_with_host_copy": 1, "hash_ns": 7,
                      "frames_remaps": 2}, picked)
-    import tempfile
     with tempfile.TemporaryDirectory() as d:
         for n in (SWAP_PREFIX + "a1B2c3", "x.log", "vramcache-swap-x"):
             open(os.path.join(d, n), "w").close()
@@ -815,7 +859,6 @@ print("summary " + json.dumps(s))
 def fake_call(check):
     """A call through Bench with a stand-in for the sample (no GPU, no NVML): its records in a temporary
     results folder. The simulate step runs the real `vramcache simulate` on a shipped trace, if built."""
-    import tempfile
     global SAMPLE
     saved = SAMPLE, records.RESULTS, os.environ.get("BENCH_RECORD_COMMIT")
     before = []

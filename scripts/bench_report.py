@@ -117,8 +117,10 @@ def speed_row(mode, r, ref, vc):
     t50 = f.get("time_to_50_s")
     t50 = "-" if t50 is None else f"{t50:.0f}" + (" (extrapolated)" if f.get("time_to_50_extrapolated") else "")
     own = "-"
-    if "moved_h2d_bytes_per_step" in f:
-        own = f"{gb(f['moved_h2d_bytes_per_step'])} / {gb(f['moved_d2h_bytes_per_step'])}"
+    if "steady_moved_h2d_bytes_per_step" in f:
+        own = f"{gb(f['steady_moved_h2d_bytes_per_step'])} / {gb(f['steady_moved_d2h_bytes_per_step'])}"
+    elif "moved_h2d_bytes_per_step" in f:  # (records without a residency file: over every step, warm-up included)
+        own = f"{gb(f['moved_h2d_bytes_per_step'])} / {gb(f['moved_d2h_bytes_per_step'])} (all steps)"
     elif "copied_h2d_bytes_per_step" in f:
         own = f"{gb(f['copied_h2d_bytes_per_step'])} / {gb(f['copied_d2h_bytes_per_step'])}"
     nvml_link = "-" if f.get("nvml_pcie_h2d_bytes_per_step") is None else \
@@ -149,8 +151,8 @@ def speed_tables(recs):
         budget = next((r["figures"].get("budget_bytes") for m, r in rows if r and m != "in_vram"), None)
         lines += [f"### {title(cfg, budget)} (`{name}`)", "",
                   "| mode | s/step (median) | min - max | quartiles (steady steps of run) | vs in VRAM | vs vramcache "
-                  "| 50 steps from launch, s | peak GPU: PyTorch reserved / NVML process, GiB | copied per step, own count: "
-                  "H2D / D2H, GB | PCIe per step, NVML estimate: H2D / D2H, GB | CPU AdamW s/step | GPU idle |",
+                  "| 50 steps from launch, s | peak GPU: PyTorch reserved / NVML process, GiB | copied per steady step, own "
+                  "count: H2D / D2H, GB | PCIe per step, NVML estimate: H2D / D2H, GB | CPU AdamW s/step | GPU idle |",
                   "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
         lines += [row for m, r in rows for row in [speed_row(m, r, ref, vc)] if row]
         lines += ["", f"Budget: {gib(budget)} GiB ({budget} bytes). Commands:", ""] + commands(rows) + [""]
@@ -252,8 +254,11 @@ def frame_table(recs):
                 rows.append(f"| `{name}` | {r['config']['frame_size']} | {f.get('status')} | | | | | | |")
                 continue
             per = max(1, f["steps_run"])
+            steady = "steady_moved_h2d_bytes_per_step" in f
+            moved = (f"{gb(f['steady_moved_h2d_bytes_per_step'])} / {gb(f['steady_moved_d2h_bytes_per_step'])}" if steady else
+                     f"{gb(f.get('moved_h2d_bytes_per_step'))} / {gb(f.get('moved_d2h_bytes_per_step'))} (all steps)")
             rows.append(f"| `{name}` | {r['config']['frame_size']} | {f['median_s']:.3f} | {f['steady_steps']} of {f['steps_run']} | "
-                        f"{gb(f.get('moved_h2d_bytes_per_step'))} / {gb(f.get('moved_d2h_bytes_per_step'))} | "
+                        f"{moved} | "
                         f"{c.get('frames_remaps', 0) / per:.0f} ({c.get('frames_remap_ns', 0) / 1e9 / per:.3f} s) | "
                         f"{c.get('frames_hash_device_ns', 0) / 1e9 / per:.3f} | {c.get('paging_misses', 0) / per:.0f} | "
                         f"{gb(c.get('frames_unchanged_bytes', 0) / per)} |")
@@ -261,7 +266,9 @@ def frame_table(recs):
         return []
     return ["### vramcache by frame size", "",
             "The explicit backend moves and remaps whole frames; smaller frames move fewer bytes that are not needed "
-            "but cost more remaps, hash launches and misses. Per step, over the whole run (learning included):", "",
+            "but cost more remaps, hash launches and misses. Bytes moved per steady step (from the library's residency "
+            "file; *all steps*: a record without one, learning included); the other figures per step over the whole "
+            "run, learning included:", "",
             "| configuration | frame size | s/step (median) | steady steps | moved per step: H2D / D2H, GB | remaps per step "
             "(driver time) | hashing on the device, s per step | misses per step | unchanged at eviction, GB per step |",
             "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"] + rows + ["", "Commands:", ""] + commands(cmds) + [""]

@@ -262,8 +262,8 @@ check 0 "true exited with 0 and no trace was written to $tmp/rep" -- run --repor
 [ "$(ls "$tmp/rep")" = report-mine.html ] || bad "run --report: stale files left, or another file removed: $(ls "$tmp/rep")"
 check 3 "no trace was written" -- run --report "$tmp/rep" -- sh -c 'exit 3'
 fake_library='d=${VRAMCACHE_TRACE_FILE%/*}; cp "$0" "$d/trace-$$.vctrace" &&
-  printf "time_s,resident_bytes,device_used_bytes,moved_h2d_bytes,moved_d2h_bytes,misses\n$1" > "$d/residency-$$.csv"; exit $2'
-rows='0.100,1073741824,1181116006,1073741824,0,10\n0.200,12884901888,13958643712,15032385536,2147483648,20\n'
+  printf "time_s,resident_bytes,device_used_bytes,moved_h2d_bytes,moved_d2h_bytes,misses,clock_s\n$1" > "$d/residency-$$.csv"; exit $2'
+rows='0.100,1073741824,1181116006,1073741824,0,10,900.5\n0.200,12884901888,13958643712,15032385536,2147483648,20,900.6\n'
 check 0 "measured while paging (2 samples over 0.2 s, budget 12.00 GiB): peak resident 12.00 GiB (the pager's count), peak device used 13.00 GiB above start; moved 14.00 GiB host to device, 2.00 GiB device to host; 20 misses" \
   -- run --report "$tmp/rep" --budget 12G -- sh -c "$fake_library" "$trace" "$rows" 0
 ls "$tmp"/rep/report-*.html "$tmp"/rep/summary-*.txt >/dev/null || bad "run --report: no report or summary written"
@@ -274,7 +274,7 @@ grep -q "Resident bytes over time (measured)" "$tmp"/rep/report-*.html || bad "r
 grep -q "peak device used 13.00 GiB" "$tmp"/rep/summary-*.txt || bad "run --report: no measured peaks in the summary"
 # A bad residency file: the report is written without it, and the exit code says so (the program's
 # own failure comes first).
-check 1 ".csv:3: 3 fields, expected 6; the report leaves the measured residency out" -- run --report "$tmp/rep" -- sh -c "$fake_library" "$trace" '0.1,1,2,3,4,5\n0.2,1,2\n' 0
+check 1 ".csv:3: 3 fields, expected 7; the report leaves the measured residency out" -- run --report "$tmp/rep" -- sh -c "$fake_library" "$trace" '0.1,1,2,3,4,5,9.5\n0.2,1,2\n' 0
 grep -q "Resident bytes over time (measured)" "$tmp"/rep/report-*.html && bad "run --report: a bad residency file was drawn"
 check 5 "exited with 5; reporting the traces it left" -- run --report "$tmp/rep" -- sh -c "$fake_library" "$trace" '0.1,1,2\n' 5
 

@@ -14,7 +14,7 @@ using vc::Residency;
 
 namespace {
 
-const std::string kHeader = "time_s,resident_bytes,device_used_bytes,moved_h2d_bytes,moved_d2h_bytes,misses\n";
+const std::string kHeader = "time_s,resident_bytes,device_used_bytes,moved_h2d_bytes,moved_d2h_bytes,misses,clock_s\n";
 
 // Parses `text` as "r.csv": the error, "" if it parsed.
 std::string parse(const std::string &text, Residency *r) {
@@ -29,8 +29,8 @@ std::string parse(const std::string &text, Residency *r) {
 TEST_CASE("residency file: a good file gives each column in order") {
   Residency r;
   r.time_s = {9};  // parsing replaces what was there
-  REQUIRE(parse(kHeader + "0.100,1048576,2097152,0,0,0\n0.200,8388608,9437184,8388608,4096,3\n"
-                          "1.5,12,18446744073709551615,9000000000,4096,7",  // no newline at the end
+  REQUIRE(parse(kHeader + "0.100,1048576,2097152,0,0,0,5000.25\n0.200,8388608,9437184,8388608,4096,3,5000.35\n"
+                          "1.5,12,18446744073709551615,9000000000,4096,7,5001.65",  // no newline at the end
                 &r) == "");
   CHECK(r.time_s == std::vector<double>{0.1, 0.2, 1.5});
   CHECK(r.resident == std::vector<uint64_t>{1048576, 8388608, 12});
@@ -60,19 +60,20 @@ TEST_CASE("residency file: a wrong header is refused on line 1") {
 
 TEST_CASE("residency file: a bad row is refused with its line number and why") {
   Residency r;
-  const std::string good = "0.1,1,2,3,4,5\n";
-  CHECK(parse(kHeader + good + "0.2,1,2,3,4\n", &r) == "r.csv:3: 5 fields, expected 6");
-  CHECK(parse(kHeader + good + "0.2,1,2,3,4,5,6\n", &r) == "r.csv:3: 7 fields, expected 6");
-  CHECK(parse(kHeader + good + good + "0.3,1,-2,3,4,5\n", &r) == "r.csv:4: '-2' is not a whole number");
-  CHECK(parse(kHeader + "0.1,1,2,3,4,5x\n", &r) == "r.csv:2: '5x' is not a whole number");
-  CHECK(parse(kHeader + "0.1,1, 2,3,4,5\n", &r) == "r.csv:2: ' 2' is not a whole number");
-  CHECK(parse(kHeader + "0.1,1,2,3,4,99999999999999999999\n", &r) ==
+  const std::string good = "0.1,1,2,3,4,5,7.5\n";
+  CHECK(parse(kHeader + good + "0.2,1,2,3,4,5\n", &r) == "r.csv:3: 6 fields, expected 7");
+  CHECK(parse(kHeader + good + "0.2,1,2,3,4,5,6,7\n", &r) == "r.csv:3: 8 fields, expected 7");
+  CHECK(parse(kHeader + good + good + "0.3,1,-2,3,4,5,7.5\n", &r) == "r.csv:4: '-2' is not a whole number");
+  CHECK(parse(kHeader + "0.1,1,2,3,4,5x,7.5\n", &r) == "r.csv:2: '5x' is not a whole number");
+  CHECK(parse(kHeader + "0.1,1, 2,3,4,5,7.5\n", &r) == "r.csv:2: ' 2' is not a whole number");
+  CHECK(parse(kHeader + "0.1,1,2,3,4,5,x\n", &r) == "r.csv:2: clock_s 'x' is not a number of seconds");
+  CHECK(parse(kHeader + "0.1,1,2,3,4,99999999999999999999,7.5\n", &r) ==
         "r.csv:2: '99999999999999999999' is not a whole number");  // past 2^64
-  CHECK(parse(kHeader + "abc,1,2,3,4,5\n", &r) == "r.csv:2: time_s 'abc' is not a number of seconds");
-  CHECK(parse(kHeader + "1.2.3,1,2,3,4,5\n", &r) == "r.csv:2: time_s '1.2.3' is not a number of seconds");
-  CHECK(parse(kHeader + "0.5,1,2,3,4,5\n0.4,1,2,3,4,5\n", &r) == "r.csv:3: time_s 0.4 is before the previous row's");
-  CHECK(parse(kHeader + good + "\n", &r) == "r.csv:3: 1 fields, expected 6");  // a blank line is a bad row
-  CHECK(parse(kHeader + "0.1,1,2,3,4,5\r\n", &r) == "r.csv:2: '5\r' is not a whole number");
+  CHECK(parse(kHeader + "abc,1,2,3,4,5,7.5\n", &r) == "r.csv:2: time_s 'abc' is not a number of seconds");
+  CHECK(parse(kHeader + "1.2.3,1,2,3,4,5,7.5\n", &r) == "r.csv:2: time_s '1.2.3' is not a number of seconds");
+  CHECK(parse(kHeader + "0.5,1,2,3,4,5,7.5\n0.4,1,2,3,4,5,7.6\n", &r) == "r.csv:3: time_s 0.4 is before the previous row's");
+  CHECK(parse(kHeader + good + "\n", &r) == "r.csv:3: 1 fields, expected 7");  // a blank line is a bad row
+  CHECK(parse(kHeader + "0.1,1,2,3,4,5,7.5\r\n", &r) == "r.csv:2: clock_s '7.5\r' is not a number of seconds");
 }
 
 TEST_CASE("residency file: an empty or missing file is refused, a file on disk is read") {
@@ -84,7 +85,7 @@ TEST_CASE("residency file: an empty or missing file is refused, a file on disk i
   char path[] = "/tmp/vramcache-residency-XXXXXX";
   int fd = mkstemp(path);
   REQUIRE(fd >= 0);
-  std::string text = kHeader + "0.1,1,2,3,4,5\n0.2,6,7,8,9,10\n";
+  std::string text = kHeader + "0.1,1,2,3,4,5,7.5\n0.2,6,7,8,9,10,7.6\n";
   REQUIRE(write(fd, text.data(), text.size()) == ssize_t(text.size()));
   close(fd);
   CHECK(vc::read_residency(path, &r, &error));
@@ -95,6 +96,6 @@ TEST_CASE("residency file: an empty or missing file is refused, a file on disk i
   fputs("0.3,1,2\n", f);
   fclose(f);
   CHECK(!vc::read_residency(path, &r, &error));
-  CHECK(error == std::string(path) + ":4: 3 fields, expected 6");
+  CHECK(error == std::string(path) + ":4: 3 fields, expected 7");
   unlink(path);
 }
