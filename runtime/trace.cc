@@ -25,6 +25,12 @@ const char *op_kind_name(OpKind kind) {
   return "?";
 }
 
+const TraceAlloc *find_alloc(const Trace &trace, uint64_t id) {
+  for (const TraceAlloc &a : trace.allocs)
+    if (a.id == id) return &a;
+  return nullptr;
+}
+
 bool wildcard_kernel(OpKind kind, uint32_t flags) {
   const bool kernel = kind == OpKind::kKernel || kind == OpKind::kGraphKernel;
   return kernel && (!(flags & kOpDecoded) || (flags & kOpIndirect));

@@ -127,4 +127,7 @@ struct Trace {
   uint32_t intern(const std::string &name);
 };
 
+// The allocation of id `id` in the trace's table (a linear search); null if none.
+const TraceAlloc *find_alloc(const Trace &trace, uint64_t id);
+
 }  // namespace vc

@@ -114,12 +114,6 @@ Touch touch_of(const Trace &trace, const Op &op, uint64_t alloc_id, uint64_t lo,
   return t;
 }
 
-const TraceAlloc *find_alloc(const Trace &trace, uint64_t id) {
-  for (const TraceAlloc &a : trace.allocs)
-    if (a.id == id) return &a;
-  return nullptr;
-}
-
 }  // namespace
 
 CompressChoice compress_choice(const Trace &trace, const GemmOutput &out, const CompressPolicy &policy,

@@ -97,10 +97,10 @@ void CompressOffers::learn(const Trace &trace, uint64_t first_op, uint64_t perio
     const uint64_t k = (i + period - s0 % period) % period;
     if (sig[i] != sig[s0 + k]) continue;
     const Ref &r = trace.refs[g.ref];
-    uint64_t base = 0;
-    for (const TraceAlloc &a : trace.allocs) base = a.id == r.alloc_id ? a.base : base;
+    const TraceAlloc *alloc = find_alloc(trace, r.alloc_id);
+    if (!alloc) continue;
     GemmOutput out;
-    out.seq = g.op, out.operand = g.operand(base + r.offset), out.alloc_id = r.alloc_id, out.offset = r.offset;
+    out.seq = g.op, out.operand = g.operand(alloc->base + r.offset), out.alloc_id = r.alloc_id, out.offset = r.offset;
     const CompressChoice c = compress_choice(trace, out, p, [](const GemmOutput &, uint64_t, uint64_t) { return true; });
     if (c.verdict == CompressVerdict::kCandidate) reserve = std::max(reserve, Compressor::device_need(c));
     if (!c.ended) continue;  // the trace ends first: not known
