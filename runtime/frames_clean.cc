@@ -136,12 +136,7 @@ size_t FrameMover::dead_pieces(const Frame &f, const Ranges &dead, std::vector<u
   mask->assign(n, 0);
   size_t count = 0;
   for (size_t k = 0; k < n; ++k) {
-    const uint64_t lo = f.va + k * piece_, hi = f.va + std::min((k + 1) * piece_, f.bytes);
-    for (const auto &[a, b] : dead)
-      if (a <= lo && hi <= b) {
-        (*mask)[k] = 1, ++count;
-        break;
-      }
+    if (inside(dead, f.va + k * piece_, f.va + std::min((k + 1) * piece_, f.bytes))) (*mask)[k] = 1, ++count;
   }
   return count;
 }

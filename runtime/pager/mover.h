@@ -33,6 +33,12 @@ class Mover {
   // with pieces does it in one eviction of each page; this one discards the dead ranges (whole
   // pages then) and moves the rest.
   using Ranges = std::vector<std::pair<uint64_t, uint64_t>>;  // [lo, hi)
+  // Whether one of `ranges` holds all of [lo, hi) (a piece wholly inside a dead range).
+  static bool inside(const Ranges &ranges, uint64_t lo, uint64_t hi) {
+    for (const auto &[a, b] : ranges)
+      if (a <= lo && hi <= b) return true;
+    return false;
+  }
   virtual bool to_host_except(uint64_t addr, uint64_t bytes, bool clean, const Ranges &dead) {
     uint64_t at = addr;
     for (const auto &[lo, hi] : dead) {

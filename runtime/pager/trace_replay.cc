@@ -287,9 +287,8 @@ struct InstantMover final : Mover {
         const uint64_t n = std::min(piece, size - lo);
         fetched_dead += fate != NextReach::kOther ? n : 0;
         fetch_elidable += fate == NextReach::kOverwrittenByGemm ? n : 0;
-        bool is_dead = false;  // (not copied in)
-        for (const auto &[dlo, dhi] : dead) is_dead = is_dead || (dlo <= a->first + lo && a->first + lo + n <= dhi);
-        if (!is_dead) first_reach[a->first + lo] = next.first(id, lo, lo + n, op);
+        if (!inside(dead, a->first + lo, a->first + lo + n))  // (dead pieces are not copied in)
+          first_reach[a->first + lo] = next.first(id, lo, lo + n, op);
       }
     }
     if (writes.present()) each_piece(addr, bytes, [&](uint64_t p, uint64_t) { changed.erase(p); });
@@ -319,9 +318,7 @@ struct InstantMover final : Mover {
     if (!writes.present()) copied += clean ? 0 : bytes - dead_bytes;
     else
       each_piece(addr, bytes, [&](uint64_t p, uint64_t n) {
-        bool is_dead = false;
-        for (const auto &[lo, hi] : dead) is_dead = is_dead || (lo <= p && p + n <= hi);
-        copied += (changed.erase(p) && !clean && !is_dead) * n;
+        copied += (changed.erase(p) && !clean && !inside(dead, p, p + n)) * n;
       });
     return moved(addr, bytes, false);
   }
