@@ -100,6 +100,16 @@ def title(cfg, budget_bytes=None):
     return f"GPT {cfg['size'].upper()}, batch {cfg['batch']}, seq {cfg['seq']}, budget {budget_text(cfg, budget_bytes)}"
 
 
+def library_moved(f):
+    """The library's own count of bytes moved per step, H2D / D2H: over the steady steps; over every
+    step, warm-up included, for records made without its residency file; None without either."""
+    if "steady_moved_h2d_bytes_per_step" in f:
+        return f"{gb(f['steady_moved_h2d_bytes_per_step'])} / {gb(f['steady_moved_d2h_bytes_per_step'])}"
+    if "moved_h2d_bytes_per_step" in f:
+        return f"{gb(f['moved_h2d_bytes_per_step'])} / {gb(f['moved_d2h_bytes_per_step'])} (all steps)"
+    return None
+
+
 def speed_row(mode, r, ref, vc):
     if not r:
         return None
@@ -116,12 +126,8 @@ def speed_row(mode, r, ref, vc):
                 f"{vs_vc} (bound) | | | bound {gb(f['bound_h2d_bytes'])} / {gb(f['bound_d2h_bytes'])} | | | |")
     t50 = f.get("time_to_50_s")
     t50 = "-" if t50 is None else f"{t50:.0f}" + (" (extrapolated)" if f.get("time_to_50_extrapolated") else "")
-    own = "-"
-    if "steady_moved_h2d_bytes_per_step" in f:
-        own = f"{gb(f['steady_moved_h2d_bytes_per_step'])} / {gb(f['steady_moved_d2h_bytes_per_step'])}"
-    elif "moved_h2d_bytes_per_step" in f:  # (records without a residency file: over every step, warm-up included)
-        own = f"{gb(f['moved_h2d_bytes_per_step'])} / {gb(f['moved_d2h_bytes_per_step'])} (all steps)"
-    elif "copied_h2d_bytes_per_step" in f:
+    own = library_moved(f)
+    if own is None and "copied_h2d_bytes_per_step" in f:  # a peer's own count
         own = f"{gb(f['copied_h2d_bytes_per_step'])} / {gb(f['copied_d2h_bytes_per_step'])}"
     nvml_link = "-" if f.get("nvml_pcie_h2d_bytes_per_step") is None else \
         f"{gb(f['nvml_pcie_h2d_bytes_per_step'])} / {gb(f.get('nvml_pcie_d2h_bytes_per_step'))}"
@@ -131,7 +137,7 @@ def speed_row(mode, r, ref, vc):
     vs_vc = "-" if mode in VRAMCACHE[:1] else ratio(r, vc)
     return (f"| {LABELS[mode]} | {f['median_s']:#.4g} | {f['min_s']:#.4g} - {f['max_s']:#.4g} | {f['q1_s']:#.4g} - {f['q3_s']:#.4g} "
             f"({f['steady_steps']} of {f['steps_run']}) | {'-' if mode == 'in_vram' else ratio(r, ref)} | {vs_vc} | {t50} | "
-            f"{peak} | {own} | {nvml_link} | {adamw} | {idle} |")
+            f"{peak} | {own or '-'} | {nvml_link} | {adamw} | {idle} |")
 
 
 def commands(rows):
@@ -254,9 +260,7 @@ def frame_table(recs):
                 rows.append(f"| `{name}` | {r['config']['frame_size']} | {f.get('status')} | | | | | | |")
                 continue
             per = max(1, f["steps_run"])
-            steady = "steady_moved_h2d_bytes_per_step" in f
-            moved = (f"{gb(f['steady_moved_h2d_bytes_per_step'])} / {gb(f['steady_moved_d2h_bytes_per_step'])}" if steady else
-                     f"{gb(f.get('moved_h2d_bytes_per_step'))} / {gb(f.get('moved_d2h_bytes_per_step'))} (all steps)")
+            moved = library_moved(f) or "- / -"
             rows.append(f"| `{name}` | {r['config']['frame_size']} | {f['median_s']:.3f} | {f['steady_steps']} of {f['steps_run']} | "
                         f"{moved} | "
                         f"{c.get('frames_remaps', 0) / per:.0f} ({c.get('frames_remap_ns', 0) / 1e9 / per:.3f} s) | "
