@@ -23,10 +23,10 @@ namespace {
 std::mutex g_mu;
 bool g_ended = false;
 
-double seconds_since(const timespec &t0) {
+double monotonic_s() {  // CLOCK_MONOTONIC, in seconds
   timespec t;
   clock_gettime(CLOCK_MONOTONIC, &t);
-  return double(t.tv_sec - t0.tv_sec) + double(t.tv_nsec - t0.tv_nsec) * 1e-9;
+  return double(t.tv_sec) + double(t.tv_nsec) * 1e-9;
 }
 
 void status_thread(Runtime *rt, CUcontext ctx, const ExplicitBackend *explicit_backend) {
@@ -44,8 +44,7 @@ void status_thread(Runtime *rt, CUcontext ctx, const ExplicitBackend *explicit_b
   // clock_s: the system's monotonic clock (CLOCK_MONOTONIC), so that a tool reading the program's
   // output on the same clock can place a row among it (scripts/bench.py: the steady steps).
   if (csv) fprintf(csv, "time_s,resident_bytes,device_used_bytes,moved_h2d_bytes,moved_d2h_bytes,misses,clock_s\n");
-  timespec t0;
-  clock_gettime(CLOCK_MONOTONIC, &t0);
+  const double t0 = monotonic_s();
   const PagerStats &s = rt->pager()->stats();
   Counters &c = rt->counters();
   const int per_line = int(rt->options().num[kStatusInterval] * 10);
@@ -67,11 +66,10 @@ void status_thread(Runtime *rt, CUcontext ctx, const ExplicitBackend *explicit_b
       unseen_before = unseen;
     }
     if (csv) {
-      timespec now;
-      clock_gettime(CLOCK_MONOTONIC, &now);
-      fprintf(csv, "%.3f,%llu,%llu,%llu,%llu,%llu,%.3f\n", seconds_since(t0), (unsigned long long)s.resident.load(),
+      const double now = monotonic_s();
+      fprintf(csv, "%.3f,%llu,%llu,%llu,%llu,%llu,%.3f\n", now - t0, (unsigned long long)s.resident.load(),
               (unsigned long long)above, (unsigned long long)s.h2d_bytes.load(), (unsigned long long)s.d2h_bytes.load(),
-              (unsigned long long)s.misses.load(), double(now.tv_sec) + double(now.tv_nsec) * 1e-9);
+              (unsigned long long)s.misses.load(), now);
       if (tick % 10 == 0) fflush(csv);
     }
     if (tick % per_line == 0)
